@@ -1,0 +1,474 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Policy is a deletion propagation policy, or a registry strategy's
+// default garbage-collection policy.
+type Policy uint8
+
+// Policies. NoPolicy means the request left propagationPolicy unset.
+const (
+	NoPolicy Policy = iota
+	Background
+	Foreground
+	Orphan
+	// Unsupported is rest.Unsupported: the kind is never garbage collected
+	// and a delete never sets GC finalizers on it.
+	Unsupported
+)
+
+func (p Policy) String() string {
+	return [...]string{"", "Background", "Foreground", "Orphan", "Unsupported"}[p]
+}
+
+// ParsePolicy reads a propagationPolicy value.
+func ParsePolicy(s string) (Policy, bool) {
+	switch s {
+	case "Background":
+		return Background, true
+	case "Foreground":
+		return Foreground, true
+	case "Orphan":
+		return Orphan, true
+	}
+	return NoPolicy, false
+}
+
+// Principal is who sends a client request. PrincipalLimited may delete
+// and update objects but lacks `update` on any `<owner>/finalizers`, so
+// OwnerReferencesPermissionEnforcement refuses its blockOwnerDeletion.
+type Principal uint8
+
+// Principals.
+const (
+	PrincipalAdmin Principal = iota
+	PrincipalLimited
+)
+
+// Result is the outcome of one API request.
+type Result struct {
+	Code    int    // HTTP status
+	Reason  string // metav1.StatusReason for failures
+	Message string
+}
+
+// OK reports a 2xx result.
+func (r Result) OK() bool { return r.Code >= 200 && r.Code < 300 }
+
+func (r Result) String() string {
+	if r.OK() {
+		return itoa(r.Code)
+	}
+	return itoa(r.Code) + " " + r.Reason + ": " + r.Message
+}
+
+func ok(code int) Result { return Result{Code: code} }
+
+func fail(code int, reason, format string, args ...any) Result {
+	return Result{Code: code, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+func notFound(k KindID, name string) Result {
+	return fail(404, "NotFound", "%s %q not found", k.Info().Resource, name)
+}
+
+// Target names an object the way a request URL does.
+type Target struct {
+	Kind      KindID
+	Namespace string
+	Name      string
+}
+
+func (t Target) String() string {
+	if t.Kind == NoKind {
+		return t.Name // an unserved kind: Name holds the whole key
+	}
+	if t.Namespace != "" && t.Namespace != DefaultNamespace {
+		return t.Kind.Info().Short + "/" + t.Namespace + "/" + t.Name
+	}
+	return ObjKey(t.Kind, t.Namespace, t.Name)
+}
+
+// TargetOf returns the request target of an object.
+func TargetOf(o *Object) Target { return Target{o.Kind, o.Namespace, o.Name} }
+
+// DeleteOptions are the metav1.DeleteOptions the model distinguishes.
+type DeleteOptions struct {
+	Policy           Policy
+	OrphanDependents *bool
+	PreconditionUID  UID // 0: none
+	PreconditionRV   int // 0: none
+	DryRun           bool
+}
+
+// request is the context of one API request.
+type request struct {
+	by        Actor
+	principal Principal
+	// admit is false for deletes that bypass admission (apiextensions
+	// deleting custom resources through its storage, not over HTTP).
+	admit bool
+}
+
+// ---- create ----
+
+// create stores a new object (generic registry Store.Create plus the
+// validation in ValidateObjectMeta and admission).
+func (m *Model) create(s *State, rq request, o Object) Result {
+	info := o.Kind.Info()
+	if info.Custom {
+		crd := s.Lookup(crdKind(), "", info.CRDName)
+		if crd == nil {
+			return fail(404, "NotFound", "the server could not find the requested resource (post %s.cascade.dev)", info.Resource)
+		}
+		if crd.Deleting {
+			return fail(405, "MethodNotAllowed", "create not allowed while custom resource definition is terminating")
+		}
+	}
+	if info.Namespaced {
+		if r := m.namespaceAdmits(s, o.Namespace); !r.OK() {
+			return r
+		}
+	}
+	if s.Lookup(o.Kind, o.Namespace, o.Name) != nil {
+		return fail(409, "AlreadyExists", "%s %q already exists", info.Resource, o.Name)
+	}
+	if r := validateMeta(&o, nil); !r.OK() {
+		return r
+	}
+	if r := admitOwnerRefs(rq, &o, nil); !r.OK() {
+		return r
+	}
+	// rest.BeforeCreate clears deletionTimestamp.
+	o.Deleting = false
+	if o.Kind == crdKind() && !o.HasFinalizer(FinalizerCRDCleanup) {
+		o.Finalizers = append(slices.Clip(o.Finalizers), FinalizerCRDCleanup)
+	}
+	o.UID = s.newUID(UIDInfo{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
+	o.RV = 1
+	s.put(o)
+	s.notify(Added, &o)
+	return ok(201)
+}
+
+// namespaceAdmits is the NamespaceLifecycle admission plugin for objects
+// in ns. A namespace the trace never created is taken to exist: it is the
+// harness's own.
+func (m *Model) namespaceAdmits(s *State, ns string) Result {
+	nsKind, _ := KindByShort("ns")
+	if o := s.Lookup(nsKind, "", ns); o != nil {
+		if o.Deleting {
+			return fail(403, "Forbidden", "unable to create new content in namespace %s because it is being terminated", ns)
+		}
+		return ok(200)
+	}
+	for _, u := range s.UIDs {
+		if u.Kind == nsKind && u.Name == ns {
+			return fail(404, "NotFound", "namespaces %q not found", ns)
+		}
+	}
+	return ok(200)
+}
+
+func crdKind() KindID { k, _ := KindByShort("crd"); return k }
+
+// ---- validation (apimachinery/pkg/api/validation/objectmeta.go) ----
+
+// validateMeta checks finalizers and ownerReferences of a new object
+// version; old is nil on create.
+func validateMeta(o *Object, old *Object) Result {
+	if o.HasFinalizer(FinalizerOrphan) && o.HasFinalizer(FinalizerForeground) {
+		return fail(422, "Invalid", "metadata.finalizers: finalizer orphan and foregroundDeletion cannot be both set")
+	}
+	if !o.Kind.Info().Custom {
+		for _, f := range o.Finalizers {
+			if !strings.Contains(f, "/") && f != FinalizerOrphan && f != FinalizerForeground && f != FinalizerNamespace && f != FinalizerCRDCleanup {
+				return fail(422, "Invalid", "metadata.finalizers: %q: name is neither a standard finalizer name nor is it fully qualified", f)
+			}
+		}
+	}
+	controller := ""
+	for _, r := range o.Owners {
+		switch {
+		case r.Kind == "":
+			return fail(422, "Invalid", "metadata.ownerReferences.kind: must not be empty")
+		case r.Name == "":
+			return fail(422, "Invalid", "metadata.ownerReferences.name: must not be empty")
+		case r.UID == 0:
+			return fail(422, "Invalid", "metadata.ownerReferences.uid: must not be empty")
+		case r.Kind == "Event":
+			return fail(422, "Invalid", "metadata.ownerReferences: /v1, Kind=Event is disallowed from being an owner")
+		}
+		if r.Controller {
+			if controller != "" {
+				return fail(422, "Invalid", "metadata.ownerReferences: Only one reference can have Controller set to true. Found \"true\" in references for %s and %s/%s", controller, r.Kind, r.Name)
+			}
+			controller = r.Kind + "/" + r.Name
+		}
+	}
+	return ok(200)
+}
+
+// admitOwnerRefs is OwnerReferencesPermissionEnforcement
+// (plugin/pkg/admission/gc): setting blockOwnerDeletion=true on a new or
+// changed reference requires update on the owner's finalizers.
+func admitOwnerRefs(rq request, o *Object, old *Object) Result {
+	if rq.principal != PrincipalLimited {
+		return ok(200)
+	}
+	for _, r := range o.Owners {
+		if !r.Block {
+			continue
+		}
+		if old != nil {
+			if prev, found := old.OwnerRefTo(r.UID); found && prev.Block {
+				continue
+			}
+		}
+		return fail(403, "Forbidden", "cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on: %s/%s", r.Kind, r.Name)
+	}
+	return ok(200)
+}
+
+// ---- update ----
+
+// update applies mutate to the live object as a PATCH or PUT does, then
+// runs update validation (ValidateObjectMetaAccessorUpdate) and admission.
+// An update that empties the finalizers of an object being deleted removes
+// it from storage (ShouldDeleteDuringUpdate / deleteWithoutFinalizers).
+func (m *Model) update(s *State, rq request, t Target, uid UID, rv int, mutate func(*Object) Result) Result {
+	cur := s.Lookup(t.Kind, t.Namespace, t.Name)
+	if cur == nil {
+		return notFound(t.Kind, t.Name)
+	}
+	if uid != 0 && cur.UID != uid {
+		// A patch carrying metadata.uid fails validation as an attempt to
+		// change an immutable field.
+		return fail(422, "Invalid", "metadata.uid: field is immutable")
+	}
+	if rv != 0 && cur.RV != rv {
+		return fail(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again")
+	}
+	old := *cur
+	next := old
+	if r := mutate(&next); !r.OK() {
+		return r
+	}
+	if old.Deleting && !m.Bugs.Has(BugFinalizerAfterDeletion) {
+		for _, f := range next.Finalizers {
+			if !old.HasFinalizer(f) {
+				return fail(422, "Invalid", "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [%q]", f)
+			}
+		}
+	}
+	if r := validateMeta(&next, &old); !r.OK() {
+		return r
+	}
+	if r := admitOwnerRefs(rq, &next, &old); !r.OK() {
+		return r
+	}
+	if equalObjects(&old, &next) {
+		return ok(200) // a no-op patch writes nothing
+	}
+	if next.Deleting && len(next.Finalizers) == 0 {
+		s.remove(next.UID)
+		s.notify(Deleted, &next)
+		return ok(200)
+	}
+	next.RV++
+	s.put(next)
+	s.notify(Modified, &next)
+	return ok(200)
+}
+
+func equalObjects(a, b *Object) bool {
+	return a.UID == b.UID && a.Deleting == b.Deleting && a.Replicas == b.Replicas && a.Selector == b.Selector &&
+		slices.Equal(a.Owners, b.Owners) && slices.Equal(a.Finalizers, b.Finalizers) && slices.Equal(a.Labels, b.Labels)
+}
+
+// ---- delete (generic/registry/store.go Store.Delete) ----
+
+// delete runs one DELETE request.
+func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Result {
+	// rest.BeforeDelete: ValidateDeleteOptions comes first.
+	if opts.OrphanDependents != nil && opts.Policy != NoPolicy {
+		return fail(422, "Invalid", "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: %q: orphanDependents and deletionPropagation cannot be both set", opts.Policy.String())
+	}
+	cur := s.Lookup(t.Kind, t.Namespace, t.Name)
+	if cur == nil {
+		return notFound(t.Kind, t.Name)
+	}
+	if opts.PreconditionUID != 0 && cur.UID != opts.PreconditionUID {
+		if t.Kind.Info().Kind == "Namespace" {
+			return fail(409, "Conflict", "Precondition failed: UID in precondition: %s, UID in object meta: %s", s.UIDLabel(opts.PreconditionUID), s.UIDLabel(cur.UID))
+		}
+		return fail(409, "Conflict", "the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", s.UIDLabel(opts.PreconditionUID), s.UIDLabel(cur.UID))
+	}
+	if opts.PreconditionRV != 0 && cur.RV != opts.PreconditionRV {
+		return fail(409, "Conflict", "the ResourceVersion in the precondition (%d) does not match the ResourceVersion in record (%d). The object might have been modified", opts.PreconditionRV, cur.RV)
+	}
+	if rq.admit {
+		if deny := m.protectionDenies(s, cur); deny != "" {
+			return fail(403, "Forbidden", "admission webhook \"vdeletion.cascade.dev\" denied the request: %s", deny)
+		}
+	}
+	next := *cur
+	next.Finalizers = deletionFinalizers(cur, opts)
+	pending := len(next.Finalizers) != 0
+	if !pending {
+		if opts.DryRun {
+			return ok(200)
+		}
+		gone := *cur // cur points into s.Objects, which remove shifts
+		s.remove(gone.UID)
+		s.notify(Deleted, &gone)
+		return ok(200)
+	}
+	// markAsDeleting (non-graceful kinds): deletionTimestamp set once; a
+	// second delete on a terminating object re-runs the finalizer choice
+	// and may switch orphan/foregroundDeletion (see upstream-semantics 1.3).
+	next.Deleting = true
+	if opts.DryRun || equalObjects(cur, &next) {
+		return ok(200)
+	}
+	next.RV++
+	s.put(next)
+	s.notify(Modified, &next)
+	return ok(200)
+}
+
+// deletionFinalizers is deletionFinalizersForGarbageCollection: drop both
+// GC finalizers and add back the one the request and the object call for.
+func deletionFinalizers(o *Object, opts DeleteOptions) []string {
+	info := o.Kind.Info()
+	orphan, fg := shouldOrphanDependents(o, opts), shouldDeleteDependents(o, opts)
+	if info.Kind == "Namespace" {
+		orphan, fg = namespaceFinalizers(o, opts)
+	}
+	var out []string
+	for _, f := range o.Finalizers {
+		if f != FinalizerOrphan && f != FinalizerForeground {
+			out = append(out, f)
+		}
+	}
+	if orphan {
+		out = append(out, FinalizerOrphan)
+	}
+	if fg {
+		out = append(out, FinalizerForeground)
+	}
+	if info.Kind == "Namespace" && !o.Deleting && !slices.Contains(out, FinalizerNamespace) {
+		out = append(out, FinalizerNamespace)
+	}
+	if sameSet(out, o.Finalizers) {
+		return o.Finalizers
+	}
+	return out
+}
+
+// shouldOrphanDependents mirrors store.go, including the precedence of an
+// existing GC finalizer (first in list order wins) over the kind default.
+func shouldOrphanDependents(o *Object, opts DeleteOptions) bool {
+	def := o.Kind.Info().DefaultPolicy
+	if def == Unsupported {
+		return false
+	}
+	if opts.OrphanDependents != nil {
+		return *opts.OrphanDependents
+	}
+	switch opts.Policy {
+	case Orphan:
+		return true
+	case Background, Foreground:
+		return false
+	}
+	for _, f := range o.Finalizers {
+		switch f {
+		case FinalizerOrphan:
+			return true
+		case FinalizerForeground:
+			return false
+		}
+	}
+	return def == Orphan
+}
+
+// shouldDeleteDependents mirrors store.go. orphanDependents=false means
+// background, never foreground, in the generic store.
+func shouldDeleteDependents(o *Object, opts DeleteOptions) bool {
+	if o.Kind.Info().DefaultPolicy == Unsupported {
+		return false
+	}
+	if opts.OrphanDependents != nil {
+		return false
+	}
+	switch opts.Policy {
+	case Foreground:
+		return true
+	case Background, Orphan:
+		return false
+	}
+	for _, f := range o.Finalizers {
+		switch f {
+		case FinalizerForeground:
+			return true
+		case FinalizerOrphan:
+			return false
+		}
+	}
+	return false
+}
+
+// namespaceFinalizers is the Namespace registry's own choice
+// (shouldHaveOrphanFinalizer / shouldHaveDeleteDependentsFinalizer):
+// orphanDependents=false there means foreground.
+func namespaceFinalizers(o *Object, opts DeleteOptions) (orphan, fg bool) {
+	switch {
+	case opts.OrphanDependents != nil:
+		orphan = *opts.OrphanDependents
+	case opts.Policy != NoPolicy:
+		orphan = opts.Policy == Orphan
+	default:
+		orphan = o.HasFinalizer(FinalizerOrphan)
+	}
+	switch {
+	case opts.OrphanDependents != nil:
+		fg = !*opts.OrphanDependents
+	case opts.Policy != NoPolicy:
+		fg = opts.Policy == Foreground
+	default:
+		fg = o.HasFinalizer(FinalizerForeground)
+	}
+	return orphan, fg
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// ---- watch fan-out ----
+
+// notify appends a watch event to every watcher of the object's kind. The
+// GC watches every deletable resource except events
+// (DefaultIgnoredResources); the controller watches the kinds it adopts
+// and adopts for.
+func (s *State) notify(t EventType, o *Object) {
+	if o.Kind.Info().Kind != "Event" {
+		s.GC.Watch.Queues[o.Kind] = append(s.GC.Watch.Queues[o.Kind], WatchEvent{Type: t, Obj: *o})
+	}
+	if controllerWatches(o.Kind) {
+		s.Controller.Watch.Queues[o.Kind] = append(s.Controller.Watch.Queues[o.Kind], WatchEvent{Type: t, Obj: *o})
+	}
+}

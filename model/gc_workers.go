@@ -1,0 +1,418 @@
+package model
+
+import "slices"
+
+// gcErr is the outcome class of a GC lookup, mirroring the sentinel
+// errors of garbagecollector.go.
+type gcErr uint8
+
+const (
+	errNone gcErr = iota
+	errNotFound
+	errRESTMapping                    // restMappingError: retried forever
+	errNamespacedOwnerOfClusterScoped // forgotten
+)
+
+// apiResource resolves a kind name the way the GC's RESTMapper does: a
+// kind nobody serves, or a custom kind whose CRD is absent, has no mapping.
+func apiResource(s *State, kind string) (KindID, gcErr) {
+	k, found := KindByName(kind)
+	if !found {
+		return NoKind, errRESTMapping
+	}
+	if info := k.Info(); info.Custom && s.Lookup(crdKind(), "", info.CRDName) == nil {
+		return NoKind, errRESTMapping
+	}
+	return k, errNone
+}
+
+// getObject is the GC's live GET of an identity (operations.go).
+// resourceDefaultNamespace drops the namespace for cluster-scoped kinds;
+// BugLookupIgnoresScope keeps it, as before kubernetes#57211.
+func (m *Model) getObject(s *State, id Identity) (*Object, gcErr) {
+	k, err := apiResource(s, id.Kind)
+	if err != errNone {
+		return nil, err
+	}
+	ns := id.Namespace
+	if !k.Info().Namespaced && !m.Bugs.Has(BugLookupIgnoresScope) {
+		ns = ""
+	}
+	if k.Info().Namespaced && ns == "" {
+		return nil, errNamespacedOwnerOfClusterScoped
+	}
+	o := s.Lookup(k, ns, id.Name)
+	if o == nil {
+		return nil, errNotFound
+	}
+	return o, errNone
+}
+
+// isDangling classifies one ownerReference of item by absentOwnerCache and
+// a live GET of the owner in the dependent's namespace.
+func (m *Model) isDangling(s *State, ref OwnerRef, item *Node) (dangling bool, owner *Object, err gcErr) {
+	g := &s.GC
+	key := Identity{Kind: ref.Kind, Name: ref.Name, UID: ref.UID}
+	if m.hasAbsent(g, key) {
+		return true, nil, errNone
+	}
+	key.Namespace = item.Namespace
+	if m.hasAbsent(g, key) {
+		return true, nil, errNone
+	}
+	k, e := apiResource(s, ref.Kind)
+	if e != errNone {
+		return false, nil, e
+	}
+	namespaced := k.Info().Namespaced
+	if !namespaced {
+		key.Namespace = ""
+	}
+	if item.Namespace == "" && namespaced {
+		return false, nil, errNamespacedOwnerOfClusterScoped
+	}
+	ns := ""
+	if namespaced {
+		ns = item.Namespace
+	}
+	o := s.Lookup(k, ns, ref.Name)
+	if o == nil || o.UID != ref.UID {
+		m.addAbsent(g, key)
+		return true, nil, errNone
+	}
+	return false, o, errNone
+}
+
+// workResult is what a worker tells its queue.
+type workResult uint8
+
+const (
+	forget workResult = iota
+	requeue
+)
+
+// attemptToDelete runs one attemptToDelete work item up to its first
+// write: every GET happens now, the writes it decides on are left in
+// flight for `gc delete|patch|unblock|remove-finalizer` steps.
+func (m *Model) attemptToDelete(s *State, uid UID) {
+	g := &s.GC
+	g.AttemptToDelete = dequeue(g.AttemptToDelete, uid)
+	n := g.node(uid)
+	if n == nil {
+		// Upstream still holds the removed *node: its GET finds nothing (or
+		// a new incarnation) and the virtual delete event it queues is
+		// ignored by the graph builder. Forgetting is the same outcome.
+		return
+	}
+	item := *n
+	writes, res := m.attemptToDeleteItem(s, &item)
+	if len(writes) > 0 {
+		i, _ := slices.BinarySearchFunc(g.InFlight, uid, func(f InFlight, u UID) int { return cmpUID(f.UID, u) })
+		g.InFlight = slices.Insert(g.InFlight, i, InFlight{UID: uid, Writes: writes})
+		return
+	}
+	m.finishWork(s, uid, res)
+}
+
+// finishWork applies attemptToDeleteWorker's verdict. A node still
+// virtual after a successful pass is requeued until an informer or a
+// virtual delete event settles it (kubernetes#56121);
+// BugForgetUnobservedVirtual forgets it instead.
+func (m *Model) finishWork(s *State, uid UID, res workResult) {
+	g := &s.GC
+	if res == forget {
+		if n := g.node(uid); n != nil && n.Virtual && !m.Bugs.Has(BugForgetUnobservedVirtual) {
+			res = requeue
+		}
+	}
+	if res == requeue {
+		g.AttemptToDelete = g.enqueue(g.AttemptToDelete, uid)
+	}
+}
+
+// errResult maps a lookup failure to the worker's verdict.
+func errResult(e gcErr) workResult {
+	if e == errNamespacedOwnerOfClusterScoped {
+		return forget
+	}
+	return requeue
+}
+
+// attemptToDeleteItem mirrors garbagecollector.go. It returns the writes
+// to send, or the verdict when there is nothing to send. A result of
+// forget with a virtual node still means requeue (finishWork).
+func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) {
+	if item.BeingDeleted && !item.DeletingDependents {
+		return nil, forget // "being deleted is an one-way trip"
+	}
+	latest, e := m.getObject(s, item.Identity)
+	if e == errNotFound || (e == errNone && latest.UID != item.UID) {
+		s.GC.VirtualEvents = append(s.GC.VirtualEvents, item.Identity)
+		return nil, forget // enqueuedVirtualDeleteEventErr
+	}
+	if e != errNone {
+		return nil, errResult(e)
+	}
+	if item.DeletingDependents {
+		return m.processDeletingDependentsItem(s, item)
+	}
+	if len(latest.Owners) == 0 {
+		return nil, forget
+	}
+	var solid, dangling, waiting []OwnerRef
+	for _, ref := range latest.Owners {
+		d, owner, e := m.isDangling(s, ref, item)
+		if e != errNone {
+			return nil, errResult(e)
+		}
+		switch {
+		case d:
+			dangling = append(dangling, ref)
+		case owner.Deleting && owner.HasFinalizer(FinalizerForeground):
+			waiting = append(waiting, ref)
+		default:
+			solid = append(solid, ref)
+		}
+	}
+	switch {
+	case len(solid) != 0:
+		if len(dangling) == 0 && len(waiting) == 0 {
+			return nil, forget
+		}
+		var remove []UID
+		for _, r := range append(dangling, waiting...) {
+			remove = append(remove, r.UID)
+		}
+		return []Write{{Op: WritePatchOwners, Item: item.Identity, Remove: remove}}, forget
+	case len(waiting) != 0 && len(item.Dependents) != 0:
+		var writes []Write
+		if !m.Bugs.Has(BugNoCycleUnblock) {
+			for _, du := range item.Dependents {
+				if d := s.GC.node(du); d != nil && d.DeletingDependents {
+					var refs []OwnerRef
+					for _, r := range item.Owners {
+						if r.Block {
+							r.Block = false
+							refs = append(refs, r)
+						}
+					}
+					writes = append(writes, Write{Op: WriteUnblock, Item: item.Identity, Owners: refs})
+					break
+				}
+			}
+		}
+		return append(writes, m.deleteWrite(item, latest, Foreground)), forget
+	default:
+		policy := Background
+		switch {
+		case latest.HasFinalizer(FinalizerOrphan):
+			policy = Orphan
+		case latest.HasFinalizer(FinalizerForeground):
+			policy = Foreground
+		}
+		if m.Bugs.Has(BugDeleteDependentsWithoutPolicy) {
+			policy = NoPolicy
+		}
+		return []Write{m.deleteWrite(item, latest, policy)}, forget
+	}
+}
+
+// deleteWrite is deleteObject's request: UID and resourceVersion
+// preconditions (kubernetes#132632) unless BugDeleteWithoutRVPrecondition.
+func (m *Model) deleteWrite(item *Node, latest *Object, p Policy) Write {
+	w := Write{Op: WriteDelete, Item: item.Identity, Policy: p, RV: latest.RV, Owners: latest.Owners}
+	if m.Bugs.Has(BugDeleteWithoutRVPrecondition) {
+		w.RV = 0
+	}
+	return w
+}
+
+// processDeletingDependentsItem: remove foregroundDeletion once no graph
+// dependent blocks; otherwise push the blockers along.
+func (m *Model) processDeletingDependentsItem(s *State, item *Node) ([]Write, workResult) {
+	blocking := blockingDependents(&s.GC, item)
+	if len(blocking) == 0 {
+		// The graph check and removeFinalizer's GET+patch run in one
+		// worker call upstream; the model keeps them in one step so that
+		// "known blocking dependents" means known when the finalizer went.
+		if r := m.removeFinalizer(s, item.Identity, FinalizerForeground); !r.OK() {
+			return nil, requeue
+		}
+		return nil, forget
+	}
+	for _, du := range blocking {
+		if d := s.GC.node(du); !d.DeletingDependents {
+			s.GC.AttemptToDelete = s.GC.enqueue(s.GC.AttemptToDelete, du)
+		}
+	}
+	return nil, forget
+}
+
+// blockingDependents reads the graph only: a dependent the GC has not
+// observed does not block (foreground deletion is best-effort).
+func blockingDependents(g *GC, n *Node) []UID {
+	var out []UID
+	for _, du := range n.Dependents {
+		d := g.node(du)
+		for _, r := range d.Owners {
+			if r.UID == n.UID && r.Block {
+				out = append(out, du)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// sendWrite sends the next in-flight write of item uid. It returns the
+// API result (for traces) of the request.
+func (m *Model) sendWrite(s *State, uid UID) Result {
+	g := &s.GC
+	i, _ := slices.BinarySearchFunc(g.InFlight, uid, func(f InFlight, u UID) int { return cmpUID(f.UID, u) })
+	f := g.InFlight[i]
+	w := f.Writes[0]
+	rest := f.Writes[1:]
+	r := m.doWrite(s, w)
+	g = &s.GC
+	switch {
+	case r.OK() && len(rest) > 0:
+		g.InFlight[i].Writes = rest
+		return r
+	case r.OK():
+		g.InFlight = slices.Delete(g.InFlight, i, i+1)
+		m.finishWork(s, uid, forget)
+	case r.Code == 404 && w.Op == WriteDelete:
+		g.InFlight = slices.Delete(g.InFlight, i, i+1)
+		g.VirtualEvents = append(g.VirtualEvents, w.Item)
+	case r.Code == 404 && w.Op == WriteRemoveFinalizer:
+		g.InFlight = slices.Delete(g.InFlight, i, i+1)
+		m.finishWork(s, uid, forget)
+	default:
+		g.InFlight = slices.Delete(g.InFlight, i, i+1)
+		m.finishWork(s, uid, requeue)
+	}
+	return r
+}
+
+func (m *Model) gcRequest() request { return request{by: ActorGC, admit: true} }
+
+// doWrite performs one GC request.
+func (m *Model) doWrite(s *State, w Write) Result {
+	k, e := apiResource(s, w.Item.Kind)
+	if e != errNone {
+		return fail(404, "NotFound", "no mapping for %s", w.Item.Kind)
+	}
+	t := Target{Kind: k, Namespace: w.Item.Namespace, Name: w.Item.Name}
+	if !k.Info().Namespaced {
+		t.Namespace = ""
+	}
+	switch w.Op {
+	case WriteDelete:
+		opts := DeleteOptions{Policy: w.Policy, PreconditionUID: w.Item.UID, PreconditionRV: w.RV}
+		r := m.delete(s, m.gcRequest(), t, opts)
+		if r.Code == 409 && w.RV != 0 {
+			// deleteObject: retry with the UID precondition alone when only
+			// fields other than ownerReferences changed.
+			live := s.Lookup(t.Kind, t.Namespace, t.Name)
+			if live == nil {
+				return notFound(t.Kind, t.Name)
+			}
+			if live.UID == w.Item.UID && live.RV != w.RV && slices.Equal(live.Owners, w.Owners) {
+				opts.PreconditionRV = 0
+				return m.delete(s, m.gcRequest(), t, opts)
+			}
+		}
+		return r
+	case WritePatchOwners:
+		return m.update(s, m.gcRequest(), t, w.Item.UID, 0, func(o *Object) Result {
+			o.Owners = slices.DeleteFunc(slices.Clone(o.Owners), func(r OwnerRef) bool { return slices.Contains(w.Remove, r.UID) })
+			return ok(200)
+		})
+	case WriteUnblock:
+		// Strategic merge by uid: refs present are overwritten with the
+		// graph's copy (blockOwnerDeletion=false); refs no longer present
+		// are appended, exactly as the patch list would merge.
+		return m.update(s, m.gcRequest(), t, w.Item.UID, 0, func(o *Object) Result {
+			owners := slices.Clone(o.Owners)
+			for _, pr := range w.Owners {
+				if j := slices.IndexFunc(owners, func(r OwnerRef) bool { return r.UID == pr.UID }); j >= 0 {
+					owners[j] = pr
+				} else {
+					owners = append(owners, pr)
+				}
+			}
+			o.Owners = owners
+			return ok(200)
+		})
+	case WriteRemoveFinalizer:
+		return m.removeFinalizer(s, w.Item, FinalizerForeground)
+	}
+	panic("unknown write")
+}
+
+// removeFinalizer is operations.go removeFinalizer: GET, drop the
+// finalizer, merge-patch with the resourceVersion read. GET and patch are
+// one step here, so RetryOnConflict never has to retry.
+func (m *Model) removeFinalizer(s *State, id Identity, f string) Result {
+	o, e := m.getObject(s, id)
+	if e == errNotFound || (e == errNone && o.UID != id.UID) {
+		return ok(200)
+	}
+	if e != errNone {
+		return fail(500, "InternalError", "cannot finalize owner %s/%s", id.Kind, id.Name)
+	}
+	if !o.HasFinalizer(f) {
+		return ok(200)
+	}
+	return m.update(s, m.gcRequest(), TargetOf(o), 0, o.RV, func(x *Object) Result {
+		x.Finalizers = slices.DeleteFunc(slices.Clone(x.Finalizers), func(y string) bool { return y == f })
+		return ok(200)
+	})
+}
+
+// attemptToOrphan runs one attemptToOrphan work item: strip the owner's
+// reference from every dependent the graph knows, then remove the orphan
+// finalizer. Dependents the graph has not seen yet are not orphaned: that
+// is kubernetes#26120, unfixed upstream.
+func (m *Model) attemptToOrphan(s *State, uid UID) {
+	g := &s.GC
+	g.AttemptToOrphan = dequeue(g.AttemptToOrphan, uid)
+	n := g.node(uid)
+	if n == nil {
+		return
+	}
+	owner := n.Identity
+	deps := slices.Clone(n.Dependents)
+	for i := range s.Orphans {
+		if o := &s.Orphans[i]; o.Owner == uid && !o.Ran {
+			o.Ran, o.Seen = true, hasUID(deps, o.Dep)
+		}
+	}
+	failed := false
+	for _, du := range deps {
+		d := s.GC.node(du)
+		if d == nil {
+			continue
+		}
+		k, e := apiResource(s, d.Kind)
+		if e != errNone {
+			failed = true
+			continue
+		}
+		t := Target{Kind: k, Namespace: d.Namespace, Name: d.Name}
+		r := m.update(s, m.gcRequest(), t, du, 0, func(o *Object) Result {
+			o.Owners = slices.DeleteFunc(slices.Clone(o.Owners), func(r OwnerRef) bool { return r.UID == owner.UID })
+			return ok(200)
+		})
+		if !r.OK() && r.Code != 404 {
+			failed = true
+		}
+	}
+	if failed {
+		s.GC.AttemptToOrphan = s.GC.enqueue(s.GC.AttemptToOrphan, uid)
+		return
+	}
+	if r := m.removeFinalizer(s, owner, FinalizerOrphan); !r.OK() {
+		s.GC.AttemptToOrphan = s.GC.enqueue(s.GC.AttemptToOrphan, uid)
+	}
+}

@@ -1,0 +1,455 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Property names. They are sentences so that reports read plainly.
+const (
+	PropNoSolidOwnerCollected    = "no solid owner collected"
+	PropOrphanRespected          = "orphan respected"
+	PropNoRemovalWithFinalizers  = "no object removed while it has finalizers"
+	PropNoFinalizerAfterDeletion = "no finalizer added after deletion started"
+	PropProtectionHolds          = "protection holds"
+	PropForegroundWaits          = "foreground waits for known blocking dependents"
+	PropNeverSilentlyOrphaned    = "cascades are never silently orphaned"
+	PropGarbageCollected         = "garbage is collected"
+	PropNoStuckFinalizer         = "no GC finalizer is stuck"
+	PropGraphAgrees              = "the graph agrees with the store"
+	PropOrphaningHappens         = "orphaning happens"
+	PropForegroundCompletes      = "a foreground cascade completes"
+	PropCycleBroken              = "a cycle is broken"
+)
+
+// PropertyKind says when a property is evaluated.
+type PropertyKind uint8
+
+// Property kinds.
+const (
+	// Always: a safety property of every transition.
+	Always PropertyKind = iota
+	// Quiescent: a liveness property of every quiescent state, one where
+	// every enabled internal step only stutters.
+	Quiescent
+	// Sometimes: a reachability property; some transition must witness it,
+	// or the scope is too constrained to mean anything.
+	Sometimes
+)
+
+func (k PropertyKind) String() string { return [...]string{"always", "quiescent", "sometimes"}[k] }
+
+// Transition is one step with the states around it.
+type Transition struct {
+	Prev, Next *State
+	Step       Step
+	Result     Result
+}
+
+// Violation explains how a property failed. Known names the upstream
+// issue when the failure is a documented race upstream never fixed.
+type Violation struct {
+	Property string
+	Message  string
+	Known    string
+}
+
+func (v *Violation) Error() string {
+	if v.Known != "" {
+		return v.Property + ": " + v.Message + " (known upstream race " + v.Known + ")"
+	}
+	return v.Property + ": " + v.Message
+}
+
+// Property is a named check.
+type Property struct {
+	Name string
+	Kind PropertyKind
+	Doc  string
+	// Check is set for Always (on a transition) and Sometimes (true when
+	// the transition witnesses it, reported through a non-nil Violation).
+	Check func(m *Model, t *Transition) *Violation
+	// CheckState is set for Quiescent properties.
+	CheckState func(m *Model, s *State) *Violation
+}
+
+// Properties is the catalogue of named properties.
+var Properties = []Property{
+	{Name: PropNoSolidOwnerCollected, Kind: Always, Check: checkSolidOwner,
+		Doc: "The GC never deletes an object that, when its DELETE lands, has an ownerReference resolving (same UID, kind and name, same namespace or a cluster-scoped owner) to a live owner that is not waiting for dependents in foreground."},
+	{Name: PropOrphanRespected, Kind: Always, Check: checkOrphanRespected,
+		Doc: "After a delete that orphans X, no object that referenced X at the time is deleted by the GC while it still references X. Violations for dependents the GC had not observed when it orphaned are the known race kubernetes#26120."},
+	{Name: PropNoRemovalWithFinalizers, Kind: Always, Check: checkRemovalWithFinalizers,
+		Doc: "A DELETE never removes an object from storage while it lists finalizers; only emptying the finalizers of a terminating object removes it."},
+	{Name: PropNoFinalizerAfterDeletion, Kind: Always, Check: checkFinalizerAfterDeletion,
+		Doc: "Once deletion has started, only a DELETE request may add a finalizer (the API server re-choosing orphan/foregroundDeletion); updates may not."},
+	{Name: PropProtectionHolds, Kind: Always, Check: checkProtection,
+		Doc: "An object labelled delete-protection=Always never starts deletion; one labelled Cascading never starts deletion while it has active dependents. Storage-level deletes by apiextensions (a CRD taking its resources with it) bypass admission and are not counted."},
+	{Name: PropForegroundWaits, Kind: Always, Check: checkForegroundWaits,
+		Doc: "The GC never removes foregroundDeletion from an owner while a live dependent with blockOwnerDeletion=true to it is in the GC's graph with that blocking reference."},
+	{Name: PropNeverSilentlyOrphaned, Kind: Always, Check: checkSilentOrphan,
+		Doc: "A DELETE sent by the GC never puts the orphan finalizer on an object that lacked it: cascades do not turn into orphaning half way."},
+	{Name: PropGarbageCollected, Kind: Quiescent, CheckState: checkGarbageCollected,
+		Doc: "In a quiescent state no live object has ownerReferences that all resolve to absent owners, except where the GC by design never collects (a cluster-scoped object naming a namespaced owner kind; an owner kind nobody serves) or deletion protection refuses."},
+	{Name: PropNoStuckFinalizer, Kind: Quiescent, CheckState: checkStuckFinalizer,
+		Doc: "In a quiescent state no terminating object carries orphan, and one carrying foregroundDeletion still has a blocking dependent that is itself held by something outside the GC: a user finalizer, deletion protection, or such a chain (a cycle holds nothing)."},
+	{Name: PropGraphAgrees, Kind: Quiescent, CheckState: checkGraphAgrees,
+		Doc: "In a quiescent state every live object has an observed graph node with its ownerReferences and deletion state, every observed node is live, and a terminating object with foregroundDeletion is marked deletingDependents."},
+	{Name: PropOrphaningHappens, Kind: Sometimes, Check: witnessOrphaning,
+		Doc: "attemptToOrphan completes for some owner."},
+	{Name: PropForegroundCompletes, Kind: Sometimes, Check: witnessForeground,
+		Doc: "Some owner in foreground deletion leaves storage."},
+	{Name: PropCycleBroken, Kind: Sometimes, Check: witnessCycleBroken,
+		Doc: "The GC sends the cycle-breaking patch that sets blockOwnerDeletion=false."},
+}
+
+// PropertyByName finds a property.
+func PropertyByName(name string) (*Property, error) {
+	for i := range Properties {
+		if Properties[i].Name == name {
+			return &Properties[i], nil
+		}
+	}
+	var names []string
+	for _, p := range Properties {
+		names = append(names, fmt.Sprintf("%q", p.Name))
+	}
+	return nil, fmt.Errorf("unknown property %q (known: %v)", name, names)
+}
+
+// gcDeleteTarget returns the object a GC DELETE step sent against, as it
+// was before the step, and whether the step was one.
+func gcDeleteTarget(t *Transition) (*Object, bool) {
+	if t.Step.Actor != ActorGC || t.Step.Op != OpSend || t.Step.Write != WriteDelete || !t.Result.OK() {
+		return nil, false
+	}
+	for _, f := range t.Prev.GC.InFlight {
+		if w := f.Writes[0]; w.Op == WriteDelete && t.Prev.identMatches(w.Item, t.Step) {
+			if o := t.Prev.Get(w.Item.UID); o != nil {
+				return o, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// started reports whether o started deletion or left storage in t.
+func started(t *Transition, o *Object) bool {
+	n := t.Next.Get(o.UID)
+	return !o.Deleting && (n == nil || n.Deleting)
+}
+
+// solidOwner returns a live owner of o that is not waiting for dependents.
+func solidOwner(s *State, o *Object) *Object {
+	for _, r := range o.Owners {
+		owner := s.Get(r.UID)
+		if owner == nil || owner.Kind.Info().Kind != r.Kind || owner.Name != r.Name {
+			continue
+		}
+		if owner.Namespace != "" && owner.Namespace != o.Namespace {
+			continue
+		}
+		if owner.Deleting && owner.HasFinalizer(FinalizerForeground) {
+			continue
+		}
+		return owner
+	}
+	return nil
+}
+
+func checkSolidOwner(m *Model, t *Transition) *Violation {
+	d, isDel := gcDeleteTarget(t)
+	if !isDel || !started(t, d) {
+		return nil
+	}
+	if owner := solidOwner(t.Prev, d); owner != nil {
+		return &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s while its owner %s was live and not waiting for dependents", d.Key(), owner.Key())}
+	}
+	return nil
+}
+
+func checkOrphanRespected(m *Model, t *Transition) *Violation {
+	d, isDel := gcDeleteTarget(t)
+	if !isDel || !started(t, d) {
+		return nil
+	}
+	for _, w := range t.Prev.Orphans {
+		if w.Dep != d.UID {
+			continue
+		}
+		if _, refs := d.OwnerRefTo(w.Owner); !refs {
+			continue
+		}
+		v := &Violation{Property: PropOrphanRespected, Message: fmt.Sprintf("gc deleted %s because of %s, whose deletion orphaned it", d.Key(), t.Prev.UIDLabel(w.Owner))}
+		if w.Ran && !w.Seen {
+			v.Known = "kubernetes#26120"
+			v.Message += "; the GC had not observed it when it orphaned"
+		}
+		return v
+	}
+	return nil
+}
+
+func isDeleteStep(st Step) bool {
+	return (st.Actor == ActorClient && st.Op == OpDelete) || (st.Actor == ActorGC && st.Op == OpSend && st.Write == WriteDelete)
+}
+
+func checkRemovalWithFinalizers(m *Model, t *Transition) *Violation {
+	if !isDeleteStep(t.Step) {
+		return nil
+	}
+	for i := range t.Prev.Objects {
+		o := &t.Prev.Objects[i]
+		if len(o.Finalizers) > 0 && t.Next.Get(o.UID) == nil {
+			return &Violation{Property: PropNoRemovalWithFinalizers, Message: fmt.Sprintf("%s left storage by a delete while it had finalizers %v", o.Key(), o.Finalizers)}
+		}
+	}
+	return nil
+}
+
+func checkFinalizerAfterDeletion(m *Model, t *Transition) *Violation {
+	if isDeleteStep(t.Step) {
+		return nil
+	}
+	for i := range t.Prev.Objects {
+		o := &t.Prev.Objects[i]
+		if !o.Deleting {
+			continue
+		}
+		if n := t.Next.Get(o.UID); n != nil {
+			for _, f := range n.Finalizers {
+				if !o.HasFinalizer(f) {
+					return &Violation{Property: PropNoFinalizerAfterDeletion, Message: fmt.Sprintf("%s gained finalizer %q while being deleted", o.Key(), f)}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func checkProtection(m *Model, t *Transition) *Violation {
+	if t.Step.Actor == ActorAPIExtensions {
+		return nil
+	}
+	for i := range t.Prev.Objects {
+		o := &t.Prev.Objects[i]
+		v, set := o.Label(ProtectionLabel)
+		if !set || !started(t, o) {
+			continue
+		}
+		if v == ProtectAlways || (v == ProtectCascading && activeDependents(t.Prev, o) > 0) {
+			return &Violation{Property: PropProtectionHolds, Message: fmt.Sprintf("%s labelled %s=%s started deletion", o.Key(), ProtectionLabel, v)}
+		}
+	}
+	return nil
+}
+
+func checkForegroundWaits(m *Model, t *Transition) *Violation {
+	if t.Step.Actor != ActorGC {
+		return nil
+	}
+	for i := range t.Prev.Objects {
+		x := &t.Prev.Objects[i]
+		if !x.Deleting || !x.HasFinalizer(FinalizerForeground) {
+			continue
+		}
+		if n := t.Next.Get(x.UID); n != nil && n.HasFinalizer(FinalizerForeground) {
+			continue
+		}
+		for j := range t.Prev.Objects {
+			d := &t.Prev.Objects[j]
+			r, refs := d.OwnerRefTo(x.UID)
+			if !refs || !r.Block {
+				continue
+			}
+			if dn := t.Prev.GC.node(d.UID); dn != nil && !dn.Virtual {
+				if gr, has := findRef(dn.Owners, x.UID); has && gr.Block {
+					return &Violation{Property: PropForegroundWaits, Message: fmt.Sprintf("gc removed foregroundDeletion from %s while %s, known to the GC, blocks it", x.Key(), d.Key())}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func checkSilentOrphan(m *Model, t *Transition) *Violation {
+	d, isDel := gcDeleteTarget(t)
+	if !isDel || d.HasFinalizer(FinalizerOrphan) {
+		return nil
+	}
+	if n := t.Next.Get(d.UID); n != nil && n.HasFinalizer(FinalizerOrphan) {
+		return &Violation{Property: PropNeverSilentlyOrphaned, Message: fmt.Sprintf("gc's delete of %s put the orphan finalizer on it, orphaning its dependents mid-cascade", d.Key())}
+	}
+	return nil
+}
+
+// danglingRef reports whether a reference resolves to no live owner, the
+// way the GC's lookup in the dependent's namespace would conclude.
+func danglingRef(s *State, d *Object, r OwnerRef) bool {
+	owner := s.Get(r.UID)
+	if owner == nil || owner.Kind.Info().Kind != r.Kind || owner.Name != r.Name {
+		return true
+	}
+	return owner.Namespace != "" && owner.Namespace != d.Namespace
+}
+
+// neverCollected reports references the GC by design never acts on.
+func neverCollected(s *State, d *Object, r OwnerRef) bool {
+	k, e := apiResource(s, r.Kind)
+	if e != errNone {
+		return true // restMappingError: retried forever
+	}
+	return d.Namespace == "" && k.Info().Namespaced
+}
+
+func checkGarbageCollected(m *Model, s *State) *Violation {
+	for i := range s.Objects {
+		d := &s.Objects[i]
+		if d.Deleting || len(d.Owners) == 0 || d.Kind.Info().Kind == "Event" {
+			continue
+		}
+		garbage := true
+		for _, r := range d.Owners {
+			if neverCollected(s, d, r) || !danglingRef(s, d, r) {
+				garbage = false
+				break
+			}
+		}
+		if garbage && m.protectionDenies(s, d) == "" {
+			return &Violation{Property: PropGarbageCollected, Message: fmt.Sprintf("%s is garbage (every owner is absent) but was never collected", d.Key())}
+		}
+	}
+	return nil
+}
+
+func checkStuckFinalizer(m *Model, s *State) *Violation {
+	for i := range s.Objects {
+		x := &s.Objects[i]
+		if !x.Deleting {
+			continue
+		}
+		if x.HasFinalizer(FinalizerOrphan) {
+			return &Violation{Property: PropNoStuckFinalizer, Message: fmt.Sprintf("%s is stuck with the orphan finalizer", x.Key())}
+		}
+		if x.HasFinalizer(FinalizerForeground) && !m.heldOutsideGC(s, x, nil) {
+			return &Violation{Property: PropNoStuckFinalizer, Message: fmt.Sprintf("%s is stuck with foregroundDeletion and nothing outside the GC holds it", x.Key())}
+		}
+	}
+	return nil
+}
+
+// heldOutsideGC reports whether a foreground owner legitimately waits:
+// one of its blocking dependents is held by a user finalizer, by deletion
+// protection, or is itself a foreground owner so held.
+func (m *Model) heldOutsideGC(s *State, x *Object, visiting []UID) bool {
+	if slices.Contains(visiting, x.UID) {
+		return false
+	}
+	visiting = append(visiting, x.UID)
+	for i := range s.Objects {
+		d := &s.Objects[i]
+		r, refs := d.OwnerRefTo(x.UID)
+		if !refs || !r.Block {
+			continue
+		}
+		if !d.Deleting && m.protectionDenies(s, d) != "" {
+			return true
+		}
+		for _, f := range d.Finalizers {
+			if d.Deleting && f != FinalizerOrphan && f != FinalizerForeground {
+				return true
+			}
+		}
+		if d.Deleting && d.HasFinalizer(FinalizerForeground) && m.heldOutsideGC(s, d, visiting) {
+			return true
+		}
+	}
+	return false
+}
+
+func checkGraphAgrees(m *Model, s *State) *Violation {
+	for i := range s.Objects {
+		o := &s.Objects[i]
+		if o.Kind.Info().Kind == "Event" {
+			continue
+		}
+		n := s.GC.node(o.UID)
+		switch {
+		case n == nil || n.Virtual:
+			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("%s is live but the graph has not observed it", o.Key())}
+		case !slices.Equal(n.Owners, o.Owners):
+			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("the graph's ownerReferences of %s differ from the store's", o.Key())}
+		case n.BeingDeleted != o.Deleting:
+			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("the graph's beingDeleted of %s is %v, the store's deletionTimestamp says %v", o.Key(), n.BeingDeleted, o.Deleting)}
+		case o.Deleting && o.HasFinalizer(FinalizerForeground) && !n.DeletingDependents:
+			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("%s is in foreground deletion but its node is not deletingDependents (kubernetes#115570)", o.Key())}
+		}
+	}
+	for _, n := range s.GC.Nodes {
+		if !n.Virtual && s.Get(n.UID) == nil {
+			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("the graph still has %s, which left storage", identKey(n.Identity))}
+		}
+	}
+	return nil
+}
+
+func witnessOrphaning(m *Model, t *Transition) *Violation {
+	if t.Step.Op != OpAttemptToOrphan {
+		return nil
+	}
+	for i := range t.Prev.Objects {
+		x := &t.Prev.Objects[i]
+		if x.HasFinalizer(FinalizerOrphan) {
+			if n := t.Next.Get(x.UID); n == nil || !n.HasFinalizer(FinalizerOrphan) {
+				return &Violation{Property: PropOrphaningHappens, Message: "orphaned the dependents of " + x.Key()}
+			}
+		}
+	}
+	return nil
+}
+
+func witnessForeground(m *Model, t *Transition) *Violation {
+	if t.Step.Actor != ActorGC {
+		return nil
+	}
+	for i := range t.Prev.Objects {
+		x := &t.Prev.Objects[i]
+		if x.Deleting && x.HasFinalizer(FinalizerForeground) && t.Next.Get(x.UID) == nil {
+			return &Violation{Property: PropForegroundCompletes, Message: "foreground deletion of " + x.Key() + " completed"}
+		}
+	}
+	return nil
+}
+
+func witnessCycleBroken(m *Model, t *Transition) *Violation {
+	if t.Step.Actor == ActorGC && t.Step.Op == OpSend && t.Step.Write == WriteUnblock && t.Result.OK() {
+		return &Violation{Property: PropCycleBroken, Message: "unblocked " + t.Step.Target.String()}
+	}
+	return nil
+}
+
+// CheckTransition evaluates every Always property on a transition.
+func (m *Model) CheckTransition(t *Transition) []*Violation {
+	var out []*Violation
+	for i := range Properties {
+		if p := &Properties[i]; p.Kind == Always {
+			if v := p.Check(m, t); v != nil {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// CheckQuiescent evaluates every Quiescent property on a state.
+func (m *Model) CheckQuiescent(s *State) []*Violation {
+	var out []*Violation
+	for i := range Properties {
+		if p := &Properties[i]; p.Kind == Quiescent {
+			if v := p.CheckState(m, s); v != nil {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,126 @@
+package model
+
+import "fmt"
+
+// MaxSettleSteps bounds Settle.
+const MaxSettleSteps = 10000
+
+// maxClosure bounds the internal-step search of Quiescent.
+const maxClosure = 100000
+
+// observable encodes what a client of the API can see: the store and the
+// GC's events.
+func (s *State) observable() string {
+	b := []byte{}
+	for i := range s.Objects {
+		b = encObject(b, &s.Objects[i])
+	}
+	for _, e := range s.Events {
+		b = encStr(b, e)
+	}
+	return string(b)
+}
+
+// internalSuccessors lists the states internal steps lead to from s.
+func (m *Model) internalSuccessors(s *State) []Settled {
+	var out []Settled
+	for _, st := range m.Enabled(s, Options{}) {
+		if !st.Internal() {
+			continue
+		}
+		n, r, err := m.Apply(s, st)
+		if err == nil {
+			out = append(out, Settled{Step: st, Result: r, State: n})
+		}
+	}
+	return out
+}
+
+// pathToChange searches internal steps breadth-first for the shortest
+// path to a state whose observable part differs from s's and that is
+// not in avoid. nil means no internal actor can change what clients see.
+func (m *Model) pathToChange(s *State, avoid map[string]bool) ([]Settled, error) {
+	want := s.observable()
+	type entry struct {
+		s    *State
+		path []Settled
+	}
+	seen := map[string]bool{string(s.Encode(nil)): true}
+	queue := []entry{{s: s}}
+	for len(queue) > 0 {
+		e := queue[0]
+		queue = queue[1:]
+		for _, sd := range m.internalSuccessors(e.s) {
+			enc := string(sd.State.Encode(nil))
+			if seen[enc] {
+				continue
+			}
+			seen[enc] = true
+			path := append(append([]Settled(nil), e.path...), sd)
+			if sd.State.observable() != want && !avoid[enc] {
+				return path, nil
+			}
+			if len(seen) > maxClosure {
+				return nil, fmt.Errorf("more than %d states reachable by internal steps alone", maxClosure)
+			}
+			queue = append(queue, entry{sd.State, path})
+		}
+	}
+	return nil, nil
+}
+
+// Quiescent reports whether no sequence of internal steps (GC,
+// controller, apiextensions) can change the API state any more. Work
+// retried forever, such as a delete that deletion protection refuses or
+// an owner kind nobody serves, cycles through internal states without
+// changing the store, so it does not keep a state from being quiescent.
+func (m *Model) Quiescent(s *State) (bool, error) {
+	p, err := m.pathToChange(s, nil)
+	return p == nil && err == nil, err
+}
+
+// Settled is one step Settle took.
+type Settled struct {
+	Step   Step
+	Result Result
+	State  *State
+}
+
+// Settle runs internal steps with a fixed, deterministic schedule until
+// the state is quiescent: it takes the first step, in Enabled's canonical
+// order, that leads somewhere new; when every step leads back to where it
+// has been, it follows the shortest path to a change of API state if
+// there is one, and otherwise stops. It is the model's counterpart of
+// waiting for a real control plane to go quiet.
+func (m *Model) Settle(s *State) (*State, []Settled, error) {
+	var taken []Settled
+	visited := map[string]bool{}
+	for len(taken) < MaxSettleSteps {
+		visited[string(s.Encode(nil))] = true
+		next := (*Settled)(nil)
+		for _, sd := range m.internalSuccessors(s) {
+			if !visited[string(sd.State.Encode(nil))] {
+				next = &sd
+				break
+			}
+		}
+		if next != nil {
+			taken = append(taken, *next)
+			s = next.State
+			continue
+		}
+		path, err := m.pathToChange(s, visited)
+		if err != nil {
+			return s, taken, err
+		}
+		if path == nil {
+			return s, taken, nil
+		}
+		for _, sd := range path {
+			visited[string(sd.State.Encode(nil))] = true
+		}
+		taken = append(taken, path...)
+		s = path[len(path)-1].State
+	}
+	return s, taken, fmt.Errorf("did not settle within %d internal steps (livelock)", MaxSettleSteps)
+}

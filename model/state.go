@@ -1,0 +1,447 @@
+package model
+
+import (
+	"slices"
+	"strings"
+)
+
+// UID identifies an object incarnation. The model allocates UIDs in order
+// of creation; 0 means "none". Traces never print raw UIDs: see UIDLabel.
+type UID uint32
+
+// Label is one label key=value.
+type Label struct{ Key, Value string }
+
+// OwnerRef is a metav1.OwnerReference reduced to what deletion reads. Kind
+// is the API kind as written, which may name a kind nobody serves.
+type OwnerRef struct {
+	Kind       string
+	Name       string
+	UID        UID
+	Controller bool
+	Block      bool // blockOwnerDeletion
+}
+
+// Object is one API object as the store holds it.
+//
+// Slices inside a stored Object are never mutated in place: every change
+// builds a new slice. States can therefore share them, and Clone is a
+// shallow copy of the top-level slices.
+type Object struct {
+	UID        UID
+	Kind       KindID
+	Namespace  string // "" for cluster-scoped kinds
+	Name       string
+	Owners     []OwnerRef
+	Finalizers []string
+	Labels     []Label // sorted by key
+	Selector   Label   // adopters adopt ownerless objects carrying this label
+	Replicas   int
+	Deleting   bool // deletionTimestamp != nil
+	// RV is this object's resourceVersion. Real resourceVersions are global
+	// and opaque; the model keeps a per-object counter, which is all that
+	// preconditions can observe and which keeps unrelated writes from
+	// making states distinct.
+	RV int
+}
+
+// Key returns the object's trace key: kind/name in the default namespace
+// or for cluster-scoped kinds, kind/namespace/name otherwise.
+func (o *Object) Key() string { return ObjKey(o.Kind, o.Namespace, o.Name) }
+
+// ObjKey formats a trace key.
+func ObjKey(k KindID, ns, name string) string {
+	if ns == "" || ns == DefaultNamespace {
+		return k.Info().Short + "/" + name
+	}
+	return k.Info().Short + "/" + ns + "/" + name
+}
+
+// DefaultNamespace is the namespace of keys written without one.
+const DefaultNamespace = "default"
+
+// HasFinalizer reports whether the object lists f.
+func (o *Object) HasFinalizer(f string) bool { return slices.Contains(o.Finalizers, f) }
+
+// Label returns the value of a label and whether it is set.
+func (o *Object) Label(key string) (string, bool) {
+	for _, l := range o.Labels {
+		if l.Key == key {
+			return l.Value, true
+		}
+	}
+	return "", false
+}
+
+// OwnerRefTo returns the object's ownerReference with the given UID.
+func (o *Object) OwnerRefTo(uid UID) (OwnerRef, bool) {
+	for _, r := range o.Owners {
+		if r.UID == uid {
+			return r, true
+		}
+	}
+	return OwnerRef{}, false
+}
+
+// Identity is the GC's objectReference: coordinates plus namespace.
+type Identity struct {
+	Kind      string
+	Namespace string
+	Name      string
+	UID       UID
+}
+
+// identityOf returns the identity the GC derives from an observed object
+// (identityFromEvent).
+func identityOf(o *Object) Identity {
+	return Identity{Kind: o.Kind.Info().Kind, Namespace: o.Namespace, Name: o.Name, UID: o.UID}
+}
+
+// EventType is a watch event's type.
+type EventType uint8
+
+// Watch event types.
+const (
+	Added EventType = iota
+	Modified
+	Deleted
+)
+
+// WatchEvent is one notification in a watcher's queue: the object as it
+// was after the change (its final state for Deleted).
+type WatchEvent struct {
+	Type EventType
+	Obj  Object
+}
+
+// Watcher is an informer: per-kind FIFO queues of pending notifications
+// and a cache of the last version delivered. Queues are per kind because
+// upstream runs one informer per resource and nothing orders events of
+// different resources (kubernetes#26120).
+type Watcher struct {
+	Queues [][]WatchEvent // indexed by KindID
+	Cache  []Object       // sorted by UID
+}
+
+// Node is a vertex of the GC's dependency graph (graph.go node).
+type Node struct {
+	Identity
+	Owners             []OwnerRef // as last observed
+	Dependents         []UID      // sorted
+	Virtual            bool       // built from an ownerReference, never observed
+	BeingDeleted       bool
+	DeletingDependents bool
+}
+
+// WriteOp is a GC request decided by a work item and sent later.
+type WriteOp uint8
+
+// GC writes.
+const (
+	WriteDelete          WriteOp = iota // deleteObject
+	WritePatchOwners                    // remove dangling/waiting ownerReferences
+	WriteUnblock                        // set blockOwnerDeletion=false (cycle breaking)
+	WriteRemoveFinalizer                // removeFinalizer(foregroundDeletion)
+)
+
+// Write is a request the GC decided on from its live GETs and has not
+// sent yet. Sending it is a separate step so that other actors can change
+// the object between the GET and the write.
+type Write struct {
+	Op     WriteOp
+	Item   Identity
+	Policy Policy     // WriteDelete
+	RV     int        // WriteDelete: latest.ResourceVersion precondition (0: none)
+	Owners []OwnerRef // WriteDelete: ownersAtResourceVersion; WriteUnblock: refs to unblock
+	Remove []UID      // WritePatchOwners: ownerReference UIDs to drop
+}
+
+// GC is the garbage collector's in-memory state.
+type GC struct {
+	Watch           Watcher
+	Nodes           []Node     // uidToNode, sorted by UID
+	VirtualEvents   []Identity // virtual delete events queued on graphChanges
+	AttemptToDelete []Identity // work queue as a set, sorted by UID
+	AttemptToOrphan []Identity // (a queued node stays nameable after removal)
+	InFlight        []InFlight // decided writes, sorted by item UID
+	Absent          []Identity // absentOwnerCache, sorted
+}
+
+// InFlight is a work item whose writes are decided but not all sent.
+type InFlight struct {
+	UID    UID
+	Writes []Write
+}
+
+// Controller is the adopting controller's informer state.
+type Controller struct {
+	Watch Watcher
+}
+
+// OrphanWatch records that Dep referenced Owner when Owner's orphan
+// deletion was accepted. Seen records whether the GC's graph knew Dep as
+// a dependent when attemptToOrphan ran (false: the kubernetes#26120 race).
+type OrphanWatch struct {
+	Owner, Dep UID
+	Ran, Seen  bool
+}
+
+// UIDInfo is what the model remembers of a UID it handed out.
+type UIDInfo struct {
+	Kind      KindID // NoKind for a symbolic UID that names no object
+	Namespace string
+	Name      string
+	Symbol    string // symbolic UIDs from traces, e.g. uid=stale
+	Nth       int    // incarnation of this key, from 1
+}
+
+// State is one state of the whole system.
+type State struct {
+	Objects    []Object // the API store, sorted by UID
+	UIDs       []UIDInfo
+	GC         GC
+	Controller Controller
+	// Orphans and Events are ghost state for properties and dumps:
+	// OwnerRefInvalidNamespace events are real API objects upstream, kept
+	// here as their message text.
+	Orphans []OrphanWatch
+	Events  []string
+	// Budget is opaque to the model; the checker uses it to remember which
+	// scope operations a path has used.
+	Budget uint64
+}
+
+// NewState returns the empty initial state.
+func NewState() *State {
+	s := &State{}
+	s.GC.Watch.Queues = make([][]WatchEvent, len(Kinds))
+	s.Controller.Watch.Queues = make([][]WatchEvent, len(Kinds))
+	return s
+}
+
+// Clone returns an independent copy. Object slices are shared (see Object).
+func (s *State) Clone() *State {
+	c := *s
+	c.Objects = slices.Clone(s.Objects)
+	c.UIDs = slices.Clone(s.UIDs)
+	c.GC = s.GC.clone()
+	c.Controller.Watch = s.Controller.Watch.clone()
+	c.Orphans = slices.Clone(s.Orphans)
+	c.Events = slices.Clone(s.Events)
+	return &c
+}
+
+func (w Watcher) clone() Watcher {
+	c := Watcher{Queues: make([][]WatchEvent, len(w.Queues)), Cache: slices.Clone(w.Cache)}
+	for i, q := range w.Queues {
+		c.Queues[i] = slices.Clone(q)
+	}
+	return c
+}
+
+func (g GC) clone() GC {
+	c := g
+	c.Watch = g.Watch.clone()
+	c.Nodes = slices.Clone(g.Nodes)
+	c.VirtualEvents = slices.Clone(g.VirtualEvents)
+	c.AttemptToDelete = slices.Clone(g.AttemptToDelete)
+	c.AttemptToOrphan = slices.Clone(g.AttemptToOrphan)
+	c.InFlight = slices.Clone(g.InFlight)
+	c.Absent = slices.Clone(g.Absent)
+	return c
+}
+
+// Get returns the live object with this UID.
+func (s *State) Get(uid UID) *Object {
+	i, ok := slices.BinarySearchFunc(s.Objects, uid, func(o Object, u UID) int { return cmpUID(o.UID, u) })
+	if !ok {
+		return nil
+	}
+	return &s.Objects[i]
+}
+
+// Lookup returns the live object of a kind, namespace and name.
+func (s *State) Lookup(k KindID, ns, name string) *Object {
+	for i := range s.Objects {
+		o := &s.Objects[i]
+		if o.Kind == k && o.Name == name && o.Namespace == ns {
+			return o
+		}
+	}
+	return nil
+}
+
+func cmpUID(a, b UID) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// put inserts or replaces an object, keeping Objects sorted.
+func (s *State) put(o Object) {
+	i, ok := slices.BinarySearchFunc(s.Objects, o.UID, func(x Object, u UID) int { return cmpUID(x.UID, u) })
+	if ok {
+		s.Objects[i] = o
+		return
+	}
+	s.Objects = slices.Insert(s.Objects, i, o)
+}
+
+// remove deletes an object from the store.
+func (s *State) remove(uid UID) {
+	s.Objects = slices.DeleteFunc(s.Objects, func(o Object) bool { return o.UID == uid })
+}
+
+// newUID hands out the next UID.
+func (s *State) newUID(info UIDInfo) UID {
+	if info.Kind != NoKind {
+		for _, u := range s.UIDs {
+			if u.Kind == info.Kind && u.Namespace == info.Namespace && u.Name == info.Name {
+				info.Nth++
+			}
+		}
+		info.Nth++
+	}
+	s.UIDs = append(s.UIDs, info)
+	return UID(len(s.UIDs))
+}
+
+// UIDLabel names a UID the way traces do: the key of the object it was
+// made for, with #n for later incarnations of the same key, or its symbol.
+func (s *State) UIDLabel(u UID) string {
+	if u == 0 || int(u) > len(s.UIDs) {
+		return "none"
+	}
+	in := s.UIDs[u-1]
+	if in.Kind == NoKind {
+		return in.Symbol
+	}
+	k := ObjKey(in.Kind, in.Namespace, in.Name)
+	if in.Nth > 1 {
+		k += "#" + itoa(in.Nth)
+	}
+	return k
+}
+
+// UIDBySymbol finds a symbolic UID.
+func (s *State) UIDBySymbol(sym string) (UID, bool) {
+	for i, in := range s.UIDs {
+		if in.Kind == NoKind && in.Symbol == sym {
+			return UID(i + 1), true
+		}
+	}
+	return 0, false
+}
+
+// UIDByLabel resolves a label printed by UIDLabel.
+func (s *State) UIDByLabel(label string) (UID, bool) {
+	for i := range s.UIDs {
+		if s.UIDLabel(UID(i+1)) == label {
+			return UID(i + 1), true
+		}
+	}
+	return 0, false
+}
+
+// node returns the graph node for a UID.
+func (g *GC) node(uid UID) *Node {
+	i, ok := slices.BinarySearchFunc(g.Nodes, uid, func(n Node, u UID) int { return cmpUID(n.UID, u) })
+	if !ok {
+		return nil
+	}
+	return &g.Nodes[i]
+}
+
+// Node returns the graph node for a UID, or nil.
+func (g *GC) Node(uid UID) *Node { return g.node(uid) }
+
+func (g *GC) putNode(n Node) {
+	i, ok := slices.BinarySearchFunc(g.Nodes, n.UID, func(x Node, u UID) int { return cmpUID(x.UID, u) })
+	if ok {
+		g.Nodes[i] = n
+		return
+	}
+	g.Nodes = slices.Insert(g.Nodes, i, n)
+}
+
+func (g *GC) removeNode(uid UID) {
+	g.Nodes = slices.DeleteFunc(g.Nodes, func(n Node) bool { return n.UID == uid })
+}
+
+// enqueue adds a node's identity to a work queue set (workqueue.Add
+// deduplicates). A queued item keeps its identity even if the graph later
+// drops the node, as upstream's queued *node pointers do.
+func (g *GC) enqueue(set []Identity, uid UID) []Identity {
+	n := g.node(uid)
+	if n == nil {
+		return set
+	}
+	i, found := slices.BinarySearchFunc(set, uid, func(x Identity, u UID) int { return cmpUID(x.UID, u) })
+	if found {
+		set = slices.Clone(set)
+		set[i] = n.Identity
+		return set
+	}
+	return slices.Insert(slices.Clip(set), i, n.Identity)
+}
+
+func dequeue(set []Identity, uid UID) []Identity {
+	return slices.DeleteFunc(slices.Clone(set), func(x Identity) bool { return x.UID == uid })
+}
+
+// addUID inserts into a sorted UID set, returning the new set.
+func addUID(set []UID, u UID) []UID {
+	i, ok := slices.BinarySearch(set, u)
+	if ok {
+		return set
+	}
+	return slices.Insert(slices.Clip(set), i, u)
+}
+
+func removeUID(set []UID, u UID) []UID {
+	i, ok := slices.BinarySearch(set, u)
+	if !ok {
+		return set
+	}
+	return slices.Delete(slices.Clone(set), i, i+1)
+}
+
+func hasUID(set []UID, u UID) bool {
+	_, ok := slices.BinarySearch(set, u)
+	return ok
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
+
+// formatLabels renders labels as k=v,k2=v2.
+func formatLabels(ls []Label) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = l.Key + "=" + l.Value
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,391 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Actor is who takes a step.
+type Actor uint8
+
+// Actors.
+const (
+	ActorClient Actor = iota
+	ActorGC
+	ActorController
+	ActorAPIExtensions
+)
+
+func (a Actor) String() string {
+	return [...]string{"client", "gc", "controller", "apiextensions"}[a]
+}
+
+// Op is what a step does.
+type Op uint8
+
+// Client operations (each one API request).
+const (
+	OpCreate Op = iota
+	OpDelete
+	OpAddFinalizer
+	OpRemoveFinalizer
+	OpAddOwner
+	OpRemoveOwner
+	OpLabel
+	OpUnlabel
+	OpScale
+	// Internal steps.
+	OpDeliver         // watch delivery (gc: the graph builder processes it)
+	OpDeliverVirtual  // gc: process a virtual delete event
+	OpCoalesce        // an informer relist skips the head event
+	OpLose            // gc, BugLostFirstUpdate: cache updated, handler not called
+	OpAttemptToDelete // gc work item up to its writes
+	OpAttemptToOrphan // gc work item
+	OpSend            // gc: send the next decided write
+	OpAdopt           // controller
+	OpCleanup         // apiextensions: CRD cleanup
+)
+
+// OwnerSpec is an ownerReference as a trace writes it: the owner's key
+// (whose live UID is taken at apply time) or a symbolic UID.
+type OwnerSpec struct {
+	Kind       string // API kind name; may name an unserved kind
+	Namespace  string // where to look the owner up for its UID
+	Name       string
+	UIDSym     string // uid=SYM: a symbolic UID instead of the live one
+	Controller bool
+	Block      bool
+}
+
+// Step is one transition. Client fields are unresolved specs: owner keys
+// and symbolic UIDs are resolved against the state the step applies to.
+type Step struct {
+	Actor     Actor
+	Op        Op
+	Principal Principal
+	Target    Target
+	// UIDLabel disambiguates GC work items whose keys collide (name
+	// reuse): the UIDLabel of the item meant.
+	UIDLabel string
+
+	// create
+	Labels     []Label
+	Selector   Label
+	Replicas   int
+	Finalizers []string
+	Owners     []OwnerSpec
+
+	// delete
+	Delete   DeleteOptions
+	IfUIDSym string // delete if-uid=LABEL
+
+	// updates
+	Finalizer string
+	Owner     OwnerSpec
+	Label     Label
+	IfRV      int
+
+	// controller adopt
+	By Target
+	// gc send: the write being sent (for printing)
+	Write WriteOp
+}
+
+// Internal reports whether the step belongs to an internal actor and is
+// not a fault.
+func (st Step) Internal() bool {
+	return st.Actor != ActorClient && st.Op != OpCoalesce && st.Op != OpLose
+}
+
+// ErrNotEnabled is wrapped by Apply when a step cannot be taken in a state.
+var ErrNotEnabled = errors.New("step not enabled")
+
+func notEnabled(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrNotEnabled}, args...)...)
+}
+
+// Apply takes one step from s. It never modifies s. A step that cannot be
+// taken returns an error wrapping ErrNotEnabled; an API request that fails
+// is not an error: its Result says how it failed.
+func (m *Model) Apply(s *State, st Step) (*State, Result, error) {
+	n := s.Clone()
+	r, err := m.apply(n, st)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	return n, r, nil
+}
+
+func (m *Model) apply(s *State, st Step) (Result, error) {
+	switch st.Actor {
+	case ActorClient:
+		return m.applyClient(s, st)
+	case ActorGC:
+		return m.applyGC(s, st)
+	case ActorController:
+		return m.applyController(s, st)
+	case ActorAPIExtensions:
+		c := s.Lookup(st.Target.Kind, "", st.Target.Name)
+		if st.Op != OpCleanup || c == nil || !slices.Contains(crdCleanups(s), c.UID) {
+			return Result{}, notEnabled("nothing to clean up for %s", st.Target)
+		}
+		return m.crdCleanup(s, c.UID), nil
+	}
+	return Result{}, fmt.Errorf("unknown actor %d", st.Actor)
+}
+
+// headFor checks that the head event of the target's kind queue is about
+// the target and returns the kind.
+func headFor(w *Watcher, t Target) (KindID, error) {
+	q := w.Queues[t.Kind]
+	if len(q) == 0 {
+		return 0, notEnabled("no pending %s event", t.Kind.Info().Short)
+	}
+	if h := &q[0].Obj; h.Namespace != t.Namespace || h.Name != t.Name {
+		return 0, notEnabled("next %s event is for %s, not %s", t.Kind.Info().Short, h.Key(), t)
+	}
+	return t.Kind, nil
+}
+
+func (m *Model) applyGC(s *State, st Step) (Result, error) {
+	g := &s.GC
+	switch st.Op {
+	case OpDeliver:
+		k, err := headFor(&g.Watch, st.Target)
+		if err != nil {
+			return Result{}, err
+		}
+		m.gcDeliver(s, k)
+		return ok(200), nil
+	case OpCoalesce:
+		k, err := headFor(&g.Watch, st.Target)
+		if err != nil {
+			return Result{}, err
+		}
+		if !g.Watch.canCoalesce(k) {
+			return Result{}, notEnabled("a relist cannot skip the next %s event", st.Target)
+		}
+		g.Watch.coalesce(k)
+		return ok(200), nil
+	case OpLose:
+		k, err := headFor(&g.Watch, st.Target)
+		if err != nil {
+			return Result{}, err
+		}
+		if !m.Bugs.Has(BugLostFirstUpdate) || g.Watch.Queues[k][0].Type != Modified {
+			return Result{}, notEnabled("gc lose needs bug %s and a pending update", BugLostFirstUpdate)
+		}
+		g.Watch.pop(k)
+		return ok(200), nil
+	case OpDeliverVirtual:
+		if len(g.VirtualEvents) == 0 || !s.identMatches(g.VirtualEvents[0], st) {
+			return Result{}, notEnabled("next virtual delete event is not for %s", st.Target)
+		}
+		m.gcDeliverVirtual(s)
+		return ok(200), nil
+	case OpAttemptToDelete, OpAttemptToOrphan:
+		set := g.AttemptToDelete
+		if st.Op == OpAttemptToOrphan {
+			set = g.AttemptToOrphan
+		}
+		uid, err := s.findItem(set, st)
+		if err != nil {
+			return Result{}, err
+		}
+		if st.Op == OpAttemptToOrphan {
+			m.attemptToOrphan(s, uid)
+			return ok(200), nil
+		}
+		if inFlight(g, uid) != nil {
+			return Result{}, notEnabled("%s is being processed: its writes are in flight", st.Target)
+		}
+		m.attemptToDelete(s, uid)
+		return ok(200), nil
+	case OpSend:
+		var uid UID
+		for _, f := range g.InFlight {
+			if s.identMatches(f.Writes[0].Item, st) {
+				if uid != 0 {
+					return Result{}, notEnabled("%s names several in-flight items; add uid=", st.Target)
+				}
+				uid = f.UID
+			}
+		}
+		if uid == 0 {
+			return Result{}, notEnabled("the gc has no write in flight for %s", st.Target)
+		}
+		if w := inFlight(g, uid).Writes[0]; w.Op != st.Write {
+			return Result{}, notEnabled("the next write for %s is %s, not %s", st.Target, writeVerb(w.Op), writeVerb(st.Write))
+		}
+		return m.sendWrite(s, uid), nil
+	}
+	return Result{}, fmt.Errorf("gc cannot %d", st.Op)
+}
+
+func (m *Model) applyController(s *State, st Step) (Result, error) {
+	w := &s.Controller.Watch
+	switch st.Op {
+	case OpDeliver:
+		k, err := headFor(w, st.Target)
+		if err != nil {
+			return Result{}, err
+		}
+		w.pop(k)
+		return ok(200), nil
+	case OpCoalesce:
+		k, err := headFor(w, st.Target)
+		if err != nil {
+			return Result{}, err
+		}
+		if !w.canCoalesce(k) {
+			return Result{}, notEnabled("a relist cannot skip the next %s event", st.Target)
+		}
+		w.coalesce(k)
+		return ok(200), nil
+	case OpAdopt:
+		for _, a := range adoptions(s) {
+			o, d := w.cached(a.Owner), w.cached(a.Dep)
+			if TargetOf(d) == st.Target && TargetOf(o) == st.By {
+				return m.adopt(s, a), nil
+			}
+		}
+		return Result{}, notEnabled("controller would not adopt %s by %s", st.Target, st.By)
+	}
+	return Result{}, fmt.Errorf("controller cannot %d", st.Op)
+}
+
+// identKey is the trace key of a GC identity.
+func identKey(id Identity) string {
+	k := id.Kind
+	if kid, ok := KindByName(id.Kind); ok {
+		k = kid.Info().Short
+	}
+	if id.Namespace == "" || id.Namespace == DefaultNamespace {
+		return k + "/" + id.Name
+	}
+	return k + "/" + id.Namespace + "/" + id.Name
+}
+
+// identMatches reports whether a step names an identity.
+func (s *State) identMatches(id Identity, st Step) bool {
+	if st.UIDLabel != "" && st.UIDLabel != s.UIDLabel(id.UID) {
+		return false
+	}
+	return identKey(id) == st.Target.String()
+}
+
+// findItem resolves a step's key to the one queued UID it names.
+func (s *State) findItem(set []Identity, st Step) (UID, error) {
+	var found []UID
+	for _, id := range set {
+		if s.identMatches(id, st) {
+			found = append(found, id.UID)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return 0, notEnabled("%s is not queued", st.Target)
+	case 1:
+		return found[0], nil
+	}
+	return 0, notEnabled("%s names several queued items; add uid=", st.Target)
+}
+
+func inFlight(g *GC, uid UID) *InFlight {
+	for i := range g.InFlight {
+		if g.InFlight[i].UID == uid {
+			return &g.InFlight[i]
+		}
+	}
+	return nil
+}
+
+func writeVerb(op WriteOp) string {
+	return [...]string{"delete", "patch", "unblock", "remove-finalizer"}[op]
+}
+
+// Options choose which non-deterministic internal behaviours Enabled
+// offers beyond the actors' own steps.
+type Options struct {
+	// Coalesce lets informer relists skip events (OpCoalesce).
+	Coalesce bool
+}
+
+// Enabled lists the internal and fault steps that can be taken in s, in a
+// canonical order. Client steps are the caller's to choose.
+func (m *Model) Enabled(s *State, opts Options) []Step {
+	var out []Step
+	g := &s.GC
+	for k, q := range g.Watch.Queues {
+		if len(q) > 0 {
+			t := TargetOf(&q[0].Obj)
+			out = append(out, Step{Actor: ActorGC, Op: OpDeliver, Target: t})
+			if opts.Coalesce && g.Watch.canCoalesce(KindID(k)) {
+				out = append(out, Step{Actor: ActorGC, Op: OpCoalesce, Target: t})
+			}
+			if m.Bugs.Has(BugLostFirstUpdate) && q[0].Type == Modified {
+				out = append(out, Step{Actor: ActorGC, Op: OpLose, Target: t})
+			}
+		}
+	}
+	if len(g.VirtualEvents) > 0 {
+		out = append(out, s.itemStep(OpDeliverVirtual, g.VirtualEvents[0], nil))
+	}
+	for _, id := range g.AttemptToOrphan {
+		out = append(out, s.itemStep(OpAttemptToOrphan, id, g.AttemptToOrphan))
+	}
+	for _, id := range g.AttemptToDelete {
+		if inFlight(g, id.UID) == nil {
+			out = append(out, s.itemStep(OpAttemptToDelete, id, g.AttemptToDelete))
+		}
+	}
+	var writing []Identity
+	for _, f := range g.InFlight {
+		writing = append(writing, f.Writes[0].Item)
+	}
+	for _, f := range g.InFlight {
+		st := s.itemStep(OpSend, f.Writes[0].Item, writing)
+		st.Write = f.Writes[0].Op
+		out = append(out, st)
+	}
+	w := &s.Controller.Watch
+	for k, q := range w.Queues {
+		if len(q) > 0 {
+			t := TargetOf(&q[0].Obj)
+			out = append(out, Step{Actor: ActorController, Op: OpDeliver, Target: t})
+			if opts.Coalesce && w.canCoalesce(KindID(k)) {
+				out = append(out, Step{Actor: ActorController, Op: OpCoalesce, Target: t})
+			}
+		}
+	}
+	for _, a := range adoptions(s) {
+		out = append(out, Step{Actor: ActorController, Op: OpAdopt, Target: TargetOf(w.cached(a.Dep)), By: TargetOf(w.cached(a.Owner))})
+	}
+	for _, c := range crdCleanups(s) {
+		out = append(out, Step{Actor: ActorAPIExtensions, Op: OpCleanup, Target: TargetOf(s.Get(c))})
+	}
+	return out
+}
+
+// itemStep builds a GC step naming an identity, with uid= when another
+// queued item has the same key.
+func (s *State) itemStep(op Op, id Identity, set []Identity) Step {
+	st := Step{Actor: ActorGC, Op: op, Target: identTarget(id)}
+	for _, o := range set {
+		if o.UID != id.UID && identKey(o) == identKey(id) {
+			st.UIDLabel = s.UIDLabel(id.UID)
+		}
+	}
+	return st
+}
+
+// identTarget converts an identity to a Target. An unserved kind has no
+// KindID; its Target carries the whole key in Name.
+func identTarget(id Identity) Target {
+	k, found := KindByName(id.Kind)
+	if !found {
+		return Target{Kind: NoKind, Name: identKey(id)}
+	}
+	return Target{Kind: k, Namespace: id.Namespace, Name: id.Name}
+}

@@ -1,0 +1,98 @@
+package model
+
+import "slices"
+
+// controllerWatches reports whether the adopting controller has an
+// informer for kind k: kinds that adopt, and kinds that are adopted.
+func controllerWatches(k KindID) bool {
+	info := k.Info()
+	if info.Adopts != "" {
+		return true
+	}
+	for i := range Kinds {
+		if Kinds[i].Adopts == info.Short {
+			return true
+		}
+	}
+	return false
+}
+
+// pop removes the head event of kind k, returning it with the cached
+// version it replaces (the informer's oldObj) and updating the cache.
+func (w *Watcher) pop(k KindID) (ev WatchEvent, old *Object) {
+	ev = w.Queues[k][0]
+	w.Queues[k] = w.Queues[k][1:]
+	i, found := slices.BinarySearchFunc(w.Cache, ev.Obj.UID, func(o Object, u UID) int { return cmpUID(o.UID, u) })
+	if found {
+		prev := w.Cache[i]
+		old = &prev
+	}
+	switch {
+	case ev.Type == Deleted && found:
+		w.Cache = slices.Delete(w.Cache, i, i+1)
+	case ev.Type == Deleted:
+	case found:
+		w.Cache[i] = ev.Obj
+	default:
+		w.Cache = slices.Insert(w.Cache, i, ev.Obj)
+	}
+	return ev, old
+}
+
+// canCoalesce reports whether an informer relist may skip the head event
+// of kind k: a later event for the same object supersedes it, or it
+// deletes an object this informer never delivered (a relist emits deletes
+// only for objects in its store).
+func (w *Watcher) canCoalesce(k KindID) bool {
+	q := w.Queues[k]
+	if len(q) == 0 {
+		return false
+	}
+	head := q[0]
+	for _, e := range q[1:] {
+		if e.Obj.UID == head.Obj.UID {
+			return true
+		}
+	}
+	if head.Type == Deleted {
+		_, found := slices.BinarySearchFunc(w.Cache, head.Obj.UID, func(o Object, u UID) int { return cmpUID(o.UID, u) })
+		return !found
+	}
+	return false
+}
+
+// coalesce drops the head event of kind k without delivering it.
+func (w *Watcher) coalesce(k KindID) { w.Queues[k] = w.Queues[k][1:] }
+
+// cached returns the watcher's cached version of a UID.
+func (w *Watcher) cached(uid UID) *Object {
+	i, found := slices.BinarySearchFunc(w.Cache, uid, func(o Object, u UID) int { return cmpUID(o.UID, u) })
+	if !found {
+		return nil
+	}
+	return &w.Cache[i]
+}
+
+// Pending reports whether any event is queued.
+func (w *Watcher) Pending() bool {
+	for _, q := range w.Queues {
+		if len(q) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// gcDeliver hands the head event of kind k to the graph builder.
+func (m *Model) gcDeliver(s *State, k KindID) {
+	ev, old := s.GC.Watch.pop(k)
+	obj := ev.Obj
+	m.processGraphChanges(s, graphEvent{typ: ev.Type, obj: &obj, old: old, ident: identityOf(&obj)})
+}
+
+// gcDeliverVirtual processes the head virtual delete event.
+func (m *Model) gcDeliverVirtual(s *State) {
+	id := s.GC.VirtualEvents[0]
+	s.GC.VirtualEvents = s.GC.VirtualEvents[1:]
+	m.processGraphChanges(s, graphEvent{typ: Deleted, ident: id, virtual: true})
+}

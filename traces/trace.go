@@ -1,0 +1,292 @@
+// Package traces defines cascade's one trace format and replays traces on
+// the model.
+//
+// A trace is a text file in the style of cockroachdb/datadriven:
+//
+//	# A description of what the trace shows.
+//	# property: orphan respected
+//	# bug: adopt-without-recheck
+//
+//	create deploy/d1 selector=app=web
+//	create rs/r1 labels=app=web owner=deploy/d1,controller,block
+//	settle
+//	----
+//	deploy/d1 live selector=app=web
+//	rs/r1 live owners=[deploy/d1 controller block] labels=app=web
+//
+// Leading `#` lines are the header: `# key: value` lines are headers
+// (property, found-by, bug, known, targets, labels), the others describe
+// the trace. After the header come stanzas separated by blank lines: one
+// or more commands (model.ParseStep syntax, or `settle`), a `----` line,
+// and the expected output, which runs to the next blank line. The output
+// lists, in order, every request that failed (`! COMMAND -> CODE
+// Reason: message`), every property violated (`! violates ...`), and then
+// the sorted state dump (model.State.Dump). `#` lines inside a stanza are
+// comments.
+//
+// The same files are written by the model checker and by shrinking, read
+// by the datadriven test, by `cascade replay` and by the scenario suite.
+package traces
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// Header keys with meaning.
+const (
+	HeaderProperty = "property" // the property the trace violates
+	HeaderFoundBy  = "found-by" // the command that produced it
+	HeaderBug      = "bug"      // bug switches to replay with, comma-separated
+	HeaderKnown    = "known"    // the upstream issue of a known race
+	HeaderTargets  = "targets"  // where the trace runs: model, impl, upstream
+	HeaderLabels   = "labels"   // Ginkgo labels
+)
+
+// Header is one `# key: value` line.
+type Header struct {
+	Key, Value string
+	Line       int
+}
+
+// Command is one command line of a stanza.
+type Command struct {
+	Line   int
+	Text   string
+	Settle bool       // the `settle` command
+	Step   model.Step // otherwise
+}
+
+// Stanza is commands and their expected output.
+type Stanza struct {
+	Commands []Command
+	// Expected is the output block; ExpectedFrom/ExpectedTo are the 0-based
+	// line range it occupies in the file (To exclusive), for rewriting.
+	Expected                 []string
+	ExpectedFrom, ExpectedTo int
+	SeparatorLine            int
+}
+
+// Trace is a parsed trace file.
+type Trace struct {
+	Path        string
+	Description []string
+	Headers     []Header
+	Stanzas     []Stanza
+	lines       []string
+}
+
+// Header returns the value of a header key.
+func (t *Trace) Header(key string) string {
+	for _, h := range t.Headers {
+		if h.Key == key {
+			return h.Value
+		}
+	}
+	return ""
+}
+
+// Bugs returns the bug switches the trace names.
+func (t *Trace) Bugs() (model.BugSet, error) {
+	var set model.BugSet
+	v := t.Header(HeaderBug)
+	if v == "" || v == "none" {
+		return set, nil
+	}
+	for _, name := range strings.Split(v, ",") {
+		b, err := model.BugByName(strings.TrimSpace(name))
+		if err != nil {
+			return set, t.errAt(t.headerLine(HeaderBug), 1, "%v", err)
+		}
+		set = set.With(b)
+	}
+	return set, nil
+}
+
+func (t *Trace) headerLine(key string) int {
+	for _, h := range t.Headers {
+		if h.Key == key {
+			return h.Line
+		}
+	}
+	return 0
+}
+
+// Error is a problem at a place in a trace file.
+type Error struct {
+	Path      string
+	Line, Col int
+	Msg       string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s:%d:%d: %s", e.Path, e.Line, e.Col, e.Msg) }
+
+func (t *Trace) errAt(line, col int, format string, args ...any) error {
+	return &Error{Path: t.Path, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ParseFile reads and parses a trace file.
+func ParseFile(path string) (*Trace, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Parse(path, f)
+}
+
+// Parse parses a trace; path is used in error messages.
+func Parse(path string, r io.Reader) (*Trace, error) {
+	t := &Trace{Path: path}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		t.lines = append(t.lines, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	i := 0
+	for ; i < len(t.lines) && strings.HasPrefix(t.lines[i], "#"); i++ {
+		text := strings.TrimSpace(strings.TrimPrefix(t.lines[i], "#"))
+		if k, v, found := strings.Cut(text, ":"); found && isHeaderKey(k) {
+			t.Headers = append(t.Headers, Header{Key: k, Value: strings.TrimSpace(v), Line: i + 1})
+			continue
+		}
+		t.Description = append(t.Description, text)
+	}
+	for i < len(t.lines) {
+		if strings.TrimSpace(t.lines[i]) == "" || strings.HasPrefix(t.lines[i], "#") {
+			i++
+			continue
+		}
+		st, next, err := t.parseStanza(i)
+		if err != nil {
+			return nil, err
+		}
+		t.Stanzas = append(t.Stanzas, st)
+		i = next
+	}
+	if len(t.Stanzas) == 0 {
+		return nil, t.errAt(len(t.lines)+1, 1, "expected at least one stanza (commands, ----, expected output)")
+	}
+	return t, nil
+}
+
+func isHeaderKey(k string) bool {
+	switch k {
+	case HeaderProperty, HeaderFoundBy, HeaderBug, HeaderKnown, HeaderTargets, HeaderLabels:
+		return true
+	}
+	return false
+}
+
+func (t *Trace) parseStanza(i int) (Stanza, int, error) {
+	var st Stanza
+	for ; i < len(t.lines); i++ {
+		line := t.lines[i]
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "----" {
+			break
+		}
+		if trimmed == "" {
+			return st, 0, t.errAt(i+1, 1, "expected ---- after the commands of this stanza")
+		}
+		if strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		text := stripComment(line)
+		cmd := Command{Line: i + 1, Text: strings.TrimSpace(text)}
+		if cmd.Text == "settle" {
+			cmd.Settle = true
+		} else {
+			lead := len(text) - len(strings.TrimLeft(text, " \t"))
+			step, err := model.ParseStep(cmd.Text)
+			if err != nil {
+				col := 1
+				if se, ok := err.(*model.SyntaxError); ok {
+					col, err = se.Col+lead, fmt.Errorf("%s", se.Msg)
+				}
+				return st, 0, t.errAt(i+1, col, "%v", err)
+			}
+			cmd.Step = step
+		}
+		st.Commands = append(st.Commands, cmd)
+	}
+	if i == len(t.lines) {
+		return st, 0, t.errAt(i, 1, "expected ---- after the commands of this stanza, found end of file")
+	}
+	st.SeparatorLine = i + 1
+	i++
+	st.ExpectedFrom = i
+	for ; i < len(t.lines) && strings.TrimSpace(t.lines[i]) != ""; i++ {
+		if strings.HasPrefix(strings.TrimSpace(t.lines[i]), "#") {
+			continue
+		}
+		st.Expected = append(st.Expected, strings.TrimSpace(stripComment(t.lines[i])))
+	}
+	st.ExpectedTo = i
+	return st, i, nil
+}
+
+// stripComment drops a trailing "  # comment".
+func stripComment(line string) string {
+	if j := strings.Index(line, " #"); j >= 0 {
+		return strings.TrimRight(line[:j], " \t")
+	}
+	return line
+}
+
+// Rewrite returns the file's text with each stanza's expected block
+// replaced by outputs[i]; everything else is kept byte for byte.
+func (t *Trace) Rewrite(outputs [][]string) string {
+	var b strings.Builder
+	prev := 0
+	for i, st := range t.Stanzas {
+		for _, l := range t.lines[prev:st.ExpectedFrom] {
+			b.WriteString(l + "\n")
+		}
+		for _, l := range outputs[i] {
+			b.WriteString(l + "\n")
+		}
+		prev = st.ExpectedTo
+	}
+	for _, l := range t.lines[prev:] {
+		b.WriteString(l + "\n")
+	}
+	return b.String()
+}
+
+// Format renders a new trace from a description, headers and stanzas of
+// commands with their outputs (used by the checker and by shrinking).
+func Format(description []string, headers []Header, stanzas []Written) string {
+	var b strings.Builder
+	for _, d := range description {
+		b.WriteString("# " + d + "\n")
+	}
+	for _, h := range headers {
+		b.WriteString("# " + h.Key + ": " + h.Value + "\n")
+	}
+	for _, s := range stanzas {
+		b.WriteString("\n")
+		for _, c := range s.Commands {
+			b.WriteString(c + "\n")
+		}
+		b.WriteString("----\n")
+		for _, l := range s.Output {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// Written is a stanza to be formatted.
+type Written struct {
+	Commands []string
+	Output   []string
+}
