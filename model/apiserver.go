@@ -87,7 +87,9 @@ func (t Target) String() string {
 	if t.Kind == NoKind {
 		return t.Name // an unserved kind: Name holds the whole key
 	}
-	if t.Namespace != "" && t.Namespace != DefaultNamespace {
+	// A GC identity of a cluster-scoped kind may carry a namespace (a
+	// virtual node inherits its dependent's); print it, even "default".
+	if t.Namespace != "" && (t.Namespace != DefaultNamespace || !t.Kind.Info().Namespaced) {
 		return t.Kind.Info().Short + "/" + t.Namespace + "/" + t.Name
 	}
 	return ObjKey(t.Kind, t.Namespace, t.Name)

@@ -259,6 +259,9 @@ func (m *Model) applyController(s *State, st Step) (Result, error) {
 func identKey(id Identity) string {
 	k := id.Kind
 	if kid, ok := KindByName(id.Kind); ok {
+		if !kid.Info().Namespaced && id.Namespace != "" {
+			return identTarget(id).String()
+		}
 		k = kid.Info().Short
 	}
 	if id.Namespace == "" || id.Namespace == DefaultNamespace {

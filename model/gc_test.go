@@ -1,0 +1,158 @@
+package model
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+// TestGraphBuilderVirtualNode: a dependent observed before its owner makes
+// a virtual owner node in the dependent's namespace and queues it for
+// verification; observing the owner marks the node observed.
+func TestGraphBuilderVirtualNode(t *testing.T) {
+	s, _ := run(t, &Model{}, "create secret/owner", "create cm/dep owner=secret/owner", "gc deliver cm/dep")
+	owner := s.Lookup(kind(t, "secret"), DefaultNamespace, "owner")
+	n := s.GC.Node(owner.UID)
+	if n == nil || !n.Virtual || n.Namespace != DefaultNamespace {
+		t.Fatalf("want a virtual node for the owner in the dependent's namespace, got %+v", n)
+	}
+	if len(s.GC.AttemptToDelete) != 1 || s.GC.AttemptToDelete[0].UID != owner.UID {
+		t.Fatalf("the virtual node must be queued for verification, queue is %v", s.GC.AttemptToDelete)
+	}
+	s, _, _ = (&Model{}).Apply(s, mustStep(t, "gc deliver secret/owner"))
+	if n := s.GC.Node(owner.UID); n.Virtual {
+		t.Fatal("observing the owner must mark its node observed")
+	}
+}
+
+// TestAttemptToDeleteSplitsGetAndWrite: attemptToDelete decides from live
+// GETs and leaves the DELETE in flight, carrying the resourceVersion it
+// classified; a change in between makes the DELETE fail with 409.
+func TestAttemptToDeleteSplitsGetAndWrite(t *testing.T) {
+	m := &Model{}
+	s, _ := run(t, m, "create secret/owner", "create cm/dep owner=secret/owner", "gc deliver secret/owner", "gc deliver cm/dep", "delete secret/owner", "gc deliver secret/owner", "gc attemptToDelete cm/dep")
+	if len(s.GC.InFlight) != 1 || s.GC.InFlight[0].Writes[0].Op != WriteDelete || s.GC.InFlight[0].Writes[0].RV != 1 {
+		t.Fatalf("want one DELETE in flight with resourceVersion 1, got %+v", s.GC.InFlight)
+	}
+	s, r, err := m.Apply(s, mustStep(t, "label cm/dep touched=yes"))
+	if err != nil || !r.OK() {
+		t.Fatal(r, err)
+	}
+	s, r, err = m.Apply(s, mustStep(t, "gc delete cm/dep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the ownerReferences did not change, so deleteObject retries with
+	// the UID precondition alone and succeeds
+	if !r.OK() || s.Lookup(kind(t, "cm"), DefaultNamespace, "dep") != nil {
+		t.Fatalf("an unrelated update must not starve the GC: %v", r)
+	}
+}
+
+// TestStepTextRoundTrip: every step Enabled offers, and every client step
+// in the traces' vocabulary, prints in a form ParseStep reads back.
+func TestStepTextRoundTrip(t *testing.T) {
+	for _, line := range []string{
+		"create deploy/web labels=a=1,b=2 selector=app=web replicas=2 finalizers=a.io/x,orphan owner=cm/o,controller,block owner=UnknownKind/u,uid=ghost as=limited",
+		"delete cm/ns2/x propagation=Foreground if-uid=cm/x#2 if-rv=3 dry-run",
+		"delete rc/x orphan=false",
+		"add-finalizer cm/x a.io/b if-rv=2",
+		"remove-owner cm/x cm/o",
+		"add-owner cm/x pv/disk,block",
+		"label cm/x a=b", "unlabel cm/x a", "scale rs/x 3",
+		"gc attemptToDelete pv/ns1/disk", "gc unblock cm/a uid=cm/a#2", "gc deliver-virtual UnknownKind/x",
+		"controller adopt rs/r by=deploy/d", "apiextensions cleanup crd/widgets.cascade.dev",
+	} {
+		st := mustStep(t, line)
+		if got := st.String(); got != line {
+			t.Errorf("ParseStep(%q).String() = %q", line, got)
+		}
+	}
+	// random walks over a small scope: every enabled step round-trips
+	m := &Model{Bugs: BugSet(0).With(BugLostFirstUpdate)}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for walk := 0; walk < 50; walk++ {
+		s, _ := run(t, m, "create deploy/d selector=app=a", "create rs/r labels=app=a owner=deploy/d,controller,block", "create pv/p", "create cm/c owner=pv/p owner=rs/r,block")
+		for _, c := range []string{"delete deploy/d propagation=Orphan", "delete rs/r propagation=Foreground", "delete pv/p"}[rng.IntN(3):] {
+			s, _, _ = m.Apply(s, mustStep(t, c))
+		}
+		for i := 0; i < 40; i++ {
+			steps := m.Enabled(s, Options{Coalesce: true})
+			if len(steps) == 0 {
+				break
+			}
+			for _, st := range steps {
+				back, err := ParseStep(st.String())
+				if err != nil || !reflect.DeepEqual(back, st) {
+					t.Fatalf("step %q does not round-trip: %+v vs %+v (%v)", st.String(), back, st, err)
+				}
+			}
+			var err error
+			s, _, err = m.Apply(s, steps[rng.IntN(len(steps))])
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestApplyIsPure: Apply never changes the state it is given, and the
+// same step from equal states gives equal states.
+func TestApplyIsPure(t *testing.T) {
+	m := &Model{}
+	s, _ := run(t, m, "create rc/o", "create pod/p owner=rc/o,block", "delete rc/o propagation=Foreground")
+	before := string(s.Encode(nil))
+	for _, st := range m.Enabled(s, Options{Coalesce: true}) {
+		a, _, err := m.Apply(s, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _, _ := m.Apply(s, st)
+		if string(s.Encode(nil)) != before {
+			t.Fatalf("%s modified its input state", st)
+		}
+		if !a.Equal(b) {
+			t.Fatalf("%s is not deterministic", st)
+		}
+	}
+}
+
+// TestSyntaxErrorColumns: parse errors point at the offending token.
+func TestSyntaxErrorColumns(t *testing.T) {
+	cases := []struct {
+		line string
+		col  int
+	}{
+		{"frobnicate cm/x", 1},
+		{"create cm/x colour=red", 13},
+		{"create nope/x", 8},
+		{"delete cm/x propagation=Sideways", 13},
+		{"create cm/x owner=cm/o,sideways", 24},
+		{"gc attemptToDestroy cm/x", 4},
+		{"create pv/ns/x", 8},
+	}
+	for _, c := range cases {
+		_, err := ParseStep(c.line)
+		se, ok := err.(*SyntaxError)
+		if !ok || se.Col != c.col {
+			t.Errorf("ParseStep(%q) = %v, want a syntax error at column %d", c.line, err, c.col)
+		}
+	}
+}
+
+func mustStep(t *testing.T, line string) Step {
+	t.Helper()
+	st, err := ParseStep(line)
+	if err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	return st
+}
+
+func kind(t *testing.T, short string) KindID {
+	k, ok := KindByShort(short)
+	if !ok {
+		t.Fatal(short)
+	}
+	return k
+}

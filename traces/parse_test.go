@@ -1,0 +1,75 @@
+package traces
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestParseErrors: a malformed trace is reported with file, line and
+// column, and what was expected.
+func TestParseErrors(t *testing.T) {
+	cases := []struct {
+		name, text, want string
+	}{
+		{"unknown command", "create cm/a\nfrobnicate cm/a\n----\n", "bad.trace:2:1: unknown command \"frobnicate\""},
+		{"bad argument column", "create cm/a\n  delete cm/a propagation=Sideways\n----\n", "bad.trace:2:15: propagation: expected Background, Foreground or Orphan"},
+		{"missing separator", "create cm/a\n\ncreate cm/b\n----\n", "bad.trace:2:1: expected ---- after the commands"},
+		{"separator missing at end", "create cm/a\n", "bad.trace:1:1: expected ---- after the commands of this stanza, found end of file"},
+		{"no stanza", "# only a header\n", "bad.trace:2:1: expected at least one stanza"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("bad.trace", strings.NewReader(c.text))
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error starting %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestReplayErrors: a command the model cannot take names its line.
+func TestReplayErrors(t *testing.T) {
+	tr, err := Parse("r.trace", strings.NewReader("create cm/a\ngc attemptToDelete cm/a\n----\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = Replay(tr)
+	if err == nil || !strings.HasPrefix(err.Error(), "r.trace:2:1: gc attemptToDelete cm/a: step not enabled") {
+		t.Fatalf("got %v", err)
+	}
+	tr, _ = Parse("b.trace", strings.NewReader("# bug: no-such-bug\ncreate cm/a\n----\n"))
+	if _, _, err = Replay(tr); err == nil || !strings.Contains(err.Error(), "b.trace:1:1: unknown bug \"no-such-bug\"") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestDiffNamesStanza: a wrong expectation fails with the file, the
+// stanza and a line diff.
+func TestDiffNamesStanza(t *testing.T) {
+	tr, err := Parse("d.trace", strings.NewReader("create cm/a\n----\ncm/a gone\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := Replay(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Diff(tr, res)
+	if err == nil || !strings.Contains(err.Error(), "d.trace:2: stanza 1 (ending with \"create cm/a\")") || !strings.Contains(err.Error(), "- cm/a gone") || !strings.Contains(err.Error(), "+ cm/a live") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestRewriteKeepsEverythingElse: rewriting replaces expectations only.
+func TestRewriteKeepsEverythingElse(t *testing.T) {
+	text := "# about\n\ncreate cm/a  # a comment\n----\nstale\n\n# between\ndelete cm/a\n----\n"
+	tr, err := Parse("w.trace", strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tr.Rewrite([][]string{{"cm/a live"}, {"cm/a gone"}})
+	want := "# about\n\ncreate cm/a  # a comment\n----\ncm/a live\n\n# between\ndelete cm/a\n----\ncm/a gone\n"
+	if got != want {
+		t.Fatalf("rewrite:\n%s\nwant:\n%s", got, want)
+	}
+}
