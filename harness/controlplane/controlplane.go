@@ -1,0 +1,381 @@
+// Package controlplane starts a real Kubernetes control plane for cascade's
+// conformance harness: etcd and kube-apiserver through controller-runtime's
+// envtest, optionally the upstream kube-controller-manager (whose garbage
+// collector is the reference behaviour the model is checked against), and
+// optionally an API-server audit log that records every request of every
+// actor with its timestamps (see AuditRecord).
+//
+// The binaries are the ones hack/kube/build.sh builds from the Go module
+// proxy; envtest's own download is never used. Every binary carries a
+// lifeline (hack/kube/internal/lifeline) and exits when the process that
+// started it exits, so a test that panics or times out leaves nothing behind.
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// KubeVersion is the Kubernetes version hack/kube/build.sh builds and the
+// default binary directory is named after.
+const KubeVersion = "v1.36.3"
+
+// Names of the control-plane binaries looked up in the binary directory.
+const (
+	EtcdBinary              = "etcd"
+	APIServerBinary         = "kube-apiserver"
+	ControllerManagerBinary = "kube-controller-manager"
+)
+
+// Options configures Start. The zero value starts etcd and kube-apiserver
+// only, like plain envtest.
+type Options struct {
+	// BinDir is the directory holding etcd, kube-apiserver and
+	// kube-controller-manager. Empty means: $KUBEBUILDER_ASSETS if set,
+	// else <repo root>/bin/kube/<KubeVersion> (see ResolveBinDir).
+	BinDir string
+
+	// ControllerManager runs the upstream kube-controller-manager with
+	// Controllers against the API server, as the user
+	// ControllerManagerUser in group system:masters. Start returns once
+	// its garbage collector has collected a probe object.
+	ControllerManager bool
+
+	// Controllers overrides the --controllers list; empty means
+	// DefaultControllers.
+	Controllers []string
+
+	// Audit enables the kube-apiserver audit log (JSON lines, blocking
+	// mode) with the policy described at AuditPolicy; read it with
+	// AuditRecords or FollowAudit.
+	Audit bool
+
+	// KeepDir keeps the working directory (logs, audit log, kubeconfig)
+	// after Stop; by default Stop removes it.
+	KeepDir bool
+
+	// StartTimeout bounds each start phase (envtest start, controller
+	// manager readiness). Zero means 60s.
+	StartTimeout time.Duration
+}
+
+// ControlPlane is a running control plane started by Start. Call Stop when
+// done; Stop is safe to call more than once.
+type ControlPlane struct {
+	// Config is an admin (system:masters) client configuration for the API
+	// server, with envtest's QPS 1000 and burst 2000.
+	Config *rest.Config
+
+	env     *envtest.Environment
+	binDir  string
+	dir     string
+	keepDir bool
+	audit   string // audit log path, "" when disabled
+	kcm     *controllerManager
+	procs   []Process
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Process names one operating-system process of a control plane.
+type Process struct {
+	// Name is the binary name, for example "kube-apiserver".
+	Name string
+	// PID is the process id.
+	PID int
+}
+
+// Start starts etcd and kube-apiserver (and, as opts asks, an audit log and
+// kube-controller-manager) and waits until they serve. On error nothing
+// that Start started is left running.
+func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
+	binDir, source, err := ResolveBinDir(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	need := []string{EtcdBinary, APIServerBinary}
+	if opts.ControllerManager {
+		need = append(need, ControllerManagerBinary)
+	}
+	for _, name := range need {
+		if err := checkBinary(binDir, source, name); err != nil {
+			return nil, err
+		}
+	}
+	timeout := opts.StartTimeout
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+
+	sweepStaleDirs()
+	dir, err := os.MkdirTemp("", workDirPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: create working directory: %w", err)
+	}
+	if !opts.KeepDir {
+		// Lets a later Start remove this directory if this process dies
+		// without calling Stop (etcd preallocates 64 MiB of WAL in it).
+		if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+			return nil, fmt.Errorf("controlplane: %w", err)
+		}
+	}
+	for _, sub := range []string{"apiserver", "etcd"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
+			return nil, fmt.Errorf("controlplane: %w", err)
+		}
+	}
+	cp := &ControlPlane{binDir: binDir, dir: dir, keepDir: opts.KeepDir}
+	defer func() {
+		if retErr != nil {
+			_ = cp.Stop()
+		}
+	}()
+
+	apiLog, err := os.Create(filepath.Join(dir, "kube-apiserver.log"))
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	defer apiLog.Close() // the child process holds its own descriptor
+	etcdLog, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	defer etcdLog.Close()
+
+	noExisting := false
+	cp.env = &envtest.Environment{
+		ControlPlane: envtest.ControlPlane{
+			APIServer: &envtest.APIServer{Path: filepath.Join(binDir, APIServerBinary), Out: apiLog, Err: apiLog,
+				CertDir: filepath.Join(dir, "apiserver")},
+			Etcd: &envtest.Etcd{Path: filepath.Join(binDir, EtcdBinary), Out: etcdLog, Err: etcdLog,
+				DataDir: filepath.Join(dir, "etcd")},
+			KubectlPath: filepath.Join(binDir, "kubectl"), // never run: the harness does not use envtest's kubectl helper
+		},
+		BinaryAssetsDirectory:    binDir,
+		UseExistingCluster:       &noExisting,
+		ControlPlaneStartTimeout: timeout,
+		ControlPlaneStopTimeout:  20 * time.Second,
+	}
+	if opts.Audit {
+		cp.audit = filepath.Join(dir, "audit.log")
+		if err := configureAudit(cp.env.ControlPlane.GetAPIServer(), dir, cp.audit); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	cfg, err := cp.env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: start etcd and kube-apiserver from %s: %s (log: %s)",
+			binDir, oneLine(err.Error()), apiLog.Name())
+	}
+	cp.Config = cfg
+	cp.procs = findProcesses(map[string]string{
+		EtcdBinary:      "--data-dir=" + cp.env.ControlPlane.Etcd.DataDir,
+		APIServerBinary: "--cert-dir=" + cp.env.ControlPlane.APIServer.CertDir,
+	})
+
+	if opts.ControllerManager {
+		controllers := opts.Controllers
+		if len(controllers) == 0 {
+			controllers = DefaultControllers
+		}
+		cp.kcm, err = startControllerManager(cp, controllers)
+		if err != nil {
+			return nil, err
+		}
+		cp.procs = append(cp.procs, Process{Name: ControllerManagerBinary, PID: cp.kcm.cmd.Process.Pid})
+		if err := cp.kcm.waitCollecting(ctx, cfg, timeout); err != nil {
+			return nil, err
+		}
+	}
+	return cp, nil
+}
+
+// AddUser provisions a further user (for example a test driver with its
+// own name, so that the audit log tells its requests apart) and returns a
+// client configuration for it.
+func (cp *ControlPlane) AddUser(user envtest.User) (*rest.Config, error) {
+	u, err := cp.env.ControlPlane.AddUser(user, &rest.Config{QPS: 1000, Burst: 2000})
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: add user %q: %s", user.Name, oneLine(err.Error()))
+	}
+	return u.Config(), nil
+}
+
+// Dir is the working directory holding everything the control plane
+// writes: etcd's data, the API server's certificates, the logs, the audit
+// log and the controller manager's kubeconfig.
+func (cp *ControlPlane) Dir() string { return cp.dir }
+
+// BinDir is the directory the binaries were started from.
+func (cp *ControlPlane) BinDir() string { return cp.binDir }
+
+// APIServerLog is the path of kube-apiserver's combined stdout and stderr.
+func (cp *ControlPlane) APIServerLog() string { return filepath.Join(cp.dir, "kube-apiserver.log") }
+
+// ControllerManagerLog is the path of kube-controller-manager's combined
+// stdout and stderr, or "" when it does not run. Print its tail with
+// LogTail when a test fails.
+func (cp *ControlPlane) ControllerManagerLog() string {
+	if cp.kcm == nil {
+		return ""
+	}
+	return cp.kcm.logPath
+}
+
+// Processes lists the operating-system processes this control plane
+// started (etcd, kube-apiserver and, if any, kube-controller-manager).
+func (cp *ControlPlane) Processes() []Process { return append([]Process(nil), cp.procs...) }
+
+// Survivors lists those Processes that still run. After Stop it must be
+// empty; tests assert that.
+func (cp *ControlPlane) Survivors() []Process {
+	var out []Process
+	for _, p := range cp.procs {
+		if p.Running() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// String renders the process as "name (pid N)".
+func (p Process) String() string { return fmt.Sprintf("%s (pid %d)", p.Name, p.PID) }
+
+// Stop stops kube-controller-manager first (so that it does not log
+// errors against a vanishing API server), then kube-apiserver and etcd,
+// checks that none of them survived, and removes the working directory
+// unless Options.KeepDir is set. It is idempotent: later calls return the
+// first call's result.
+func (cp *ControlPlane) Stop() error {
+	cp.stopOnce.Do(func() {
+		var errs []error
+		if cp.kcm != nil {
+			if err := cp.kcm.stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if cp.env != nil {
+			if err := cp.env.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("controlplane: stop etcd and kube-apiserver: %s", oneLine(err.Error())))
+			}
+		}
+		for _, p := range cp.Survivors() {
+			killProcess(p.PID)
+			errs = append(errs, fmt.Errorf("controlplane: %s survived Stop and was killed", p))
+		}
+		if !cp.keepDir && cp.dir != "" {
+			if err := os.RemoveAll(cp.dir); err != nil {
+				errs = append(errs, fmt.Errorf("controlplane: remove %s: %w", cp.dir, err))
+			}
+		}
+		cp.stopErr = errors.Join(errs...)
+	})
+	return cp.stopErr
+}
+
+// ResolveBinDir returns the directory to take the control-plane binaries
+// from and says where that choice came from: the explicit flag value if
+// non-empty, else $KUBEBUILDER_ASSETS (envtest's variable) if set, else
+// <repo root>/bin/kube/<KubeVersion>, where the repo root is the nearest
+// directory at or above the working directory that contains
+// hack/kube/build.sh.
+func ResolveBinDir(flag string) (dir, source string, err error) {
+	if flag != "" {
+		return abs(flag), "flag", nil
+	}
+	if env := os.Getenv("KUBEBUILDER_ASSETS"); env != "" {
+		return abs(env), "KUBEBUILDER_ASSETS", nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", "", fmt.Errorf("controlplane: find binaries: %w", err)
+	}
+	root, err := RepoRoot(wd)
+	if err != nil {
+		return "", "", err
+	}
+	return filepath.Join(root, "bin", "kube", KubeVersion), "repository", nil
+}
+
+// RepoRoot walks up from start to the directory that contains
+// hack/kube/build.sh, the root of a cascade checkout.
+func RepoRoot(start string) (string, error) {
+	for dir := abs(start); ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "hack", "kube", "build.sh")); err == nil {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("controlplane: no cascade checkout (hack/kube/build.sh) at or above %s; set KUBEBUILDER_ASSETS to a directory holding etcd and kube-apiserver", start)
+		}
+	}
+}
+
+const (
+	workDirPrefix = "cascade-controlplane-"
+	ownerFile     = "owner.pid"
+)
+
+// sweepStaleDirs removes the working directories of control planes whose
+// process died without calling Stop (a panic, a test timeout, a kill);
+// their servers died with them through the lifeline.
+func sweepStaleDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), workDirPrefix+"*"))
+	for _, d := range dirs {
+		raw, err := os.ReadFile(filepath.Join(d, ownerFile))
+		if err != nil {
+			continue // kept on purpose, or not ours
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
+func checkBinary(dir, source, name string) error {
+	path := filepath.Join(dir, name)
+	fi, err := os.Stat(path)
+	hint := "(run 'make kube' to build the control plane)"
+	if source != "repository" {
+		hint = fmt.Sprintf("(directory from %s; run 'make kube' to build the control plane into bin/kube/%s)", source, KubeVersion)
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("controlplane: %s not found in %s %s", name, dir, hint)
+	case fi.IsDir() || fi.Mode().Perm()&0o111 == 0:
+		return fmt.Errorf("controlplane: %s in %s is not an executable file %s", name, dir, hint)
+	}
+	return nil
+}
+
+func abs(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// oneLine folds a multi-line message (envtest aggregates errors over
+// lines) into one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
