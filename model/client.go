@@ -168,7 +168,7 @@ func (s *State) trackOrphanRequest(prev, next *Object) {
 		for i := range s.Objects {
 			d := &s.Objects[i]
 			if _, refs := d.OwnerRefTo(prev.UID); refs && !slices.ContainsFunc(s.Orphans, func(w OrphanWatch) bool { return w.Owner == prev.UID && w.Dep == d.UID }) {
-				s.Orphans = append(s.Orphans, OrphanWatch{Owner: prev.UID, Dep: d.UID})
+				s.Orphans = append(s.Orphans, OrphanWatch{Owner: prev.UID, Dep: d.UID, Switched: prev.Deleting})
 			}
 		}
 	case had && !has && next != nil:

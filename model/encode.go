@@ -58,7 +58,7 @@ func (s *State) Encode(b []byte) []byte {
 	for _, o := range s.Orphans {
 		b = binary.AppendUvarint(b, uint64(o.Owner))
 		b = binary.AppendUvarint(b, uint64(o.Dep))
-		b = append(b, flags(o.Ran, o.Seen))
+		b = append(b, flags(o.Ran, o.Seen, o.Switched))
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.Events)))
 	for _, e := range s.Events {

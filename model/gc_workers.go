@@ -83,11 +83,18 @@ func (m *Model) isDangling(s *State, ref OwnerRef, item *Node) (dangling bool, o
 	return false, o, errNone
 }
 
-// workResult is what a worker tells its queue.
+// workResult is how attemptToDeleteItem ended, which decides what
+// attemptToDeleteWorker tells its queue.
 type workResult uint8
 
 const (
-	forget workResult = iota
+	// done: attemptToDeleteItem returned nil. The worker forgets the item,
+	// unless its node is still virtual (kubernetes#56121): then it requeues.
+	done workResult = iota
+	// forget: enqueuedVirtualDeleteEventErr or
+	// namespacedOwnerOfClusterScopedObjectErr; forgotten, virtual or not.
+	forget
+	// requeue: any other error, retried with rate limiting.
 	requeue
 )
 
@@ -120,7 +127,7 @@ func (m *Model) attemptToDelete(s *State, uid UID) {
 // BugForgetUnobservedVirtual forgets it instead.
 func (m *Model) finishWork(s *State, uid UID, res workResult) {
 	g := &s.GC
-	if res == forget {
+	if res == done {
 		if n := g.node(uid); n != nil && n.Virtual && !m.Bugs.Has(BugForgetUnobservedVirtual) {
 			res = requeue
 		}
@@ -143,7 +150,7 @@ func errResult(e gcErr) workResult {
 // forget with a virtual node still means requeue (finishWork).
 func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) {
 	if item.BeingDeleted && !item.DeletingDependents {
-		return nil, forget // "being deleted is an one-way trip"
+		return nil, done // "being deleted is an one-way trip"
 	}
 	latest, e := m.getObject(s, item.Identity)
 	if e == errNotFound || (e == errNone && latest.UID != item.UID) {
@@ -157,7 +164,7 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 		return m.processDeletingDependentsItem(s, item)
 	}
 	if len(latest.Owners) == 0 {
-		return nil, forget
+		return nil, done
 	}
 	var solid, dangling, waiting []OwnerRef
 	for _, ref := range latest.Owners {
@@ -177,13 +184,13 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 	switch {
 	case len(solid) != 0:
 		if len(dangling) == 0 && len(waiting) == 0 {
-			return nil, forget
+			return nil, done
 		}
 		var remove []UID
 		for _, r := range append(dangling, waiting...) {
 			remove = append(remove, r.UID)
 		}
-		return []Write{{Op: WritePatchOwners, Item: item.Identity, Remove: remove}}, forget
+		return []Write{{Op: WritePatchOwners, Item: item.Identity, Remove: remove}}, done
 	case len(waiting) != 0 && len(item.Dependents) != 0:
 		var writes []Write
 		if !m.Bugs.Has(BugNoCycleUnblock) {
@@ -201,7 +208,7 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 				}
 			}
 		}
-		return append(writes, m.deleteWrite(item, latest, Foreground)), forget
+		return append(writes, m.deleteWrite(item, latest, Foreground)), done
 	default:
 		policy := Background
 		switch {
@@ -213,7 +220,7 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 		if m.Bugs.Has(BugDeleteDependentsWithoutPolicy) {
 			policy = NoPolicy
 		}
-		return []Write{m.deleteWrite(item, latest, policy)}, forget
+		return []Write{m.deleteWrite(item, latest, policy)}, done
 	}
 }
 
@@ -238,14 +245,14 @@ func (m *Model) processDeletingDependentsItem(s *State, item *Node) ([]Write, wo
 		if r := m.removeFinalizer(s, item.Identity, FinalizerForeground); !r.OK() {
 			return nil, requeue
 		}
-		return nil, forget
+		return nil, done
 	}
 	for _, du := range blocking {
 		if d := s.GC.node(du); !d.DeletingDependents {
 			s.GC.AttemptToDelete = s.GC.enqueue(s.GC.AttemptToDelete, du)
 		}
 	}
-	return nil, forget
+	return nil, done
 }
 
 // blockingDependents reads the graph only: a dependent the GC has not
@@ -280,13 +287,10 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 		return r
 	case r.OK():
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
-		m.finishWork(s, uid, forget)
+		m.finishWork(s, uid, done)
 	case r.Code == 404 && w.Op == WriteDelete:
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
-		g.VirtualEvents = append(g.VirtualEvents, w.Item)
-	case r.Code == 404 && w.Op == WriteRemoveFinalizer:
-		g.InFlight = slices.Delete(g.InFlight, i, i+1)
-		m.finishWork(s, uid, forget)
+		g.VirtualEvents = append(g.VirtualEvents, w.Item) // enqueuedVirtualDeleteEventErr: forget
 	default:
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
 		m.finishWork(s, uid, requeue)
@@ -344,8 +348,6 @@ func (m *Model) doWrite(s *State, w Write) Result {
 			o.Owners = owners
 			return ok(200)
 		})
-	case WriteRemoveFinalizer:
-		return m.removeFinalizer(s, w.Item, FinalizerForeground)
 	}
 	panic("unknown write")
 }

@@ -76,11 +76,11 @@ type Property struct {
 // Properties is the catalogue of named properties.
 var Properties = []Property{
 	{Name: PropNoSolidOwnerCollected, Kind: Always, Check: checkSolidOwner,
-		Doc: "The GC never deletes an object that, when its DELETE lands, has an ownerReference resolving (same UID, kind and name, same namespace or a cluster-scoped owner) to a live owner that is not waiting for dependents in foreground."},
+		Doc: "The GC never deletes an object that, when its DELETE lands, has an ownerReference resolving (same UID, kind and name, same namespace or a cluster-scoped owner) to a live owner that is not being deleted. (Upstream's classification also calls an owner solid while it is deleted in the background; deleting its dependents early loses nothing the user asked to keep, and an orphaning owner is the business of orphan respected.)"},
 	{Name: PropOrphanRespected, Kind: Always, Check: checkOrphanRespected,
-		Doc: "After a delete that orphans X, no object that referenced X at the time is deleted by the GC while it still references X. Violations for dependents the GC had not observed when it orphaned are the known race kubernetes#26120."},
+		Doc: "After a delete that orphans X, no object that referenced X at the time is deleted by the GC while it still references X. Two causes are known upstream: the GC had not observed the dependent when it orphaned (kubernetes#26120), and the orphan request switched a deletion already under way, which the DELETE path allows although kubernetes#32339 meant to forbid it, so a GC delete decided before the switch still lands."},
 	{Name: PropNoRemovalWithFinalizers, Kind: Always, Check: checkRemovalWithFinalizers,
-		Doc: "A DELETE never removes an object from storage while it lists finalizers; only emptying the finalizers of a terminating object removes it."},
+		Doc: "A DELETE never removes an object from storage while it lists finalizers other than orphan and foregroundDeletion, which a DELETE's own propagation choice may drop (an explicit Background delete of an object waiting in foreground removes it at once, by design)."},
 	{Name: PropNoFinalizerAfterDeletion, Kind: Always, Check: checkFinalizerAfterDeletion,
 		Doc: "Once deletion has started, only a DELETE request may add a finalizer (the API server re-choosing orphan/foregroundDeletion); updates may not."},
 	{Name: PropProtectionHolds, Kind: Always, Check: checkProtection,
@@ -149,7 +149,7 @@ func solidOwner(s *State, o *Object) *Object {
 		if owner.Namespace != "" && owner.Namespace != o.Namespace {
 			continue
 		}
-		if owner.Deleting && owner.HasFinalizer(FinalizerForeground) {
+		if owner.Deleting {
 			continue
 		}
 		return owner
@@ -163,7 +163,7 @@ func checkSolidOwner(m *Model, t *Transition) *Violation {
 		return nil
 	}
 	if owner := solidOwner(t.Prev, d); owner != nil {
-		return &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s while its owner %s was live and not waiting for dependents", d.Key(), owner.Key())}
+		return &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s while its owner %s was live and not being deleted", d.Key(), owner.Key())}
 	}
 	return nil
 }
@@ -181,9 +181,13 @@ func checkOrphanRespected(m *Model, t *Transition) *Violation {
 			continue
 		}
 		v := &Violation{Property: PropOrphanRespected, Message: fmt.Sprintf("gc deleted %s because of %s, whose deletion orphaned it", d.Key(), t.Prev.UIDLabel(w.Owner))}
-		if w.Ran && !w.Seen {
+		switch {
+		case w.Ran && !w.Seen:
 			v.Known = "kubernetes#26120"
 			v.Message += "; the GC had not observed it when it orphaned"
+		case w.Switched:
+			v.Known = "kubernetes#32339"
+			v.Message += "; the orphan request switched a deletion already under way"
 		}
 		return v
 	}
@@ -200,8 +204,13 @@ func checkRemovalWithFinalizers(m *Model, t *Transition) *Violation {
 	}
 	for i := range t.Prev.Objects {
 		o := &t.Prev.Objects[i]
-		if len(o.Finalizers) > 0 && t.Next.Get(o.UID) == nil {
-			return &Violation{Property: PropNoRemovalWithFinalizers, Message: fmt.Sprintf("%s left storage by a delete while it had finalizers %v", o.Key(), o.Finalizers)}
+		if t.Next.Get(o.UID) != nil {
+			continue
+		}
+		for _, f := range o.Finalizers {
+			if f != FinalizerOrphan && f != FinalizerForeground {
+				return &Violation{Property: PropNoRemovalWithFinalizers, Message: fmt.Sprintf("%s left storage by a delete while it had finalizer %q", o.Key(), f)}
+			}
 		}
 	}
 	return nil

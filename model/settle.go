@@ -69,12 +69,16 @@ func (m *Model) pathToChange(s *State, avoid map[string]bool) ([]Settled, error)
 	return nil, nil
 }
 
-// Quiescent reports whether no sequence of internal steps (GC,
+// Quiescent reports whether every informer has caught up (no watch or
+// virtual delete event is pending) and no sequence of internal steps (GC,
 // controller, apiextensions) can change the API state any more. Work
 // retried forever, such as a delete that deletion protection refuses or
 // an owner kind nobody serves, cycles through internal states without
 // changing the store, so it does not keep a state from being quiescent.
 func (m *Model) Quiescent(s *State) (bool, error) {
+	if s.GC.Watch.Pending() || s.Controller.Watch.Pending() || len(s.GC.VirtualEvents) > 0 {
+		return false, nil // informers have not caught up
+	}
 	p, err := m.pathToChange(s, nil)
 	return p == nil && err == nil, err
 }

@@ -141,7 +141,6 @@ const (
 	WriteDelete          WriteOp = iota // deleteObject
 	WritePatchOwners                    // remove dangling/waiting ownerReferences
 	WriteUnblock                        // set blockOwnerDeletion=false (cycle breaking)
-	WriteRemoveFinalizer                // removeFinalizer(foregroundDeletion)
 )
 
 // Write is a request the GC decided on from its live GETs and has not
@@ -181,9 +180,11 @@ type Controller struct {
 // OrphanWatch records that Dep referenced Owner when Owner's orphan
 // deletion was accepted. Seen records whether the GC's graph knew Dep as
 // a dependent when attemptToOrphan ran (false: the kubernetes#26120 race).
+// Switched records that the orphan request came after Owner's deletion
+// had already started under another policy.
 type OrphanWatch struct {
-	Owner, Dep UID
-	Ran, Seen  bool
+	Owner, Dep          UID
+	Ran, Seen, Switched bool
 }
 
 // UIDInfo is what the model remembers of a UID it handed out.

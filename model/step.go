@@ -305,7 +305,7 @@ func inFlight(g *GC, uid UID) *InFlight {
 }
 
 func writeVerb(op WriteOp) string {
-	return [...]string{"delete", "patch", "unblock", "remove-finalizer"}[op]
+	return [...]string{"delete", "patch", "unblock"}[op]
 }
 
 // Options choose which non-deterministic internal behaviours Enabled

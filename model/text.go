@@ -49,7 +49,7 @@ var clientVerbs = map[string]Op{
 var gcVerbs = map[string]Op{
 	"deliver": OpDeliver, "deliver-virtual": OpDeliverVirtual, "coalesce": OpCoalesce, "lose": OpLose,
 	"attemptToDelete": OpAttemptToDelete, "attemptToOrphan": OpAttemptToOrphan,
-	"delete": OpSend, "patch": OpSend, "unblock": OpSend, "remove-finalizer": OpSend,
+	"delete": OpSend, "patch": OpSend, "unblock": OpSend,
 }
 
 // ParseStep reads one trace command.
@@ -110,7 +110,7 @@ func parseGC(toks []token) (Step, error) {
 		st.Target.Namespace = parts[1]
 	}
 	if op == OpSend {
-		st.Write = map[string]WriteOp{"delete": WriteDelete, "patch": WritePatchOwners, "unblock": WriteUnblock, "remove-finalizer": WriteRemoveFinalizer}[toks[1].text]
+		st.Write = map[string]WriteOp{"delete": WriteDelete, "patch": WritePatchOwners, "unblock": WriteUnblock}[toks[1].text]
 	}
 	for _, a := range toks[3:] {
 		k, v, _ := strings.Cut(a.text, "=")

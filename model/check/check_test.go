@@ -1,0 +1,245 @@
+package check
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cascade-k8s/cascade/model"
+	"github.com/cascade-k8s/cascade/traces"
+)
+
+func run(t *testing.T, s Scope) *Result {
+	t.Helper()
+	res, err := Run(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func withSymmetry(name string, bugs model.BugSet) Scope {
+	p, err := Preset(name)
+	if err != nil {
+		panic(err)
+	}
+	p.Symmetry, p.Bugs = true, bugs
+	return p
+}
+
+// TestEveryBugHasACounterexample: each catalogued bug, switched on in its
+// preset, yields a shortest counterexample to the property it is
+// documented to break, and that counterexample is a trace that replays on
+// the model with the violation. The lengths are pinned: BFS makes them
+// minimal, so a change means the model changed.
+func TestEveryBugHasACounterexample(t *testing.T) {
+	wantSteps := map[model.Bug]int{
+		model.BugAdoptWithoutRecheck:           8,
+		model.BugEdgeTriggeredTransitions:      6,
+		model.BugLostFirstUpdate:               3,
+		model.BugLookupIgnoresScope:            5,
+		model.BugUIDOnlyIdentity:               8,
+		model.BugDeleteWithoutRVPrecondition:   5,
+		model.BugNoCycleUnblock:                5,
+		model.BugDeleteDependentsWithoutPolicy: 4,
+		model.BugForgetUnobservedVirtual:       5,
+		model.BugProtectionDisabled:            1,
+		model.BugFinalizerAfterDeletion:        2,
+	}
+	for _, b := range model.AllBugs() {
+		t.Run(b.String(), func(t *testing.T) {
+			preset, ok := BugPreset[b]
+			if !ok {
+				t.Fatalf("bug %s has no preset", b)
+			}
+			res := run(t, withSymmetry(preset, model.BugSet(0).With(b)))
+			var ce *Counterexample
+			for _, v := range res.Violations {
+				if v.Property == model.Bugs[b].Breaks {
+					ce = v
+				}
+			}
+			if ce == nil {
+				t.Fatalf("no counterexample to %q in preset %s", model.Bugs[b].Breaks, preset)
+			}
+			if ce.Known != "" {
+				t.Errorf("a bug's counterexample must not be classified as a known upstream race (%s)", ce.Known)
+			}
+			if len(ce.Steps) != wantSteps[b] {
+				t.Errorf("counterexample has %d steps, pinned %d:\n%s", len(ce.Steps), wantSteps[b], ce.Trace)
+			}
+			tr, err := traces.Parse("ce.trace", strings.NewReader(ce.Trace))
+			if err != nil {
+				t.Fatal(err)
+			}
+			results, _, err := traces.Replay(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := traces.Diff(tr, results); err != nil {
+				t.Fatal(err)
+			}
+			if err := traces.CheckHeaders(tr, results); err != nil {
+				t.Fatal(err)
+			}
+			if tr.Header(traces.HeaderBug) != b.String() || !strings.Contains(tr.Header(traces.HeaderFoundBy), "--bug "+b.String()) {
+				t.Errorf("trace headers do not name the bug: %q / %q", tr.Header(traces.HeaderBug), tr.Header(traces.HeaderFoundBy))
+			}
+		})
+	}
+}
+
+// TestCounterexamplesAreShortest: cutting the search one level short of
+// the pinned length finds no violation of that property.
+func TestCounterexamplesAreShortest(t *testing.T) {
+	s := withSymmetry("orphan-adoption", model.BugSet(0).With(model.BugAdoptWithoutRecheck))
+	s.MaxDepth = 7
+	res := run(t, s)
+	for _, v := range res.Violations {
+		if v.Property == model.PropOrphanRespected {
+			t.Fatalf("found a %d-step counterexample below the pinned minimum of 8", len(v.Steps))
+		}
+	}
+	if res.Complete {
+		t.Fatal("a depth-bounded search must report itself incomplete")
+	}
+}
+
+// TestUpstreamHolds: in upstream mode every safety and liveness property
+// holds in every preset, except the documented upstream races, which are
+// found and reported as known; every expected reachability property is
+// witnessed, so no preset is vacuous.
+func TestUpstreamHolds(t *testing.T) {
+	known := map[string]string{
+		"orphan-unseen": "kubernetes#26120",
+		"all-policies":  "kubernetes#32339",
+	}
+	for _, p := range Presets {
+		t.Run(p.Name, func(t *testing.T) {
+			res := run(t, withSymmetry(p.Name, 0))
+			if !res.Complete {
+				t.Fatal("preset search did not complete")
+			}
+			if len(res.Vacuous) > 0 {
+				t.Errorf("never witnessed: %v", res.Vacuous)
+			}
+			for _, v := range res.Violations {
+				if v.Known == "" || v.Known != known[p.Name] {
+					t.Errorf("unexpected violation of %q (%s):\n%s", v.Property, v.Known, v.Trace)
+				}
+			}
+			if want := known[p.Name]; want != "" && len(res.Violations) == 0 {
+				t.Errorf("the known race %s was not found", want)
+			}
+		})
+	}
+}
+
+// TestDistinctStatesPinned guards the size of every preset's state space
+// (with symmetry reduction) against unnoticed model changes.
+func TestDistinctStatesPinned(t *testing.T) {
+	pinned := map[string]int64{
+		"orphan-adoption": 59, "orphan-unseen": 316, "foreground-cycle": 123, "mixed-owners": 6736,
+		"all-policies": 101732, "cross-namespace": 164, "cluster-scoped": 61, "owner-swap": 74,
+		"refinalize": 58, "lost-update": 442, "deep-cascade": 18, "relist": 46, "protection": 152,
+		"late-finalizer": 42,
+	}
+	for _, p := range Presets {
+		want, ok := pinned[p.Name]
+		if !ok {
+			t.Errorf("preset %s has no pinned state count", p.Name)
+			continue
+		}
+		if got := run(t, withSymmetry(p.Name, 0)).Distinct; got != want {
+			t.Errorf("%s: %d distinct states, pinned %d", p.Name, got, want)
+		}
+	}
+}
+
+// TestSymmetryReduces: UID canonicalisation merges creation orders
+// without changing what is found.
+func TestSymmetryReduces(t *testing.T) {
+	plain := withSymmetry("cross-namespace", model.BugSet(0).With(model.BugUIDOnlyIdentity))
+	plain.Symmetry = false
+	a := run(t, plain)
+	b := run(t, withSymmetry("cross-namespace", model.BugSet(0).With(model.BugUIDOnlyIdentity)))
+	if a.Distinct != 323 || b.Distinct >= a.Distinct {
+		t.Errorf("distinct without symmetry %d (pinned 323), with %d: want a reduction", a.Distinct, b.Distinct)
+	}
+	if len(a.Violations) != len(b.Violations) {
+		t.Fatalf("symmetry changed the violations found: %d vs %d", len(a.Violations), len(b.Violations))
+	}
+	for i := range a.Violations {
+		if a.Violations[i].Property != b.Violations[i].Property || len(a.Violations[i].Steps) != len(b.Violations[i].Steps) {
+			t.Errorf("symmetry changed counterexample %d", i)
+		}
+	}
+}
+
+// TestDeterministicAcrossWorkers: one worker or several, the same states
+// and the same counterexample traces.
+func TestDeterministicAcrossWorkers(t *testing.T) {
+	s := withSymmetry("mixed-owners", model.BugSet(0).With(model.BugNoCycleUnblock).With(model.BugDeleteWithoutRVPrecondition))
+	one, err := Run(s, Options{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	four, err := Run(s, Options{Workers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.Distinct != four.Distinct || one.Generated != four.Generated || len(one.Violations) != len(four.Violations) {
+		t.Fatalf("worker count changed the result: %d/%d vs %d/%d", one.Distinct, one.Generated, four.Distinct, four.Generated)
+	}
+	for i := range one.Violations {
+		if one.Violations[i].Trace != four.Violations[i].Trace {
+			t.Errorf("worker count changed counterexample %q", one.Violations[i].Property)
+		}
+	}
+}
+
+// TestVacuousScopeFailsLoudly: a scope that cannot witness what it
+// expects says so.
+func TestVacuousScopeFailsLoudly(t *testing.T) {
+	s := withSymmetry("refinalize", 0)
+	s.Expect = []string{model.PropOrphaningHappens}
+	if res := run(t, s); len(res.Vacuous) != 1 || res.Vacuous[0] != model.PropOrphaningHappens {
+		t.Fatalf("vacuous = %v", res.Vacuous)
+	}
+}
+
+// TestConstraints: the flag language parses, rejects what it cannot
+// read, and prunes.
+func TestConstraints(t *testing.T) {
+	for _, bad := range []string{"objects", "colour<=3", "objects<=-1", "objects<=x"} {
+		if _, err := ParseConstraint(bad); err == nil {
+			t.Errorf("ParseConstraint(%q) accepted", bad)
+		}
+	}
+	c, err := ParseConstraint("events<2")
+	if err != nil || c.Max != 1 || c.Metric != "events" {
+		t.Fatalf("events<2 = %+v, %v", c, err)
+	}
+	s := withSymmetry("mixed-owners", 0)
+	full := run(t, s).Distinct
+	s.Constraints = []Constraint{c}
+	if pruned := run(t, s).Distinct; pruned >= full {
+		t.Fatalf("constraint did not prune: %d >= %d", pruned, full)
+	}
+}
+
+// TestBadScopes: scope errors name the scope and the problem.
+func TestBadScopes(t *testing.T) {
+	for _, s := range []Scope{
+		{Name: "x", Ops: []string{"gc attemptToDelete cm/a"}},
+		{Name: "x", Setup: []string{"create cm/a", "create cm/a"}},
+		{Name: "x", Ops: []string{"explode cm/a"}},
+		{Name: "x", Expect: []string{model.PropGraphAgrees}},
+	} {
+		if _, err := Run(s, Options{}); err == nil || !strings.HasPrefix(err.Error(), "scope x:") {
+			t.Errorf("scope %+v: got %v", s, err)
+		}
+	}
+	if _, err := Preset("nope"); err == nil || !strings.Contains(err.Error(), "orphan-adoption") {
+		t.Errorf("unknown preset error should list presets: %v", err)
+	}
+}
