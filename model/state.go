@@ -138,9 +138,9 @@ type WriteOp uint8
 
 // GC writes.
 const (
-	WriteDelete          WriteOp = iota // deleteObject
-	WritePatchOwners                    // remove dangling/waiting ownerReferences
-	WriteUnblock                        // set blockOwnerDeletion=false (cycle breaking)
+	WriteDelete      WriteOp = iota // deleteObject
+	WritePatchOwners                // remove dangling/waiting ownerReferences
+	WriteUnblock                    // set blockOwnerDeletion=false (cycle breaking)
 )
 
 // Write is a request the GC decided on from its live GETs and has not

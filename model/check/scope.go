@@ -183,8 +183,8 @@ var Presets = []Scope{
 		Expect: []string{model.PropForegroundCompletes, model.PropOrphaningHappens},
 	},
 	{
-		Name: "cross-namespace",
-		Doc:  "A child in another namespace names an owner by UID, next to a valid child, observed in any order (kubernetes#65200).",
+		Name:  "cross-namespace",
+		Doc:   "A child in another namespace names an owner by UID, next to a valid child, observed in any order (kubernetes#65200).",
 		Setup: []string{"create cm/ns2/parent"},
 		Ops: []string{
 			"create secret/ns1/bad owner=cm/ns2/parent",
