@@ -80,7 +80,7 @@ func Diff(t *Trace, results []StanzaResult) error {
 		last := st.Commands[len(st.Commands)-1]
 		var b strings.Builder
 		fmt.Fprintf(&b, "%s:%d: stanza %d (ending with %q) differs from the model (-expected +model):\n", t.Path, st.SeparatorLine, i+1, last.Text)
-		for _, l := range lineDiff(st.Expected, got) {
+		for _, l := range DiffLines(st.Expected, got) {
 			b.WriteString("  " + l + "\n")
 		}
 		return fmt.Errorf("%s", strings.TrimRight(b.String(), "\n"))
@@ -88,8 +88,9 @@ func Diff(t *Trace, results []StanzaResult) error {
 	return nil
 }
 
-// lineDiff is a small LCS diff of two line lists.
-func lineDiff(a, b []string) []string {
+// DiffLines is a small LCS diff of two line lists: lines prefixed "  "
+// are common, "- " only in a, "+ " only in b.
+func DiffLines(a, b []string) []string {
 	n, m := len(a), len(b)
 	lcs := make([][]int, n+1)
 	for i := range lcs {
