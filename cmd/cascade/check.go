@@ -1,0 +1,313 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cascade-k8s/cascade/model"
+	"github.com/cascade-k8s/cascade/model/check"
+)
+
+type checkFlags struct {
+	preset                         string
+	setup, ops, bugs, constraints  []string
+	expect                         []string
+	coalesce, noSymmetry           bool
+	maxDepth, maxStates, workers   int
+	out                            string
+	jsonOut, quiet, strict         bool
+	listBugs, listProps, listScope bool
+}
+
+func newCheckCmd() *cobra.Command {
+	var f checkFlags
+	cmd := &cobra.Command{
+		Use:   "check [--preset NAME | --setup CMD... --op CMD...] [flags]",
+		Short: "Explore the model exhaustively and write the shortest counterexamples",
+		Long: `check explores every interleaving of a bounded scope of the model breadth-first
+and reports, for each property it breaks, the shortest path to a violation,
+written as a trace file that 'cascade replay', the datadriven tests and the
+scenario suite can run again.
+
+A scope is a preset (--preset, see --list-presets) or built from flags:
+--setup commands build the initial state (not explored; 'settle' allowed),
+--op commands are client requests the environment may send, each at most once,
+in any order, interleaved with every GC, controller and informer step.
+
+Properties (--list-properties) are checked on every transition (always),
+in every quiescent state (quiescent liveness) or must be witnessed at least
+once (sometimes; a preset that never witnesses one it expects is vacuous and
+fails). --bug switches on a catalogued bug (--list-bugs). Violations that are
+documented upstream races are reported as known and do not fail the run
+unless --strict.
+
+Progress goes to stderr once a second; the result goes to stdout as text or
+--json.
+
+Examples:
+  cascade check --preset orphan-adoption --bug adopt-without-recheck
+  cascade check --preset all-policies --json
+  cascade check --setup 'create cm/a' --setup 'create cm/b owner=cm/a,block' --setup settle \
+                --op 'delete cm/a propagation=Foreground' --constraint 'events<=4'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), &f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.preset, "preset", "", "named scope (see --list-presets)")
+	fl.StringArrayVar(&f.setup, "setup", nil, "setup command for a custom scope (repeatable; trace syntax, or 'settle')")
+	fl.StringArrayVar(&f.ops, "op", nil, "client request the environment may send once (repeatable)")
+	fl.StringArrayVar(&f.bugs, "bug", nil, "switch on a catalogued bug (repeatable; see --list-bugs)")
+	fl.StringArrayVar(&f.constraints, "constraint", nil, "prune states beyond METRIC<=N or METRIC<N (repeatable; metrics: "+strings.Join(check.MetricNames(), ", ")+")")
+	fl.StringArrayVar(&f.expect, "expect", nil, "reachability property the scope must witness (repeatable)")
+	fl.BoolVar(&f.coalesce, "coalesce", false, "let informer relists skip superseded events (presets set their own)")
+	fl.BoolVar(&f.noSymmetry, "no-symmetry", false, "do not merge states that differ only in UID assignment")
+	fl.IntVar(&f.maxDepth, "max-depth", 0, "stop expanding at this depth (0: unbounded)")
+	fl.IntVar(&f.maxStates, "max-states", 0, "stop after this many distinct states (0: unbounded)")
+	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "parallel workers")
+	fl.StringVar(&f.out, "out", "out/counterexamples", "directory for counterexample trace files")
+	fl.BoolVar(&f.jsonOut, "json", false, "print the result as JSON")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
+	fl.BoolVar(&f.strict, "strict", false, "fail on known upstream races too")
+	fl.BoolVar(&f.listBugs, "list-bugs", false, "list the bug catalogue and exit")
+	fl.BoolVar(&f.listProps, "list-properties", false, "list the named properties and exit")
+	fl.BoolVar(&f.listScope, "list-presets", false, "list the preset scopes and exit")
+	return cmd
+}
+
+func runCheck(stdout, stderr io.Writer, f *checkFlags) error {
+	switch {
+	case f.listBugs:
+		return listBugs(stdout)
+	case f.listProps:
+		return listProperties(stdout)
+	case f.listScope:
+		return listPresets(stdout)
+	}
+	scope, err := buildScope(f)
+	if err != nil {
+		return err
+	}
+	opts := check.Options{Workers: f.workers}
+	if !f.quiet {
+		opts.Progress = func(p check.Progress) {
+			fmt.Fprintf(stderr, "check %s: states=%d distinct=%d depth=%d queue=%d %.0f distinct/s\n", scope.Name, p.Generated, p.Distinct, p.Depth, p.Queue, p.StatesPerSecond())
+		}
+	}
+	res, err := check.Run(scope, opts)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	files, err := writeCounterexamples(f.out, scope, res)
+	if err != nil {
+		return err
+	}
+	if f.jsonOut {
+		err = printJSON(stdout, res, files)
+	} else {
+		err = printText(stdout, res, files)
+	}
+	if err != nil {
+		return err
+	}
+	for _, v := range res.Violations {
+		if v.Known == "" || f.strict {
+			return errViolation
+		}
+	}
+	if len(res.Vacuous) > 0 {
+		return errViolation
+	}
+	return nil
+}
+
+func buildScope(f *checkFlags) (check.Scope, error) {
+	var scope check.Scope
+	switch {
+	case f.preset != "" && (len(f.setup) > 0 || len(f.ops) > 0):
+		return scope, usageErr("--preset cannot be combined with --setup or --op")
+	case f.preset != "":
+		p, err := check.Preset(f.preset)
+		if err != nil {
+			return scope, usageErr("%v", err)
+		}
+		scope = p
+	case len(f.setup) > 0 || len(f.ops) > 0:
+		scope = check.Scope{Name: "custom", Setup: f.setup, Ops: f.ops}
+	default:
+		return scope, usageErr("give a scope: --preset NAME (see --list-presets) or --setup/--op commands")
+	}
+	scope.Symmetry = !f.noSymmetry
+	scope.Coalesce = scope.Coalesce || f.coalesce
+	scope.MaxDepth, scope.MaxStates = f.maxDepth, f.maxStates
+	scope.Expect = append(scope.Expect, f.expect...)
+	for _, name := range f.bugs {
+		b, err := model.BugByName(name)
+		if err != nil {
+			return scope, usageErr("--bug: %v", err)
+		}
+		scope.Bugs = scope.Bugs.With(b)
+	}
+	for _, c := range f.constraints {
+		con, err := check.ParseConstraint(c)
+		if err != nil {
+			return scope, usageErr("--constraint: %v", err)
+		}
+		scope.Constraints = append(scope.Constraints, con)
+	}
+	if f.maxDepth < 0 || f.maxStates < 0 || f.workers < 1 {
+		return scope, usageErr("--max-depth and --max-states must be >= 0 and --workers >= 1")
+	}
+	return scope, nil
+}
+
+// writeCounterexamples writes each trace to DIR/<scope>[-<bugs>]-<property>.trace.
+func writeCounterexamples(dir string, scope check.Scope, res *check.Result) (map[string]string, error) {
+	files := map[string]string{}
+	if len(res.Violations) == 0 {
+		return files, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create --out directory: %v", err)
+	}
+	for _, v := range res.Violations {
+		name := scope.Name
+		if scope.Bugs != 0 {
+			name += "-" + strings.ReplaceAll(scope.Bugs.String(), ",", "+")
+		}
+		name += "-" + strings.ReplaceAll(v.Property, " ", "-") + ".trace"
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(v.Trace), 0o644); err != nil {
+			return nil, fmt.Errorf("cannot write counterexample: %v", err)
+		}
+		files[v.Property] = path
+	}
+	return files, nil
+}
+
+func printText(w io.Writer, res *check.Result, files map[string]string) error {
+	rate := float64(res.Distinct) / max(res.Elapsed.Seconds(), 1e-9)
+	complete := "complete"
+	if !res.Complete {
+		complete = "INCOMPLETE (a bound cut the search)"
+	}
+	fmt.Fprintf(w, "scope %s, mode %s: %d distinct states, %d transitions, depth %d, %s, %s (%.0f distinct states/s)\n",
+		res.Scope, res.Bugs, res.Distinct, res.Generated, res.Depth, complete, res.Elapsed.Round(time.Millisecond), rate)
+	fmt.Fprintf(w, "fingerprint collision probability: %.2g\n", res.CollisionProbability)
+	violated := map[string]*check.Counterexample{}
+	for _, v := range res.Violations {
+		violated[v.Property] = v
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROPERTY\tKIND\tRESULT")
+	for _, p := range model.Properties {
+		verdict := "holds"
+		switch {
+		case p.Kind == model.Sometimes && res.Witnessed[p.Name]:
+			verdict = "witnessed"
+		case p.Kind == model.Sometimes:
+			verdict = "not witnessed"
+			for _, vp := range res.Vacuous {
+				if vp == p.Name {
+					verdict = "NOT WITNESSED: the scope is vacuous for it"
+				}
+			}
+		case violated[p.Name] != nil && violated[p.Name].Known != "":
+			v := violated[p.Name]
+			verdict = fmt.Sprintf("violated, known upstream race %s (%d steps) -> %s", v.Known, len(v.Steps), files[p.Name])
+		case violated[p.Name] != nil:
+			v := violated[p.Name]
+			verdict = fmt.Sprintf("VIOLATED in %d steps -> %s", len(v.Steps), files[p.Name])
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, p.Kind, verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, v := range res.Violations {
+		fmt.Fprintf(w, "\n%s: %s\n", v.Property, v.Message)
+		for i, s := range v.Steps {
+			fmt.Fprintf(w, "  %2d  %s\n", i+1, s)
+		}
+	}
+	return nil
+}
+
+func printJSON(w io.Writer, res *check.Result, files map[string]string) error {
+	type violation struct {
+		Property string   `json:"property"`
+		Known    string   `json:"known,omitempty"`
+		Message  string   `json:"message"`
+		Steps    []string `json:"steps"`
+		Trace    string   `json:"trace_file"`
+	}
+	out := struct {
+		Scope                string      `json:"scope"`
+		Mode                 string      `json:"mode"`
+		Distinct             int64       `json:"distinct_states"`
+		Generated            int64       `json:"transitions"`
+		Depth                int         `json:"depth"`
+		Complete             bool        `json:"complete"`
+		Seconds              float64     `json:"seconds"`
+		StatesPerSecond      float64     `json:"distinct_states_per_second"`
+		CollisionProbability float64     `json:"collision_probability"`
+		Violations           []violation `json:"violations"`
+		Witnessed            []string    `json:"witnessed"`
+		Vacuous              []string    `json:"vacuous"`
+	}{Scope: res.Scope, Mode: res.Bugs.String(), Distinct: res.Distinct, Generated: res.Generated, Depth: res.Depth, Complete: res.Complete,
+		Seconds: res.Elapsed.Seconds(), StatesPerSecond: float64(res.Distinct) / max(res.Elapsed.Seconds(), 1e-9),
+		CollisionProbability: res.CollisionProbability, Violations: []violation{}, Witnessed: []string{}, Vacuous: append([]string{}, res.Vacuous...)}
+	for _, v := range res.Violations {
+		out.Violations = append(out.Violations, violation{v.Property, v.Known, v.Message, v.Steps, files[v.Property]})
+	}
+	for p, ok := range res.Witnessed {
+		if ok {
+			out.Witnessed = append(out.Witnessed, p)
+		}
+	}
+	sort.Strings(out.Witnessed)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func listBugs(w io.Writer) error {
+	for _, b := range model.AllBugs() {
+		info := model.Bugs[b]
+		fmt.Fprintf(w, "%s\n  %s\n  known-bugs %s; upstream %s\n  breaks %q; preset %s\n\n", info.Name, info.Doc, info.KnownBug, info.Upstream, info.Breaks, check.BugPreset[b])
+	}
+	return nil
+}
+
+func listProperties(w io.Writer) error {
+	for _, p := range model.Properties {
+		fmt.Fprintf(w, "%s (%s)\n  %s\n\n", p.Name, p.Kind, p.Doc)
+	}
+	return nil
+}
+
+func listPresets(w io.Writer) error {
+	for _, p := range check.Presets {
+		fmt.Fprintf(w, "%s\n  %s\n", p.Name, p.Doc)
+		for _, s := range p.Setup {
+			fmt.Fprintf(w, "    setup  %s\n", s)
+		}
+		for _, o := range p.Ops {
+			fmt.Fprintf(w, "    op     %s\n", o)
+		}
+		if p.Coalesce {
+			fmt.Fprintf(w, "    informer relists may skip events\n")
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
+}
