@@ -55,6 +55,15 @@ func (s *State) Canonical() *State {
 		uids[newIdx] = s.UIDs[old]
 	}
 	c.UIDs = uids
+	// Clone shares copy-on-write slices; renaming writes in place, so take
+	// private copies first.
+	c.Objects = slices.Clone(c.Objects)
+	c.GC.VirtualEvents = slices.Clone(c.GC.VirtualEvents)
+	c.GC.AttemptToDelete = slices.Clone(c.GC.AttemptToDelete)
+	c.GC.AttemptToOrphan = slices.Clone(c.GC.AttemptToOrphan)
+	c.GC.InFlight = slices.Clone(c.GC.InFlight)
+	c.GC.Absent = slices.Clone(c.GC.Absent)
+	c.Orphans = slices.Clone(c.Orphans)
 	for i := range c.Objects {
 		renameObject(&c.Objects[i], r)
 	}
@@ -143,6 +152,7 @@ func renameWatcher(w *Watcher, r func(UID) UID) {
 		}
 		w.Queues[k] = nq
 	}
+	w.Cache = slices.Clone(w.Cache)
 	for i := range w.Cache {
 		renameObject(&w.Cache[i], r)
 	}

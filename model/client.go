@@ -168,10 +168,10 @@ func (s *State) trackOrphanRequest(prev, next *Object) {
 		for i := range s.Objects {
 			d := &s.Objects[i]
 			if _, refs := d.OwnerRefTo(prev.UID); refs && !slices.ContainsFunc(s.Orphans, func(w OrphanWatch) bool { return w.Owner == prev.UID && w.Dep == d.UID }) {
-				s.Orphans = append(s.Orphans, OrphanWatch{Owner: prev.UID, Dep: d.UID, Switched: prev.Deleting})
+				s.Orphans = append(slices.Clip(s.Orphans), OrphanWatch{Owner: prev.UID, Dep: d.UID, Switched: prev.Deleting})
 			}
 		}
 	case had && !has && next != nil:
-		s.Orphans = slices.DeleteFunc(s.Orphans, func(w OrphanWatch) bool { return w.Owner == prev.UID && !w.Ran })
+		s.Orphans = slices.DeleteFunc(slices.Clone(s.Orphans), func(w OrphanWatch) bool { return w.Owner == prev.UID && !w.Ran })
 	}
 }

@@ -351,7 +351,7 @@ func (s *State) reportInvalidNamespaceOwnerRef(d *Node, owner UID) {
 	}
 	msg := fmt.Sprintf("event OwnerRefInvalidNamespace %s: ownerRef %s/%s does not exist in namespace %q", key, ownerK, ref.Name, d.Namespace)
 	if i, found := slices.BinarySearch(s.Events, msg); !found {
-		s.Events = slices.Insert(s.Events, i, msg)
+		s.Events = slices.Insert(slices.Clip(s.Events), i, msg)
 	}
 }
 
@@ -362,7 +362,7 @@ func (m *Model) addAbsent(g *GC, id Identity) {
 		id = Identity{UID: id.UID}
 	}
 	if i, found := slices.BinarySearchFunc(g.Absent, id, cmpIdentity); !found {
-		g.Absent = slices.Insert(g.Absent, i, id)
+		g.Absent = slices.Insert(slices.Clip(g.Absent), i, id)
 	}
 }
 

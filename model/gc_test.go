@@ -96,23 +96,49 @@ func TestStepTextRoundTrip(t *testing.T) {
 	}
 }
 
-// TestApplyIsPure: Apply never changes the state it is given, and the
-// same step from equal states gives equal states.
+// TestApplyIsPure: Apply and Canonical never change the state they are
+// given (states share copy-on-write slices, so a write in place would
+// corrupt siblings), and the same step from equal states gives equal
+// states. Random walks over a scope that exercises every actor.
 func TestApplyIsPure(t *testing.T) {
 	m := &Model{}
-	s, _ := run(t, m, "create rc/o", "create pod/p owner=rc/o,block", "delete rc/o propagation=Foreground")
-	before := string(s.Encode(nil))
-	for _, st := range m.Enabled(s, Options{Coalesce: true}) {
-		a, _, err := m.Apply(s, st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _, _ := m.Apply(s, st)
-		if string(s.Encode(nil)) != before {
-			t.Fatalf("%s modified its input state", st)
-		}
-		if !a.Equal(b) {
-			t.Fatalf("%s is not deterministic", st)
+	rng := rand.New(rand.NewPCG(3, 4))
+	clients := []string{"delete rc/o propagation=Foreground", "delete rc/o propagation=Orphan", "delete deploy/d propagation=Orphan",
+		"delete pv/v", "remove-finalizer pod/p a.io/h", "label pod/p x=y", "delete crd/widgets.cascade.dev", "create pod/q labels=app=a"}
+	for walk := 0; walk < 40; walk++ {
+		s, _ := run(t, m, "create crd/widgets.cascade.dev", "create widget/w", "create rc/o", "create deploy/d selector=app=a",
+			"create pod/p finalizers=a.io/h labels=app=a owner=rc/o,block", "create pv/v", "create cm/ns1/c owner=pv/v owner=widget/w,uid=widget/w")
+		for i := 0; i < 60; i++ {
+			steps := m.Enabled(s, Options{Coalesce: true})
+			for _, c := range clients {
+				steps = append(steps, mustStep(t, c))
+			}
+			before := string(s.Encode(nil))
+			var next *State
+			for j, st := range steps {
+				a, _, err := m.Apply(s, st)
+				if err != nil {
+					if j < len(steps)-len(clients) {
+						t.Fatalf("enabled step %s: %v", st, err)
+					}
+					continue
+				}
+				b, _, _ := m.Apply(s, st)
+				_ = a.Canonical()
+				if string(s.Encode(nil)) != before {
+					t.Fatalf("%s modified its input state", st)
+				}
+				if !a.Equal(b) {
+					t.Fatalf("%s is not deterministic", st)
+				}
+				if next == nil || rng.IntN(len(steps)) == 0 {
+					next = a
+				}
+			}
+			if next == nil {
+				break
+			}
+			s = next
 		}
 	}
 }

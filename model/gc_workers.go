@@ -115,7 +115,7 @@ func (m *Model) attemptToDelete(s *State, uid UID) {
 	writes, res := m.attemptToDeleteItem(s, &item)
 	if len(writes) > 0 {
 		i, _ := slices.BinarySearchFunc(g.InFlight, uid, func(f InFlight, u UID) int { return cmpUID(f.UID, u) })
-		g.InFlight = slices.Insert(g.InFlight, i, InFlight{UID: uid, Writes: writes})
+		g.InFlight = slices.Insert(slices.Clip(g.InFlight), i, InFlight{UID: uid, Writes: writes})
 		return
 	}
 	m.finishWork(s, uid, res)
@@ -154,7 +154,7 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 	}
 	latest, e := m.getObject(s, item.Identity)
 	if e == errNotFound || (e == errNone && latest.UID != item.UID) {
-		s.GC.VirtualEvents = append(s.GC.VirtualEvents, item.Identity)
+		s.GC.VirtualEvents = append(slices.Clip(s.GC.VirtualEvents), item.Identity)
 		return nil, forget // enqueuedVirtualDeleteEventErr
 	}
 	if e != errNone {
@@ -275,6 +275,7 @@ func blockingDependents(g *GC, n *Node) []UID {
 // API result (for traces) of the request.
 func (m *Model) sendWrite(s *State, uid UID) Result {
 	g := &s.GC
+	g.InFlight = slices.Clone(g.InFlight) // copy-on-write: states share it
 	i, _ := slices.BinarySearchFunc(g.InFlight, uid, func(f InFlight, u UID) int { return cmpUID(f.UID, u) })
 	f := g.InFlight[i]
 	w := f.Writes[0]
@@ -290,7 +291,7 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 		m.finishWork(s, uid, done)
 	case r.Code == 404 && w.Op == WriteDelete:
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
-		g.VirtualEvents = append(g.VirtualEvents, w.Item) // enqueuedVirtualDeleteEventErr: forget
+		g.VirtualEvents = append(slices.Clip(g.VirtualEvents), w.Item) // enqueuedVirtualDeleteEventErr: forget
 	default:
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
 		m.finishWork(s, uid, requeue)
@@ -385,6 +386,7 @@ func (m *Model) attemptToOrphan(s *State, uid UID) {
 	}
 	owner := n.Identity
 	deps := slices.Clone(n.Dependents)
+	s.Orphans = slices.Clone(s.Orphans) // copy-on-write: states share it
 	for i := range s.Orphans {
 		if o := &s.Orphans[i]; o.Owner == uid && !o.Ran {
 			o.Ran, o.Seen = true, hasUID(deps, o.Dep)

@@ -53,6 +53,15 @@ var Kinds = []KindInfo{
 	{Short: "gizmo", Kind: "Gizmo", APIVersion: "cascade.dev/v1", Resource: "gizmos", Custom: true, CRDName: "gizmos.cascade.dev"},
 }
 
+// NumKinds is len(Kinds); watch queues are a fixed array of this size.
+const NumKinds = 16
+
+func init() {
+	if len(Kinds) != NumKinds {
+		panic("model: NumKinds must equal len(Kinds)")
+	}
+}
+
 // KindID indexes Kinds.
 type KindID uint8
 

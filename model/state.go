@@ -119,9 +119,13 @@ type WatchEvent struct {
 // upstream runs one informer per resource and nothing orders events of
 // different resources (kubernetes#26120).
 type Watcher struct {
-	Queues [][]WatchEvent // indexed by KindID
-	Cache  []Object       // sorted by UID
+	Queues [NumKinds][]WatchEvent // indexed by KindID
+	Cache  []Object               // sorted by UID
 }
+
+// Watcher slices are copy-on-write: a queue only ever grows by appending
+// to a clipped copy and shrinks by reslicing, and the cache is replaced,
+// never written in place. Cloning a Watcher is therefore a plain copy.
 
 // Node is a vertex of the GC's dependency graph (graph.go node).
 type Node struct {
@@ -215,40 +219,22 @@ type State struct {
 // NewState returns the empty initial state.
 func NewState() *State {
 	s := &State{}
-	s.GC.Watch.Queues = make([][]WatchEvent, len(Kinds))
-	s.Controller.Watch.Queues = make([][]WatchEvent, len(Kinds))
 	return s
 }
 
-// Clone returns an independent copy. Object slices are shared (see Object).
+// Clone returns an independent copy. Every slice of a State is
+// copy-on-write (mutations build a new slice or clip before appending),
+// except the graph's nodes, which the graph builder updates in place
+// through pointers and which Clone therefore copies.
 func (s *State) Clone() *State {
 	c := *s
-	c.Objects = slices.Clone(s.Objects)
-	c.UIDs = slices.Clone(s.UIDs)
 	c.GC = s.GC.clone()
-	c.Controller.Watch = s.Controller.Watch.clone()
-	c.Orphans = slices.Clone(s.Orphans)
-	c.Events = slices.Clone(s.Events)
 	return &c
-}
-
-func (w Watcher) clone() Watcher {
-	c := Watcher{Queues: make([][]WatchEvent, len(w.Queues)), Cache: slices.Clone(w.Cache)}
-	for i, q := range w.Queues {
-		c.Queues[i] = slices.Clone(q)
-	}
-	return c
 }
 
 func (g GC) clone() GC {
 	c := g
-	c.Watch = g.Watch.clone()
 	c.Nodes = slices.Clone(g.Nodes)
-	c.VirtualEvents = slices.Clone(g.VirtualEvents)
-	c.AttemptToDelete = slices.Clone(g.AttemptToDelete)
-	c.AttemptToOrphan = slices.Clone(g.AttemptToOrphan)
-	c.InFlight = slices.Clone(g.InFlight)
-	c.Absent = slices.Clone(g.Absent)
 	return c
 }
 
@@ -286,15 +272,16 @@ func cmpUID(a, b UID) int {
 func (s *State) put(o Object) {
 	i, ok := slices.BinarySearchFunc(s.Objects, o.UID, func(x Object, u UID) int { return cmpUID(x.UID, u) })
 	if ok {
+		s.Objects = slices.Clone(s.Objects) // copy-on-write
 		s.Objects[i] = o
 		return
 	}
-	s.Objects = slices.Insert(s.Objects, i, o)
+	s.Objects = slices.Insert(slices.Clip(s.Objects), i, o)
 }
 
 // remove deletes an object from the store.
 func (s *State) remove(uid UID) {
-	s.Objects = slices.DeleteFunc(s.Objects, func(o Object) bool { return o.UID == uid })
+	s.Objects = slices.DeleteFunc(slices.Clone(s.Objects), func(o Object) bool { return o.UID == uid })
 }
 
 // newUID hands out the next UID.
@@ -307,7 +294,7 @@ func (s *State) newUID(info UIDInfo) UID {
 		}
 		info.Nth++
 	}
-	s.UIDs = append(s.UIDs, info)
+	s.UIDs = append(slices.Clip(s.UIDs), info)
 	return UID(len(s.UIDs))
 }
 

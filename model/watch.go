@@ -27,14 +27,15 @@ func (w *Watcher) pop(k KindID) (ev WatchEvent, old *Object) {
 		prev := w.Cache[i]
 		old = &prev
 	}
-	switch {
+	switch { // copy-on-write: states share caches
 	case ev.Type == Deleted && found:
-		w.Cache = slices.Delete(w.Cache, i, i+1)
+		w.Cache = slices.Delete(slices.Clone(w.Cache), i, i+1)
 	case ev.Type == Deleted:
 	case found:
+		w.Cache = slices.Clone(w.Cache)
 		w.Cache[i] = ev.Obj
 	default:
-		w.Cache = slices.Insert(w.Cache, i, ev.Obj)
+		w.Cache = slices.Insert(slices.Clip(w.Cache), i, ev.Obj)
 	}
 	return ev, old
 }
