@@ -1,23 +1,12 @@
 package check
 
 import (
-	"fmt"
 	"testing"
 )
 
-// Fanout is the benchmark scope: one owner with n dependents deleted in
-// the background, every GC interleaving explored. Its state count grows
-// about fivefold per dependent.
-func Fanout(n int) Scope {
-	s := Scope{Name: fmt.Sprintf("fanout-%d", n), Setup: []string{"create secret/owner"}, Ops: []string{"delete secret/owner"}}
-	for i := 1; i <= n; i++ {
-		s.Setup = append(s.Setup, fmt.Sprintf("create cm/d%d owner=secret/owner", i))
-	}
-	s.Setup = append(s.Setup, "settle")
-	return s
-}
-
-// BenchmarkFanout reports distinct states per second on Fanout(6).
+// BenchmarkFanout reports distinct states per second on fanout-6, the
+// checker's throughput anchor (make bench-check compares fanout-N with
+// SPIN on the same scope).
 func BenchmarkFanout(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		res, err := Run(Fanout(6), Options{})
@@ -26,5 +15,22 @@ func BenchmarkFanout(b *testing.B) {
 		}
 		b.ReportMetric(float64(res.Distinct)/res.Elapsed.Seconds(), "distinct/s")
 		b.ReportMetric(float64(res.Distinct), "distinct")
+	}
+}
+
+// TestFanoutCounts pins fanout-N's state count to its closed form: before
+// the owner's delete is delivered there are 2 states; after it, each
+// dependent is queued, in flight, delivered, or has its delete event
+// pending in the FIFO of ConfigMap events, so the count is
+// 2 + sum_j C(n,j) j! 3^(n-j). bench/spin's Promela model must agree.
+func TestFanoutCounts(t *testing.T) {
+	for n, want := range map[int]int64{1: 6, 2: 19, 3: 80, 4: 395, 5: 2210} {
+		res, err := Run(Fanout(n), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Distinct != want {
+			t.Errorf("fanout-%d: %d distinct states, closed form says %d", n, res.Distinct, want)
+		}
 	}
 }

@@ -30,7 +30,7 @@ func HTML(w io.Writer, t *traces.Trace, frames []traces.Frame) error {
 		}
 		b.WriteString("</dl>")
 	}
-	b.WriteString(`</header><nav><button id="prev" title="previous step (←)">◀ prev</button> <span id="pos"></span> <button id="next" title="next step (→)">next ▶</button> <input id="slider" type="range" min="0" value="0"> <span class="legend"><span class="k live">live</span><span class="k deleting">deleting</span><span class="k gone">gone</span><span class="k ghost">no such UID</span> <span class="blk">━ blockOwnerDeletion</span> · dashed edge: not controller · thick box: changed by this step</span></nav><main><ol id="steps">`)
+	b.WriteString(`</header><nav><button id="prev" title="previous step (←)">◀ prev</button> <span id="pos"></span> <button id="next" title="next step (→)">next ▶</button> <input id="slider" type="range" min="0" value="0"> <span class="legend"><span class="k live">live</span><span class="k deleting">deleting</span><span class="k gone">gone</span><span class="k ghost">no such UID</span> <span class="blk">━ blockOwnerDeletion</span> · dashed edge: not controller · thick box: changed by this step</span></nav><main><ol id="steps" start="0">`)
 	for i, f := range frames {
 		cls := "actor-" + f.Actor
 		if hasViolation(f) {
@@ -52,7 +52,11 @@ func HTML(w io.Writer, t *traces.Trace, frames []traces.Frame) error {
 			prev = frames[i-1].State
 		}
 		fmt.Fprintf(&b, `<div class="frame" id="f%d" hidden><div class="graph">%s</div><aside>`, i, l.svg(f.State, changedUIDs(prev, f.State)))
-		fmt.Fprintf(&b, "<h2>step %d of %d</h2><p><b>%s</b> <code>%s</code></p>", i, len(frames)-1, html.EscapeString(f.Actor), html.EscapeString(f.Command))
+		who := f.Actor
+		if who == "" {
+			who = "start"
+		}
+		fmt.Fprintf(&b, "<h2>step %d of %d</h2><p>actor <b>%s</b>: <code>%s</code></p>", i, len(frames)-1, html.EscapeString(who), html.EscapeString(f.Command))
 		if f.Line > 0 {
 			fmt.Fprintf(&b, "<p class=\"muted\">%s:%d</p>", html.EscapeString(t.Path), f.Line)
 		}
@@ -150,7 +154,7 @@ func gcSummary(s *model.State) string {
 const css = `body{font-family:system-ui,sans-serif;margin:0;color:#222}header{padding:10px 16px;background:#263238;color:#eceff1}header h1{font-size:16px;margin:0 0 4px}header p{margin:2px 0;font-size:13px}header dl{display:grid;grid-template-columns:max-content auto;gap:0 10px;font-size:12px;margin:6px 0 0}header dt{color:#90a4ae}header dd{margin:0}
 nav{padding:8px 16px;border-bottom:1px solid #ccc;display:flex;gap:8px;align-items:center;font-size:13px;flex-wrap:wrap}#slider{width:240px}.legend .k{display:inline-block;padding:1px 6px;margin-right:4px;border:1.5px solid;border-radius:4px}.k.live{background:#e8f5e9;border-color:#2e7d32}.k.deleting{background:#fff3e0;border-color:#ef6c00}.k.gone{background:#f5f5f5;border-color:#9e9e9e;border-style:dashed}.k.ghost{background:#f3e5f5;border-color:#7b1fa2;border-style:dotted}.blk{color:#c62828;font-weight:bold}
 main{display:flex;align-items:flex-start}#steps{width:300px;margin:0;padding:8px 8px 8px 34px;font:12px ui-monospace,monospace;max-height:calc(100vh - 120px);overflow:auto;border-right:1px solid #ddd}#steps li{cursor:pointer;padding:2px 4px;border-radius:3px}#steps li.cur{background:#bbdefb}#steps li.actor-gc{color:#1565c0}#steps li.actor-controller{color:#6a1b9a}#steps li.actor-apiextensions{color:#00695c}#steps li.failed{text-decoration:underline wavy #c62828}#steps li.violation{background:#ffebee;font-weight:bold}
-#frames{flex:1}.frame{display:flex;gap:12px;padding:12px}.graph{overflow:auto;max-width:60vw}aside{min-width:320px;font-size:13px}aside pre{font-size:11px;background:#fafafa;border:1px solid #eee;padding:6px;white-space:pre-wrap}.add{color:#2e7d32}.del{color:#c62828}.same{color:#888}.ok{color:#2e7d32}.err{color:#c62828}p.violation{background:#ffebee;border-left:4px solid #c62828;padding:4px 8px}.muted{color:#888;font-size:12px}`
+#frames{flex:1}.frame{display:flex;gap:12px;padding:12px}.frame[hidden]{display:none}.graph{overflow:auto;max-width:60vw}aside{min-width:320px;font-size:13px}aside pre{font-size:11px;background:#fafafa;border:1px solid #eee;padding:6px;white-space:pre-wrap}.add{color:#2e7d32}.del{color:#c62828}.same{color:#888}.ok{color:#2e7d32}.err{color:#c62828}p.violation{background:#ffebee;border-left:4px solid #c62828;padding:4px 8px}.muted{color:#888;font-size:12px}`
 
 const script = `(function(){var fr=document.querySelectorAll('.frame'),li=document.querySelectorAll('#steps li'),sl=document.getElementById('slider'),pos=document.getElementById('pos'),cur=0;sl.max=fr.length-1;
 function show(i){if(i<0||i>=fr.length)return;fr[cur].hidden=true;li[cur].classList.remove('cur');cur=i;fr[cur].hidden=false;li[cur].classList.add('cur');sl.value=i;pos.textContent='step '+i+' / '+(fr.length-1);li[cur].scrollIntoView({block:'nearest'});if(location.hash!=='#'+i)history.replaceState(null,'','#'+i);}

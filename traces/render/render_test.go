@@ -34,7 +34,7 @@ func TestHTMLShowsTheRace(t *testing.T) {
 	if got := strings.Count(page, `class="frame"`); got != len(fs) {
 		t.Errorf("%d frames drawn, want %d", got, len(fs))
 	}
-	for _, want := range []string{"controller adopt rs/web-1 by=deploy/web", `class="actor-gc violation"`, "violates <b>orphan respected</b>", `stroke="#c62828" stroke-width="3"`, "attemptToOrphan"} {
+	for _, want := range []string{".frame[hidden]{display:none}", `<ol id="steps" start="0">`, "controller adopt rs/web-1 by=deploy/web", `class="actor-gc violation"`, "violates <b>orphan respected</b>", `stroke="#c62828" stroke-width="3"`, "attemptToOrphan"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
