@@ -58,6 +58,7 @@ func (s *State) Canonical() *State {
 	// Clone shares copy-on-write slices; renaming writes in place, so take
 	// private copies first.
 	c.Objects = slices.Clone(c.Objects)
+	c.GC.ownNodes()
 	c.GC.VirtualEvents = slices.Clone(c.GC.VirtualEvents)
 	c.GC.AttemptToDelete = slices.Clone(c.GC.AttemptToDelete)
 	c.GC.AttemptToOrphan = slices.Clone(c.GC.AttemptToOrphan)

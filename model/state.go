@@ -223,20 +223,18 @@ func NewState() *State {
 }
 
 // Clone returns an independent copy. Every slice of a State is
-// copy-on-write (mutations build a new slice or clip before appending),
-// except the graph's nodes, which the graph builder updates in place
-// through pointers and which Clone therefore copies.
+// copy-on-write: mutations build a new slice or clip before appending.
+// The graph's nodes are the one exception the code must respect: the
+// graph builder updates nodes in place through pointers, so it first takes
+// a private copy (ownNodes); nothing else writes to them.
 func (s *State) Clone() *State {
 	c := *s
-	c.GC = s.GC.clone()
 	return &c
 }
 
-func (g GC) clone() GC {
-	c := g
-	c.Nodes = slices.Clone(g.Nodes)
-	return c
-}
+// ownNodes gives the graph builder a private copy of the nodes before it
+// mutates them in place.
+func (g *GC) ownNodes() { g.Nodes = slices.Clone(g.Nodes) }
 
 // Get returns the live object with this UID.
 func (s *State) Get(uid UID) *Object {

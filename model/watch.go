@@ -86,6 +86,7 @@ func (w *Watcher) Pending() bool {
 
 // gcDeliver hands the head event of kind k to the graph builder.
 func (m *Model) gcDeliver(s *State, k KindID) {
+	s.GC.ownNodes()
 	ev, old := s.GC.Watch.pop(k)
 	obj := ev.Obj
 	m.processGraphChanges(s, graphEvent{typ: ev.Type, obj: &obj, old: old, ident: identityOf(&obj)})
@@ -93,6 +94,7 @@ func (m *Model) gcDeliver(s *State, k KindID) {
 
 // gcDeliverVirtual processes the head virtual delete event.
 func (m *Model) gcDeliverVirtual(s *State) {
+	s.GC.ownNodes()
 	id := s.GC.VirtualEvents[0]
 	s.GC.VirtualEvents = s.GC.VirtualEvents[1:]
 	m.processGraphChanges(s, graphEvent{typ: Deleted, ident: id, virtual: true})
