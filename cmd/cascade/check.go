@@ -67,7 +67,7 @@ Examples:
 	fl.StringArrayVar(&f.setup, "setup", nil, "setup command for a custom scope (repeatable; trace syntax, or 'settle')")
 	fl.StringArrayVar(&f.ops, "op", nil, "client request the environment may send once (repeatable)")
 	fl.StringArrayVar(&f.bugs, "bug", nil, "switch on a catalogued bug (repeatable; see --list-bugs)")
-	fl.StringArrayVar(&f.constraints, "constraint", nil, "prune states beyond METRIC<=N or METRIC<N (repeatable; metrics: "+strings.Join(check.MetricNames(), ", ")+")")
+	fl.StringArrayVar(&f.constraints, "constraint", nil, "prune states beyond METRIC<=N or METRIC<N (repeatable; metrics: "+strings.Join(check.MetricNames(), ", ")+", objects.KIND)")
 	fl.StringArrayVar(&f.expect, "expect", nil, "reachability property the scope must witness (repeatable)")
 	fl.BoolVar(&f.coalesce, "coalesce", false, "let informer relists skip superseded events (presets set their own)")
 	fl.BoolVar(&f.noSymmetry, "no-symmetry", false, "do not merge states that differ only in UID assignment")

@@ -210,10 +210,21 @@ func TestVacuousScopeFailsLoudly(t *testing.T) {
 // TestConstraints: the flag language parses, rejects what it cannot
 // read, and prunes.
 func TestConstraints(t *testing.T) {
-	for _, bad := range []string{"objects", "colour<=3", "objects<=-1", "objects<=x"} {
+	for _, bad := range []string{"objects", "colour<=3", "objects<=-1", "objects<=x", "objects.nope<=1"} {
 		if _, err := ParseConstraint(bad); err == nil {
 			t.Errorf("ParseConstraint(%q) accepted", bad)
 		}
+	}
+	if c, err := ParseConstraint("objects.pod<=3"); err != nil || c.Max != 3 {
+		t.Fatalf("objects.pod<=3 = %+v, %v", c, err)
+	}
+	// a per-kind bound prunes: no state with a Secret is expanded
+	perKind := withSymmetry("cross-namespace", 0)
+	full0 := run(t, perKind).Distinct
+	ck, _ := ParseConstraint("objects.secret<1")
+	perKind.Constraints = []Constraint{ck}
+	if got := run(t, perKind).Distinct; got >= full0 {
+		t.Fatalf("objects.secret<1 did not prune: %d >= %d", got, full0)
 	}
 	c, err := ParseConstraint("events<2")
 	if err != nil || c.Max != 1 || c.Metric != "events" {

@@ -43,7 +43,9 @@ type Scope struct {
 	Constraints []Constraint
 }
 
-// Constraint is `METRIC<=N` or `METRIC<N` over a state metric.
+// Constraint is `METRIC<=N` or `METRIC<N` over a state metric: one of
+// Metrics, or objects.KIND for the live objects of one kind (short name,
+// e.g. objects.pod<=3).
 type Constraint struct {
 	Metric string
 	Max    int // inclusive
@@ -83,8 +85,8 @@ func ParseConstraint(text string) (Constraint, error) {
 		return Constraint{}, fmt.Errorf("constraint %q: expected METRIC<=N or METRIC<N", text)
 	}
 	metric := strings.TrimSpace(text[:i])
-	if _, ok := Metrics[metric]; !ok {
-		return Constraint{}, fmt.Errorf("constraint %q: unknown metric %q (known: %s)", text, metric, strings.Join(MetricNames(), ", "))
+	if metricFunc(metric) == nil {
+		return Constraint{}, fmt.Errorf("constraint %q: unknown metric %q (known: %s, objects.KIND)", text, metric, strings.Join(MetricNames(), ", "))
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(text[i+len(op):]))
 	if err != nil || n < 0 {
@@ -106,9 +108,33 @@ func MetricNames() []string {
 	return out
 }
 
+// metricFunc resolves a metric name, including objects.KIND.
+func metricFunc(name string) func(*model.State) int {
+	if f, ok := Metrics[name]; ok {
+		return f
+	}
+	short, ok := strings.CutPrefix(name, "objects.")
+	if !ok {
+		return nil
+	}
+	k, ok := model.KindByShort(short)
+	if !ok {
+		return nil
+	}
+	return func(s *model.State) int {
+		n := 0
+		for i := range s.Objects {
+			if s.Objects[i].Kind == k {
+				n++
+			}
+		}
+		return n
+	}
+}
+
 func (s *Scope) admits(st *model.State) bool {
 	for _, c := range s.Constraints {
-		if Metrics[c.Metric](st) > c.Max {
+		if metricFunc(c.Metric)(st) > c.Max {
 			return false
 		}
 	}
