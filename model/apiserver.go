@@ -147,8 +147,9 @@ func (m *Model) create(s *State, rq request, o Object) Result {
 	}
 	// rest.BeforeCreate clears deletionTimestamp.
 	o.Deleting = false
-	if o.Kind == crdKind() && !o.HasFinalizer(FinalizerCRDCleanup) {
-		o.Finalizers = append(slices.Clip(o.Finalizers), FinalizerCRDCleanup)
+	if info.Kind == "Namespace" {
+		// namespace strategy PrepareForCreate: the immutable name label
+		o.Labels = setLabel(o.Labels, NamespaceNameLabel, o.Name)
 	}
 	o.UID = s.newUID(UIDInfo{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
 	o.RV = 1
@@ -319,6 +320,23 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 		}
 	}
 	next := *cur
+	if t.Kind == crdKind() && !cur.Deleting {
+		// apiextensions' CRD REST Delete: the first delete only sets
+		// deletionTimestamp and the cleanup finalizer (no GC finalizers)
+		// and always carries a UID precondition; the cleanup controller
+		// then removes the custom resources.
+		next.Deleting = true
+		if !next.HasFinalizer(FinalizerCRDCleanup) {
+			next.Finalizers = append(slices.Clip(next.Finalizers), FinalizerCRDCleanup)
+		}
+		if opts.DryRun {
+			return ok(200)
+		}
+		next.RV++
+		s.put(next)
+		s.notify(Modified, &next)
+		return ok(200)
+	}
 	next.Finalizers = deletionFinalizers(cur, opts)
 	pending := len(next.Finalizers) != 0
 	if !pending {
@@ -448,6 +466,14 @@ func namespaceFinalizers(o *Object, opts DeleteOptions) (orphan, fg bool) {
 	return orphan, fg
 }
 
+// setLabel returns labels with key set to value, sorted by key.
+func setLabel(ls []Label, key, value string) []Label {
+	out := slices.DeleteFunc(slices.Clone(ls), func(l Label) bool { return l.Key == key })
+	out = append(out, Label{key, value})
+	slices.SortFunc(out, func(a, b Label) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
 func sameSet(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
@@ -463,11 +489,11 @@ func sameSet(a, b []string) bool {
 // ---- watch fan-out ----
 
 // notify appends a watch event to every watcher of the object's kind. The
-// GC watches every deletable resource except events
+// GC watches every deletable resource it has a monitor for except events
 // (DefaultIgnoredResources); the controller watches the kinds it adopts
 // and adopts for.
 func (s *State) notify(t EventType, o *Object) {
-	if o.Kind.Info().Kind != "Event" {
+	if o.Kind.Info().Kind != "Event" && s.GC.monitors(o.Kind) {
 		s.GC.Watch.Queues[o.Kind] = append(slices.Clip(s.GC.Watch.Queues[o.Kind]), WatchEvent{Type: t, Obj: *o})
 	}
 	if controllerWatches(o.Kind) {

@@ -1,48 +1,74 @@
 package model
 
-// Adoption is one adoption the controller could attempt: Owner adopts Dep.
-type Adoption struct{ Owner, Dep UID }
+// Claim is one ClaimObject outcome the controller could act on: Owner
+// adopts Dep, or (Release) drops its controller reference from Dep.
+type Claim struct {
+	Owner, Dep UID
+	Release    bool
+}
 
-// adoptions lists what the controller would adopt from its cache, the way
-// ClaimObjects does: an owner not being deleted whose selector matches an
-// object in its namespace that has no controller reference and is not
-// being deleted.
-func adoptions(s *State) []Adoption {
+// selector is an adopting workload's effective selector: the trace's, or
+// the default that names the object (the driver builds the same).
+func selector(o *Object) Label {
+	if o.Selector.Key != "" {
+		return o.Selector
+	}
+	return Label{DefaultSelectorLabel, o.Name}
+}
+
+func matches(sel Label, d *Object) bool {
+	v, set := d.Label(sel.Key)
+	return set && v == sel.Value
+}
+
+// claims lists what the controller would do from its cache, the way
+// ControllerRefManager.ClaimObject decides (controller_ref_manager.go):
+//   - an object whose controller reference names this owner and no longer
+//     matches its selector is released, unless the owner is being deleted;
+//   - an object without a controller reference that matches, in the
+//     owner's namespace, not being deleted, is adopted, unless the owner is
+//     being deleted.
+func claims(s *State) []Claim {
 	c := s.Controller.Watch.Cache
-	var out []Adoption
+	var out []Claim
 	for i := range c {
 		o := &c[i]
 		adopts := o.Kind.Info().Adopts
-		if adopts == "" || o.Deleting || o.Selector.Key == "" {
+		if adopts == "" || o.Deleting {
 			continue
 		}
+		sel := selector(o)
 		for j := range c {
 			d := &c[j]
-			if d.Kind.Info().Short != adopts || d.Namespace != o.Namespace || d.Deleting || hasControllerRef(d) {
+			if d.Kind.Info().Short != adopts || d.Namespace != o.Namespace {
 				continue
 			}
-			if v, set := d.Label(o.Selector.Key); set && v == o.Selector.Value {
-				out = append(out, Adoption{Owner: o.UID, Dep: d.UID})
+			ctrl, owned := controllerRef(d)
+			switch {
+			case owned && ctrl.UID == o.UID && !matches(sel, d):
+				out = append(out, Claim{Owner: o.UID, Dep: d.UID, Release: true})
+			case !owned && !d.Deleting && matches(sel, d):
+				out = append(out, Claim{Owner: o.UID, Dep: d.UID})
 			}
 		}
 	}
 	return out
 }
 
-func hasControllerRef(o *Object) bool {
+func controllerRef(o *Object) (OwnerRef, bool) {
 	for _, r := range o.Owners {
 		if r.Controller {
-			return true
+			return r, true
 		}
 	}
-	return false
+	return OwnerRef{}, false
 }
 
 // adopt runs one adoption. Upstream's ControllerRefManager first re-reads
 // the owner live (RecheckDeletionTimestamp, kubernetes#42938) and refuses
 // when it is gone or being deleted; BugAdoptWithoutRecheck trusts the
 // cache. The adoption itself is a patch carrying the dependent's UID.
-func (m *Model) adopt(s *State, a Adoption) Result {
+func (m *Model) adopt(s *State, a Claim) Result {
 	owner := s.Controller.Watch.cached(a.Owner)
 	dep := s.Controller.Watch.cached(a.Dep)
 	if !m.Bugs.Has(BugAdoptWithoutRecheck) {
@@ -61,6 +87,24 @@ func (m *Model) adopt(s *State, a Adoption) Result {
 			return ok(200)
 		}
 		o.Owners = append(append([]OwnerRef(nil), o.Owners...), ref)
+		return ok(200)
+	})
+}
+
+// release drops the owner's reference from a dependent that no longer
+// matches (ReleasePod and friends: a strategic merge patch deleting the
+// reference by UID, carrying the dependent's UID).
+func (m *Model) release(s *State, c Claim) Result {
+	dep := s.Controller.Watch.cached(c.Dep)
+	rq := request{by: ActorController, admit: true}
+	return m.update(s, rq, TargetOf(dep), dep.UID, 0, func(o *Object) Result {
+		var owners []OwnerRef
+		for _, r := range o.Owners {
+			if r.UID != c.Owner {
+				owners = append(owners, r)
+			}
+		}
+		o.Owners = owners
 		return ok(200)
 	})
 }

@@ -53,6 +53,7 @@ func (s *State) Encode(b []byte) []byte {
 	for _, id := range s.GC.Absent {
 		b = encIdent(b, id)
 	}
+	b = binary.AppendUvarint(b, uint64(s.GC.Monitored))
 	b = encWatcher(b, &s.Controller.Watch)
 	b = binary.AppendUvarint(b, uint64(len(s.Orphans)))
 	for _, o := range s.Orphans {

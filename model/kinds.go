@@ -116,6 +116,14 @@ const (
 	FinalizerCRDCleanup = "customresourcecleanup.apiextensions.k8s.io"
 )
 
+// NamespaceNameLabel is the label the API server sets on every Namespace
+// to its name.
+const NamespaceNameLabel = "kubernetes.io/metadata.name"
+
+// DefaultSelectorLabel is the selector label of an adopting workload
+// whose trace gives no selector= (harness/driver uses the same).
+const DefaultSelectorLabel = "cascade.dev/selected-by"
+
 // ProtectionLabel is OpenKruise's deletion-protection label; its values are
 // ProtectAlways and ProtectCascading.
 const (

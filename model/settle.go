@@ -79,6 +79,9 @@ func (m *Model) Quiescent(s *State) (bool, error) {
 	if s.GC.Watch.Pending() || s.Controller.Watch.Pending() || len(s.GC.VirtualEvents) > 0 {
 		return false, nil // informers have not caught up
 	}
+	if start, stop := syncNeeded(s); len(start)+len(stop) > 0 {
+		return false, nil // the GC's monitors lag discovery
+	}
 	p, err := m.pathToChange(s, nil)
 	return p == nil && err == nil, err
 }

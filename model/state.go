@@ -168,6 +168,16 @@ type GC struct {
 	AttemptToOrphan []Identity // (a queued node stays nameable after removal)
 	InFlight        []InFlight // decided writes, sorted by item UID
 	Absent          []Identity // absentOwnerCache, sorted
+	// Monitored has a bit per custom kind the GC has a monitor (informer)
+	// for. Built-in kinds are always monitored; a custom kind is monitored
+	// from the GC's first discovery sync after its CRD appears (gc.Sync,
+	// every 30s upstream) until the sync after it goes.
+	Monitored uint32
+}
+
+// monitors reports whether the GC has an informer for kind k.
+func (g *GC) monitors(k KindID) bool {
+	return !k.Info().Custom || g.Monitored&(1<<k) != 0
 }
 
 // InFlight is a work item whose writes are decided but not all sent.

@@ -42,8 +42,10 @@ const (
 	OpLose            // gc, BugLostFirstUpdate: cache updated, handler not called
 	OpAttemptToDelete // gc work item up to its writes
 	OpAttemptToOrphan // gc work item
+	OpSync            // gc: discovery sync starts/stops custom-kind monitors
 	OpSend            // gc: send the next decided write
 	OpAdopt           // controller
+	OpRelease         // controller: drop a controller reference that no longer matches
 	OpCleanup         // apiextensions: CRD cleanup
 )
 
@@ -178,6 +180,12 @@ func (m *Model) applyGC(s *State, st Step) (Result, error) {
 		}
 		g.Watch.pop(k)
 		return ok(200), nil
+	case OpSync:
+		if start, stop := syncNeeded(s); len(start)+len(stop) == 0 {
+			return Result{}, notEnabled("gc sync: the monitored resources are up to date")
+		}
+		m.gcSync(s)
+		return ok(200), nil
 	case OpDeliverVirtual:
 		if len(g.VirtualEvents) == 0 || !s.identMatches(g.VirtualEvents[0], st) {
 			return Result{}, notEnabled("next virtual delete event is not for %s", st.Target)
@@ -243,14 +251,22 @@ func (m *Model) applyController(s *State, st Step) (Result, error) {
 		}
 		w.coalesce(k)
 		return ok(200), nil
-	case OpAdopt:
-		for _, a := range adoptions(s) {
-			o, d := w.cached(a.Owner), w.cached(a.Dep)
-			if TargetOf(d) == st.Target && TargetOf(o) == st.By {
-				return m.adopt(s, a), nil
+	case OpAdopt, OpRelease:
+		for _, c := range claims(s) {
+			o, d := w.cached(c.Owner), w.cached(c.Dep)
+			if TargetOf(d) != st.Target || TargetOf(o) != st.By || c.Release != (st.Op == OpRelease) {
+				continue
 			}
+			if c.Release {
+				return m.release(s, c), nil
+			}
+			return m.adopt(s, c), nil
 		}
-		return Result{}, notEnabled("controller would not adopt %s by %s", st.Target, st.By)
+		verb := "adopt"
+		if st.Op == OpRelease {
+			verb = "release"
+		}
+		return Result{}, notEnabled("controller would not %s %s by %s", verb, st.Target, st.By)
 	}
 	return Result{}, fmt.Errorf("controller cannot %d", st.Op)
 }
@@ -335,6 +351,9 @@ func (m *Model) Enabled(s *State, opts Options) []Step {
 	if len(g.VirtualEvents) > 0 {
 		out = append(out, s.itemStep(OpDeliverVirtual, g.VirtualEvents[0], nil))
 	}
+	if start, stop := syncNeeded(s); len(start)+len(stop) > 0 {
+		out = append(out, Step{Actor: ActorGC, Op: OpSync})
+	}
 	for _, id := range g.AttemptToOrphan {
 		out = append(out, s.itemStep(OpAttemptToOrphan, id, g.AttemptToOrphan))
 	}
@@ -362,8 +381,12 @@ func (m *Model) Enabled(s *State, opts Options) []Step {
 			}
 		}
 	}
-	for _, a := range adoptions(s) {
-		out = append(out, Step{Actor: ActorController, Op: OpAdopt, Target: TargetOf(w.cached(a.Dep)), By: TargetOf(w.cached(a.Owner))})
+	for _, c := range claims(s) {
+		op := OpAdopt
+		if c.Release {
+			op = OpRelease
+		}
+		out = append(out, Step{Actor: ActorController, Op: op, Target: TargetOf(w.cached(c.Dep)), By: TargetOf(w.cached(c.Owner))})
 	}
 	for _, c := range crdCleanups(s) {
 		out = append(out, Step{Actor: ActorAPIExtensions, Op: OpCleanup, Target: TargetOf(s.Get(c))})

@@ -60,6 +60,9 @@ func ParseStep(line string) (Step, error) {
 	}
 	switch toks[0].text {
 	case "gc":
+		if len(toks) == 2 && toks[1].text == "sync" {
+			return Step{Actor: ActorGC, Op: OpSync}, nil
+		}
 		return parseGC(toks)
 	case "controller":
 		return parseController(toks)
@@ -140,17 +143,21 @@ func parseController(toks []token) (Step, error) {
 			op = OpCoalesce
 		}
 		return Step{Actor: ActorController, Op: op, Target: t}, nil
-	case "adopt":
+	case "adopt", "release":
 		if len(toks) != 4 || !strings.HasPrefix(toks[3].text, "by=") {
-			return Step{}, synErr(toks[1], "expected `controller adopt KEY by=OWNER`")
+			return Step{}, synErr(toks[1], "expected `controller %s KEY by=OWNER`", toks[1].text)
 		}
 		by, err := parseKey(token{toks[3].text[3:], toks[3].col + 3}, false)
 		if err != nil {
 			return Step{}, err
 		}
-		return Step{Actor: ActorController, Op: OpAdopt, Target: t, By: by}, nil
+		op := OpAdopt
+		if toks[1].text == "release" {
+			op = OpRelease
+		}
+		return Step{Actor: ActorController, Op: op, Target: t, By: by}, nil
 	}
-	return Step{}, synErr(toks[1], "unknown controller verb %q (known: adopt, coalesce, deliver)", toks[1].text)
+	return Step{}, synErr(toks[1], "unknown controller verb %q (known: adopt, coalesce, deliver, release)", toks[1].text)
 }
 
 // parseKey reads kind/name or kind/namespace/name. With allowUnserved, a
@@ -381,15 +388,18 @@ func (st Step) String() string {
 		if st.Op == OpSend {
 			verb = writeVerb(st.Write)
 		}
+		if st.Op == OpSync {
+			return "gc sync"
+		}
 		b.WriteString("gc " + verb + " " + st.Target.String())
 		if st.UIDLabel != "" {
 			b.WriteString(" uid=" + st.UIDLabel)
 		}
 		return b.String()
 	case ActorController:
-		verb := map[Op]string{OpDeliver: "deliver", OpCoalesce: "coalesce", OpAdopt: "adopt"}[st.Op]
+		verb := map[Op]string{OpDeliver: "deliver", OpCoalesce: "coalesce", OpAdopt: "adopt", OpRelease: "release"}[st.Op]
 		b.WriteString("controller " + verb + " " + st.Target.String())
-		if st.Op == OpAdopt {
+		if st.Op == OpAdopt || st.Op == OpRelease {
 			b.WriteString(" by=" + st.By.String())
 		}
 		return b.String()

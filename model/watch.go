@@ -84,6 +84,48 @@ func (w *Watcher) Pending() bool {
 	return false
 }
 
+// syncNeeded lists the custom kinds whose monitor a GC discovery sync
+// would start (the CRD exists) or stop (it is gone).
+func syncNeeded(s *State) (start, stop []KindID) {
+	for i := range Kinds {
+		k := KindID(i)
+		if !k.Info().Custom {
+			continue
+		}
+		served := s.Lookup(crdKind(), "", k.Info().CRDName) != nil
+		mon := s.GC.Monitored&(1<<k) != 0
+		switch {
+		case served && !mon:
+			start = append(start, k)
+		case !served && mon:
+			stop = append(stop, k)
+		}
+	}
+	return start, stop
+}
+
+// gcSync is GarbageCollector.Sync finding the deletable resources changed:
+// resyncMonitors starts an informer for each new custom kind, whose initial
+// list delivers every existing object as added, and stops the informers of
+// kinds no longer served (their nodes stay in the graph, as upstream).
+func (m *Model) gcSync(s *State) {
+	start, stop := syncNeeded(s)
+	g := &s.GC
+	for _, k := range start {
+		g.Monitored |= 1 << k
+		for i := range s.Objects {
+			if o := &s.Objects[i]; o.Kind == k {
+				g.Watch.Queues[k] = append(slices.Clip(g.Watch.Queues[k]), WatchEvent{Type: Added, Obj: *o})
+			}
+		}
+	}
+	for _, k := range stop {
+		g.Monitored &^= 1 << k
+		g.Watch.Queues[k] = nil
+		g.Watch.Cache = slices.DeleteFunc(slices.Clone(g.Watch.Cache), func(o Object) bool { return o.Kind == k })
+	}
+}
+
 // gcDeliver hands the head event of kind k to the graph builder.
 func (m *Model) gcDeliver(s *State, k KindID) {
 	s.GC.ownNodes()

@@ -162,8 +162,8 @@ var Presets = []Scope{
 		Name: "orphan-unseen",
 		Doc:  "An owner is orphan-deleted before the GC has necessarily observed its dependent (kubernetes#26120).",
 		Setup: []string{
-			"create rc/owner",
-			"create pod/dep owner=rc/owner,controller",
+			"create rc/owner replicas=1 selector=app=dep",
+			"create pod/dep labels=app=dep owner=rc/owner,controller",
 		},
 		Ops:    []string{"delete rc/owner propagation=Orphan"},
 		Expect: []string{model.PropOrphaningHappens},
@@ -255,8 +255,8 @@ var Presets = []Scope{
 		Name: "lost-update",
 		Doc:  "An owner with a blocking dependent is deleted in the foreground and touched again (kubernetes#115570).",
 		Setup: []string{
-			"create rs/web",
-			"create pod/web-a owner=rs/web,controller,block",
+			"create rs/web replicas=1 selector=app=web",
+			"create pod/web-a labels=app=web owner=rs/web,controller,block",
 			"settle",
 		},
 		Ops:    []string{"delete rs/web propagation=Foreground", "label rs/web touched=yes"},
@@ -267,8 +267,8 @@ var Presets = []Scope{
 		Doc:  "A background cascade through an intermediate ReplicationController, whose own default is to orphan (kubernetes#47843).",
 		Setup: []string{
 			"create cm/top",
-			"create rc/middle owner=cm/top",
-			"create pod/bottom owner=rc/middle,controller",
+			"create rc/middle replicas=1 selector=app=bottom owner=cm/top",
+			"create pod/bottom labels=app=bottom owner=rc/middle,controller",
 			"settle",
 		},
 		Ops: []string{"delete cm/top"},
