@@ -39,3 +39,7 @@ vet: ## go vet ./...
 
 model-imports: ## check the import rule: model/ uses only the standard library (model/check also traces/)
 	bash hack/model-imports.sh
+
+.PHONY: bench-check
+bench-check: ## SPIN baseline: fanout-N (FANOUT=8) explored by SPIN and by cascade; states, states/s, peak RSS, ratio
+	FANOUT="$(FANOUT)" bash hack/bench-check.sh
