@@ -1,0 +1,471 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cascade-k8s/cascade/impl/bugs"
+	"github.com/cascade-k8s/cascade/impl/step"
+)
+
+// Stepper is the stepped scheduler of a GarbageCollector in step.Stepped
+// mode. Informers run, but their events are held in one FIFO per
+// resource, and the graph builder and the workers act only when a method
+// names the step. Each method is one model trace step (model/step.go):
+//
+//	gc deliver KEY          Deliver
+//	gc deliver-virtual KEY  DeliverVirtual
+//	gc coalesce KEY         Coalesce
+//	gc lose KEY             Lose (bug lost-first-update only)
+//	gc attemptToDelete KEY  AttemptToDelete
+//	gc delete|patch|unblock KEY   Send with VerbDelete|VerbPatch|VerbUnblock
+//	gc attemptToOrphan KEY  AttemptToOrphan
+//
+// A step that cannot be taken now returns an error wrapping
+// step.ErrNotEnabled and changes nothing. Methods are safe to call from
+// any goroutine; they run one at a time.
+type Stepper struct {
+	gc     *GarbageCollector
+	stepMu sync.Mutex // one step at a time
+
+	mu      sync.Mutex
+	arrived chan struct{} // closed and replaced whenever an event is held
+	closed  bool
+	pending map[schema.GroupVersionResource][]*event
+	virtual []*event
+	// delivered is the graph builder's view per resource: the version of
+	// each object it was last given (or that a lost update put in the
+	// informer's cache). It supplies an update's old object.
+	delivered map[schema.GroupVersionResource]map[types.UID]*metav1.PartialObjectMetadata
+	inflight  []*inFlight
+
+	attemptToDelete heldQueue
+	attemptToOrphan heldQueue
+}
+
+// inFlight is an attemptToDelete item whose writes are decided, not all sent.
+type inFlight struct {
+	uid    types.UID
+	writes []write
+}
+
+func newStepper(gc *GarbageCollector) *Stepper {
+	return &Stepper{gc: gc, arrived: make(chan struct{}),
+		pending:   map[schema.GroupVersionResource][]*event{},
+		delivered: map[schema.GroupVersionResource]map[types.UID]*metav1.PartialObjectMetadata{}}
+}
+
+// hold is the informer handler in Stepped mode.
+func (s *Stepper) hold(ev *event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending[ev.gvr] = append(s.pending[ev.gvr], ev)
+	s.signal()
+}
+
+func (s *Stepper) holdVirtual(ev *event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.virtual = append(s.virtual, ev)
+	s.signal()
+}
+
+// signal wakes waiters; caller holds s.mu.
+func (s *Stepper) signal() {
+	if !s.closed {
+		close(s.arrived)
+		s.arrived = make(chan struct{})
+	}
+}
+
+func (s *Stepper) shutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.arrived)
+	}
+}
+
+func (s *Stepper) counts() (events, busy int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, q := range s.pending {
+		events += len(q)
+	}
+	return events + len(s.virtual), len(s.inflight)
+}
+
+// PendingEvent is one held informer event, described.
+type PendingEvent struct {
+	Type            EventType
+	Key             step.Key
+	ResourceVersion string
+	Deleting        bool
+	Finalizers      []string
+	Owners          []metav1.OwnerReference
+}
+
+// ResourceEvents are the held events of one resource, oldest first.
+type ResourceEvents struct {
+	Resource schema.GroupVersionResource
+	Kind     schema.GroupVersionKind
+	Events   []PendingEvent
+}
+
+// Pending lists the held informer events per resource (resources with
+// none are left out), sorted by resource.
+func (s *Stepper) Pending() []ResourceEvents {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ResourceEvents
+	for r, q := range s.pending {
+		if len(q) == 0 {
+			continue
+		}
+		re := ResourceEvents{Resource: r, Kind: q[0].gvk}
+		for _, ev := range q {
+			re.Events = append(re.Events, describe(ev))
+		}
+		out = append(out, re)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Resource.String() < out[j].Resource.String() })
+	return out
+}
+
+func describe(ev *event) PendingEvent {
+	o := ev.obj
+	return PendingEvent{Type: ev.typ, Key: step.Key{Kind: ev.gvk.Kind, Namespace: o.Namespace, Name: o.Name, UID: o.UID},
+		ResourceVersion: o.ResourceVersion, Deleting: beingDeleted(o), Finalizers: o.Finalizers, Owners: o.OwnerReferences}
+}
+
+// PendingVirtual lists the held virtual delete events, oldest first.
+func (s *Stepper) PendingVirtual() []Identity {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Identity, 0, len(s.virtual))
+	for _, ev := range s.virtual {
+		out = append(out, ev.identity())
+	}
+	return out
+}
+
+// HeldWrite is a decided GC write not yet sent.
+type HeldWrite struct {
+	Item Identity
+	Verb Verb
+	// Next: this is the item's next write (Send sends only that one).
+	Next bool
+	// Policy is the delete's propagationPolicy ("" for none).
+	Policy string
+	// ResourceVersion is the delete's resourceVersion precondition.
+	ResourceVersion string
+	// Remove lists the ownerReference UIDs a patch drops.
+	Remove []types.UID
+}
+
+// Queues is a snapshot of the work queues.
+type Queues struct {
+	AttemptToDelete []Identity
+	AttemptToOrphan []Identity
+	Held            []HeldWrite
+}
+
+// Queues lists the attemptToDelete and attemptToOrphan items (each under
+// the identity it was queued with) and the held writes.
+func (s *Stepper) Queues() Queues {
+	q := Queues{AttemptToDelete: s.attemptToDelete.list(), AttemptToOrphan: s.attemptToOrphan.list()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.inflight {
+		for i, w := range f.writes {
+			h := HeldWrite{Item: w.item, Verb: w.verb, Next: i == 0, ResourceVersion: w.rv, Remove: w.remove}
+			if w.policy != nil {
+				h.Policy = string(*w.policy)
+			}
+			q.Held = append(q.Held, h)
+		}
+	}
+	return q
+}
+
+// resourceFor finds the monitored resource of a key's kind.
+func (s *Stepper) resourceFor(k step.Key) (schema.GroupVersionResource, error) {
+	known, isKnown := step.KindByName(k.Kind)
+	s.gc.monitorMu.Lock()
+	defer s.gc.monitorMu.Unlock()
+	for r, m := range s.gc.monitors {
+		if m.gvk.Kind == k.Kind && (!isKnown || m.gvk.Group == known.Group) {
+			return r, nil
+		}
+	}
+	return schema.GroupVersionResource{}, step.NotEnabled("the gc has no informer for kind %s", k.Kind)
+}
+
+// head waits (up to Options.EventWait) for an event of k's resource and
+// checks that the oldest is about k. Caller holds stepMu, not s.mu.
+func (s *Stepper) head(ctx context.Context, k step.Key) (schema.GroupVersionResource, *event, error) {
+	r, err := s.resourceFor(k)
+	if err != nil {
+		return r, nil, err
+	}
+	timer := time.NewTimer(s.gc.opts.EventWait)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return r, nil, errors.New("gc: stopped")
+		}
+		if q := s.pending[r]; len(q) > 0 {
+			s.mu.Unlock()
+			if !k.Matches(q[0].gvk.Kind, q[0].obj.Namespace, q[0].obj.Name, q[0].obj.UID) {
+				return r, nil, step.NotEnabled("next %s event is for %s, not %s", r.Resource, describe(q[0]).Key, k)
+			}
+			return r, q[0], nil
+		}
+		wait := s.arrived
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return r, nil, ctx.Err()
+		case <-timer.C:
+			return r, nil, step.NotEnabled("no pending %s event (waited %s)", r.Resource, s.gc.opts.EventWait)
+		case <-wait:
+		}
+	}
+}
+
+// pop removes r's head event and updates the graph builder's view; it
+// returns the version the event replaces.
+func (s *Stepper) pop(r schema.GroupVersionResource, updateView bool) (ev, old *metav1.PartialObjectMetadata, e *event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e = s.pending[r][0]
+	s.pending[r] = s.pending[r][1:]
+	if !updateView {
+		return e.obj, nil, e
+	}
+	view := s.delivered[r]
+	if view == nil {
+		view = map[types.UID]*metav1.PartialObjectMetadata{}
+		s.delivered[r] = view
+	}
+	old = view[e.obj.UID]
+	if e.typ == Deleted {
+		delete(view, e.obj.UID)
+	} else {
+		view[e.obj.UID] = e.obj
+	}
+	return e.obj, old, e
+}
+
+// Deliver is `gc deliver KEY`: the graph builder processes the next
+// informer event of KEY's resource, which must be about KEY.
+func (s *Stepper) Deliver(ctx context.Context, k step.Key) error {
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
+	r, _, err := s.head(ctx, k)
+	if err != nil {
+		return err
+	}
+	_, old, e := s.pop(r, true)
+	ev := *e
+	ev.old = old
+	s.gc.processGraphChanges(ctx, &ev)
+	return nil
+}
+
+// Coalesce is `gc coalesce KEY`: an informer relist skips the head event
+// of KEY's resource, because a later event about the same object
+// supersedes it, or because it deletes an object the graph builder never
+// saw (a relist emits deletes only for objects in its store).
+func (s *Stepper) Coalesce(ctx context.Context, k step.Key) error {
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
+	r, h, err := s.head(ctx, k)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	ok := false
+	for _, later := range s.pending[r][1:] {
+		ok = ok || later.obj.UID == h.obj.UID
+	}
+	if !ok && h.typ == Deleted {
+		_, seen := s.delivered[r][h.obj.UID]
+		ok = !seen
+	}
+	s.mu.Unlock()
+	if !ok {
+		return step.NotEnabled("a relist cannot skip the next %s event", k)
+	}
+	s.pop(r, false)
+	return nil
+}
+
+// Lose is `gc lose KEY` (bug lost-first-update only): the informer's cache
+// takes the head update of KEY's resource, but the handler is not called.
+func (s *Stepper) Lose(ctx context.Context, k step.Key) error {
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
+	if !s.gc.bugs.Has(bugs.LostFirstUpdate) {
+		return step.NotEnabled("gc lose needs bug %s", bugs.LostFirstUpdate)
+	}
+	r, h, err := s.head(ctx, k)
+	if err != nil {
+		return err
+	}
+	if h.typ != Modified {
+		return step.NotEnabled("gc lose needs a pending update, the next %s event is a %s", k, h.typ)
+	}
+	s.pop(r, true)
+	return nil
+}
+
+// DeliverVirtual is `gc deliver-virtual KEY`: the graph builder processes
+// the next virtual delete event, which must be about KEY.
+func (s *Stepper) DeliverVirtual(ctx context.Context, k step.Key) error {
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
+	s.mu.Lock()
+	if len(s.virtual) == 0 || !k.Matches(s.virtual[0].gvk.Kind, s.virtual[0].obj.Namespace, s.virtual[0].obj.Name, s.virtual[0].obj.UID) {
+		s.mu.Unlock()
+		return step.NotEnabled("next virtual delete event is not for %s", k)
+	}
+	ev := s.virtual[0]
+	s.virtual = s.virtual[1:]
+	s.mu.Unlock()
+	s.gc.processGraphChanges(ctx, ev)
+	return nil
+}
+
+// find resolves a key to the one queued item it names.
+func find(items []Identity, k step.Key) (Identity, error) {
+	var found []Identity
+	for _, id := range items {
+		if k.Matches(id.Kind, id.Namespace, id.Name, id.UID) {
+			found = append(found, id)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return Identity{}, step.NotEnabled("%s is not queued", k)
+	case 1:
+		return found[0], nil
+	}
+	return Identity{}, step.NotEnabled("%s names several queued items; give its UID", k)
+}
+
+func (s *Stepper) inFlightFor(uid types.UID) *inFlight {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.inflight {
+		if f.uid == uid {
+			return f
+		}
+	}
+	return nil
+}
+
+// AttemptToDelete is `gc attemptToDelete KEY`: run attemptToDeleteItem up
+// to its writes. Every live GET happens now and the decision is made; the
+// writes are held for Send. Removing the foregroundDeletion finalizer
+// happens here, inside the work item, as in upstream's single call.
+func (s *Stepper) AttemptToDelete(ctx context.Context, k step.Key) error {
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
+	id, err := find(s.attemptToDelete.list(), k)
+	if err != nil {
+		return err
+	}
+	if s.inFlightFor(id.UID) != nil {
+		return step.NotEnabled("%s is being processed: its writes are in flight", k)
+	}
+	s.attemptToDelete.remove(id.UID)
+	writes, out := s.gc.attemptToDeleteItem(ctx, id.UID)
+	if len(writes) > 0 {
+		s.mu.Lock()
+		s.inflight = append(s.inflight, &inFlight{uid: id.UID, writes: writes})
+		s.mu.Unlock()
+		return nil
+	}
+	s.gc.finish(id.UID, out)
+	return nil
+}
+
+// Send is `gc delete|patch|unblock KEY`: send the next held write of the
+// item KEY names, which must be of that verb. err reports a step that
+// cannot be taken; writeErr is the API server's answer to a write that
+// was sent (nil on success), after which the item's verdict applies as in
+// attemptToDeleteWorker.
+func (s *Stepper) Send(ctx context.Context, k step.Key, verb Verb) (writeErr, err error) {
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
+	s.mu.Lock()
+	var f *inFlight
+	for _, c := range s.inflight {
+		if w := c.writes[0].item; k.Matches(w.Kind, w.Namespace, w.Name, w.UID) {
+			if f != nil {
+				s.mu.Unlock()
+				return nil, step.NotEnabled("%s names several in-flight items; give its UID", k)
+			}
+			f = c
+		}
+	}
+	s.mu.Unlock()
+	switch {
+	case f == nil:
+		return nil, step.NotEnabled("the gc has no write in flight for %s", k)
+	case f.writes[0].verb != verb:
+		return nil, step.NotEnabled("the next write for %s is %s, not %s", k, f.writes[0].verb, verb)
+	}
+	w := f.writes[0]
+	writeErr = s.gc.send(ctx, w)
+	out, next := s.gc.sent(ctx, w, writeErr)
+	s.mu.Lock()
+	if next && len(f.writes) > 1 {
+		f.writes = f.writes[1:]
+		s.mu.Unlock()
+		return writeErr, nil
+	}
+	for i, c := range s.inflight {
+		if c == f {
+			s.inflight = append(s.inflight[:i:i], s.inflight[i+1:]...)
+			break
+		}
+	}
+	s.mu.Unlock()
+	if out != forget {
+		s.gc.finish(f.uid, out)
+	}
+	return writeErr, nil
+}
+
+// AttemptToOrphan is `gc attemptToOrphan KEY`: the whole orphan work item.
+func (s *Stepper) AttemptToOrphan(ctx context.Context, k step.Key) error {
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
+	id, err := find(s.attemptToOrphan.list(), k)
+	if err != nil {
+		return err
+	}
+	s.attemptToOrphan.remove(id.UID)
+	s.gc.finishOrphan(id, s.gc.attemptToOrphanItem(ctx, id.UID))
+	return nil
+}
+
+// String renders a short summary, for test failure messages.
+func (s *Stepper) String() string {
+	q := s.Queues()
+	return fmt.Sprintf("pending=%v virtual=%v attemptToDelete=%v attemptToOrphan=%v held=%v",
+		s.Pending(), s.PendingVirtual(), q.AttemptToDelete, q.AttemptToOrphan, q.Held)
+}

@@ -1,0 +1,125 @@
+// Package testenv is what impl's envtest-backed tests share: one control
+// plane per test package (started in TestMain through
+// harness/controlplane), clients acting as a driver user, fresh
+// namespaces, object builders in trace terms and polling assertions.
+// Only _test.go files import it.
+package testenv
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/cascade-k8s/cascade/harness/controlplane"
+	"github.com/cascade-k8s/cascade/impl/crds"
+	"github.com/cascade-k8s/cascade/impl/internal/leakcheck"
+)
+
+const (
+	// Poll is the polling interval of Eventually.
+	Poll = 50 * time.Millisecond
+	// Timeout is generous: reaching it is a failure, not a verdict on speed.
+	Timeout = 60 * time.Second
+	// Hold is a finalizer nothing removes but the test.
+	Hold = "cascade.dev/hold"
+	// DriverUser is the user tests act as.
+	DriverUser = "cascade-driver"
+)
+
+var binDir = flag.String("kube-bin-dir", "", "directory holding etcd and kube-apiserver (default: $KUBEBUILDER_ASSETS, else <repo>/bin/kube/"+controlplane.KubeVersion+")")
+
+// Env is a running control plane with driver clients.
+type Env struct {
+	CP *controlplane.ControlPlane
+	// Admin is a system:masters configuration for components under test.
+	Admin *rest.Config
+	// Driver acts as DriverUser (also system:masters), for test requests.
+	Driver *rest.Config
+	Kube   kubernetes.Interface
+	Dyn    dynamic.Interface
+}
+
+// Main starts a control plane, installs cascade's CRDs, runs setup, the
+// tests and teardown, stops everything and checks that no goroutine of
+// impl and no control-plane process survived. Use it as
+// `func TestMain(m *testing.M) { os.Exit(testenv.Main(m, setup)) }`.
+func Main(m *testing.M, setup func(*Env) (teardown func() error, err error)) int {
+	flag.Parse()
+	ctx := context.Background()
+	start := time.Now()
+	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: *binDir})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "testenv: control plane from %s up in %s\n", cp.BinDir(), time.Since(start).Round(time.Millisecond))
+	code := func() int {
+		e := &Env{CP: cp, Admin: cp.Config}
+		if e.Driver, err = cp.AddUser(envtest.User{Name: DriverUser, Groups: []string{"system:masters"}}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		e.Driver.UserAgent = DriverUser
+		e.Kube = kubernetes.NewForConfigOrDie(e.Driver)
+		e.Dyn = dynamic.NewForConfigOrDie(e.Driver)
+		if err := crds.Install(ctx, e.Admin, crds.All...); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		teardown := func() error { return nil }
+		if setup != nil {
+			if teardown, err = setup(e); err != nil {
+				fmt.Fprintln(os.Stderr, "testenv: setup:", err)
+				return 1
+			}
+		}
+		current = e
+		code := m.Run()
+		if err := teardown(); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: teardown:", err)
+			code = 1
+		}
+		if err := leakcheck.Wait(10 * time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv:", err)
+			code = 1
+		}
+		return code
+	}()
+	if err := cp.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if s := cp.Survivors(); len(s) > 0 {
+		fmt.Fprintf(os.Stderr, "testenv: still running after Stop: %v\n", s)
+		code = 1
+	}
+	return code
+}
+
+var current *Env
+
+// Get returns the package's environment (set before tests run).
+func Get() *Env { return current }
+
+// Namespace creates a fresh namespace for one test. Namespaces are never
+// deleted (no namespace controller runs); the control plane is thrown
+// away after the package.
+func (e *Env) Namespace(t testing.TB) string {
+	t.Helper()
+	ns, err := e.Kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		GenerateName: "t-", Labels: map[string]string{"cascade.dev/harness": "impl-test"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return ns.Name
+}
