@@ -1,0 +1,261 @@
+// Package impl runs cascade's implementation of Kubernetes deletion
+// semantics against a real API server: the reference garbage collector
+// (impl/gc), the adopting controller for Herds (impl/adopter) and the
+// deletion-protection webhook (impl/webhook), with the bug catalogue
+// (impl/bugs) switchable. It never imports the model: conformance means
+// nothing if the implementation reuses the model's decisions.
+//
+// Start wires the three together for a harness target or `cascade gc`;
+// in Stepped mode Step takes one model trace line (gc and controller
+// actors) and Settle plays a trace's `settle`.
+//
+// Trace step to call (model/step.go, model/text.go):
+//
+//	gc deliver KEY               GC.Stepper().Deliver
+//	gc deliver-virtual KEY       GC.Stepper().DeliverVirtual
+//	gc coalesce KEY              GC.Stepper().Coalesce
+//	gc lose KEY                  GC.Stepper().Lose
+//	gc attemptToDelete KEY       GC.Stepper().AttemptToDelete
+//	gc attemptToOrphan KEY       GC.Stepper().AttemptToOrphan
+//	gc delete|patch|unblock KEY  GC.Stepper().Send(KEY, gc.VerbDelete|VerbPatch|VerbUnblock)
+//	controller deliver KEY       Adopter.Stepper().Deliver
+//	controller coalesce KEY      Adopter.Stepper().Coalesce
+//	controller adopt KEY by=OWN  Adopter.Stepper().Adopt(KEY, OWN)
+//	settle                       Settle
+package impl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	"github.com/cascade-k8s/cascade/impl/adopter"
+	"github.com/cascade-k8s/cascade/impl/bugs"
+	"github.com/cascade-k8s/cascade/impl/crds"
+	"github.com/cascade-k8s/cascade/impl/gc"
+	"github.com/cascade-k8s/cascade/impl/step"
+	"github.com/cascade-k8s/cascade/impl/webhook"
+)
+
+// Options configures Start.
+type Options struct {
+	// Mode is step.Auto or step.Stepped, for the GC and the adopter alike.
+	Mode step.Mode
+	// Bugs is the bug catalogue; each component reads its own entries.
+	Bugs bugs.Set
+	// GC tunes the garbage collector; its Mode and Bugs are overridden.
+	GC gc.Options
+	// Adopter runs the adopting controller; Start installs the Herd CRD
+	// first if it is missing.
+	Adopter bool
+	// Webhook installs the deletion-protection webhook.
+	Webhook bool
+	// WebhookOptions tunes the webhook; its Bugs are overridden.
+	WebhookOptions webhook.Options
+}
+
+// Target is a running impl: the GC, and as asked the adopter and webhook.
+type Target struct {
+	GC      *gc.GarbageCollector
+	Adopter *adopter.Controller
+	Webhook *webhook.Webhook
+
+	cancel context.CancelFunc
+	done   []chan error
+}
+
+// Start starts the components on the cluster cfg points at and returns
+// once their informers have synced and the webhook is called. On error
+// nothing it started keeps running.
+func Start(ctx context.Context, cfg *rest.Config, opts Options) (_ *Target, retErr error) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	t := &Target{cancel: cancel}
+	defer func() {
+		if retErr != nil {
+			_ = t.Stop()
+		}
+	}()
+	run := func(f func(context.Context) error) {
+		ch := make(chan error, 1)
+		t.done = append(t.done, ch)
+		go func() { ch <- f(rctx) }()
+	}
+	if opts.Webhook {
+		wo := opts.WebhookOptions
+		wo.Bugs = opts.Bugs
+		w, err := webhook.Install(ctx, cfg, wo)
+		if err != nil {
+			return nil, err
+		}
+		t.Webhook = w
+	}
+	if opts.Adopter {
+		if err := crds.Install(ctx, cfg, crds.Herd); err != nil {
+			return nil, err
+		}
+		a, err := adopter.New(cfg, adopter.Options{Mode: opts.Mode, Bugs: opts.Bugs})
+		if err != nil {
+			return nil, err
+		}
+		t.Adopter = a
+		run(a.Run)
+		if err := a.WaitForSync(ctx); err != nil {
+			return nil, err
+		}
+	}
+	g := opts.GC
+	g.Mode, g.Bugs = opts.Mode, opts.Bugs
+	collector, err := gc.New(cfg, g)
+	if err != nil {
+		return nil, err
+	}
+	t.GC = collector
+	run(collector.Run)
+	if err := collector.WaitForSync(ctx); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Stop stops every component, waits for their goroutines and removes the
+// webhook's configuration.
+func (t *Target) Stop() error {
+	t.cancel()
+	var errs []error
+	for _, ch := range t.done {
+		select {
+		case err := <-ch:
+			if err != nil {
+				errs = append(errs, err)
+			}
+		case <-time.After(60 * time.Second):
+			errs = append(errs, errors.New("impl: a component did not stop within 60s"))
+		}
+	}
+	t.done = nil
+	if t.Webhook != nil {
+		errs = append(errs, t.Webhook.Stop(context.Background()))
+		t.Webhook = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Step takes one gc or controller trace line in Stepped mode (see the
+// package comment). Keys are trace keys (step.ParseKey); uid=VALUE names
+// the incarnation by its real UID. err wraps step.ErrNotEnabled when the
+// step cannot be taken; writeErr is the API server's answer to a write or
+// adoption the step made.
+func (t *Target) Step(ctx context.Context, line string) (writeErr, err error) {
+	f := strings.Fields(line)
+	if len(f) < 3 {
+		return nil, fmt.Errorf("impl: expected `gc|controller VERB KEY`, got %q", line)
+	}
+	k, err := step.ParseKey(f[2])
+	if err != nil {
+		return nil, fmt.Errorf("impl: %q: %w", line, err)
+	}
+	var by step.Key
+	for _, a := range f[3:] {
+		name, v, _ := strings.Cut(a, "=")
+		switch name {
+		case "uid":
+			k.UID = types.UID(v)
+		case "by":
+			if by, err = step.ParseKey(v); err != nil {
+				return nil, fmt.Errorf("impl: %q: %w", line, err)
+			}
+		default:
+			return nil, fmt.Errorf("impl: %q: unexpected %q", line, a)
+		}
+	}
+	switch f[0] {
+	case "gc":
+		s := t.GC.Stepper()
+		if s == nil {
+			return nil, errors.New("impl: the gc is not in stepped mode")
+		}
+		switch f[1] {
+		case "deliver":
+			return nil, s.Deliver(ctx, k)
+		case "deliver-virtual":
+			return nil, s.DeliverVirtual(ctx, k)
+		case "coalesce":
+			return nil, s.Coalesce(ctx, k)
+		case "lose":
+			return nil, s.Lose(ctx, k)
+		case "attemptToDelete":
+			return nil, s.AttemptToDelete(ctx, k)
+		case "attemptToOrphan":
+			return nil, s.AttemptToOrphan(ctx, k)
+		case "delete", "patch", "unblock":
+			return s.Send(ctx, k, gc.Verb(f[1]))
+		}
+	case "controller":
+		if t.Adopter == nil || t.Adopter.Stepper() == nil {
+			return nil, errors.New("impl: no adopting controller in stepped mode")
+		}
+		s := t.Adopter.Stepper()
+		switch f[1] {
+		case "deliver":
+			return nil, s.Deliver(ctx, k)
+		case "coalesce":
+			return nil, s.Coalesce(ctx, k)
+		case "adopt":
+			if by.Kind == "" {
+				return nil, fmt.Errorf("impl: %q: adopt needs by=OWNER", line)
+			}
+			return s.Adopt(ctx, k, by)
+		}
+	}
+	return nil, fmt.Errorf("impl: unknown step %q", line)
+}
+
+// Settle is a trace's `settle`. Stepped mode alternates the controller's
+// and the GC's Settle until neither has anything left to do; Auto mode
+// waits until the GC has been idle for a second.
+func (t *Target) Settle(ctx context.Context) error {
+	if t.GC.Mode() == step.Auto {
+		since := time.Now()
+		for time.Since(since) < time.Second {
+			if !t.GC.Stats().Idle() {
+				since = time.Now()
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		return nil
+	}
+	for range 100 {
+		if a := t.Adopter; a != nil {
+			if err := a.Stepper().Settle(ctx); err != nil {
+				return err
+			}
+		}
+		if err := t.GC.Stepper().Settle(ctx); err != nil {
+			return err
+		}
+		if t.quiet() {
+			return nil
+		}
+	}
+	return errors.New("impl: did not settle")
+}
+
+// quiet: nothing held for either component and nothing to adopt.
+func (t *Target) quiet() bool {
+	if st := t.GC.Stats(); st.GraphChanges > 0 || st.Busy > 0 {
+		return false
+	}
+	if a := t.Adopter; a != nil {
+		return len(a.Stepper().Pending()) == 0 && len(a.Stepper().Adoptions()) == 0
+	}
+	return true
+}
