@@ -163,16 +163,16 @@ func TestWatchFanOut(t *testing.T) {
 	pod, _ := KindByShort("pod")
 	cm, _ := KindByShort("cm")
 	ev, _ := KindByShort("event")
-	if got := len(s.GC.Watch.Queues[pod]); got != 2 {
+	if got := len(s.GC.Watch.queue(pod)); got != 2 {
 		t.Errorf("gc pod queue has %d events, want 2 (add, update)", got)
 	}
-	if got := len(s.GC.Watch.Queues[ev]); got != 0 {
+	if got := len(s.GC.Watch.queue(ev)); got != 0 {
 		t.Errorf("gc event queue has %d events, want 0: the GC ignores events", got)
 	}
-	if got := len(s.Controller.Watch.Queues[cm]); got != 0 {
+	if got := len(s.Controller.Watch.queue(cm)); got != 0 {
 		t.Errorf("controller configmap queue has %d events, want 0", got)
 	}
-	if got := len(s.Controller.Watch.Queues[pod]); got != 2 {
+	if got := len(s.Controller.Watch.queue(pod)); got != 2 {
 		t.Errorf("controller pod queue has %d events, want 2", got)
 	}
 }

@@ -143,7 +143,7 @@ func sortObjects(os []Object) {
 }
 
 func renameWatcher(w *Watcher, r func(UID) UID) {
-	for k, q := range w.Queues {
+	for k, q := range w.queues() {
 		if len(q) == 0 {
 			continue
 		}
@@ -151,7 +151,7 @@ func renameWatcher(w *Watcher, r func(UID) UID) {
 		for i := range nq {
 			renameObject(&nq[i].Obj, r)
 		}
-		w.Queues[k] = nq
+		w.setQueue(KindID(k), nq)
 	}
 	w.Cache = slices.Clone(w.Cache)
 	for i := range w.Cache {

@@ -139,7 +139,7 @@ func encObject(b []byte, o *Object) []byte {
 }
 
 func encWatcher(b []byte, w *Watcher) []byte {
-	for _, q := range w.Queues {
+	for _, q := range w.queues() {
 		b = binary.AppendUvarint(b, uint64(len(q)))
 		for i := range q {
 			b = append(b, byte(q[i].Type))

@@ -119,8 +119,45 @@ type WatchEvent struct {
 // upstream runs one informer per resource and nothing orders events of
 // different resources (kubernetes#26120).
 type Watcher struct {
-	Queues [NumKinds][]WatchEvent // indexed by KindID
-	Cache  []Object               // sorted by UID
+	// Queues is indexed by KindID; nil means every queue is empty. It is
+	// shared between states: writers go through setQueue.
+	Queues *[NumKinds][]WatchEvent
+	Cache  []Object // sorted by UID
+}
+
+// queue returns the pending events of kind k.
+func (w *Watcher) queue(k KindID) []WatchEvent {
+	if w.Queues == nil {
+		return nil
+	}
+	return w.Queues[k]
+}
+
+// setQueue replaces the queue of kind k on a private copy of the array.
+func (w *Watcher) setQueue(k KindID, q []WatchEvent) {
+	var c [NumKinds][]WatchEvent
+	if w.Queues != nil {
+		c = *w.Queues
+	}
+	c[k] = q
+	w.Queues = &c
+}
+
+// Events lists every pending event, queue by queue in kind order.
+func (w *Watcher) Events() []WatchEvent {
+	var out []WatchEvent
+	for _, q := range w.queues() {
+		out = append(out, q...)
+	}
+	return out
+}
+
+// queues returns all queues (a zero array when none is pending).
+func (w *Watcher) queues() *[NumKinds][]WatchEvent {
+	if w.Queues == nil {
+		return &[NumKinds][]WatchEvent{}
+	}
+	return w.Queues
 }
 
 // Watcher slices are copy-on-write: a queue only ever grows by appending

@@ -140,7 +140,7 @@ func (m *Model) apply(s *State, st Step) (Result, error) {
 // headFor checks that the head event of the target's kind queue is about
 // the target and returns the kind.
 func headFor(w *Watcher, t Target) (KindID, error) {
-	q := w.Queues[t.Kind]
+	q := w.queue(t.Kind)
 	if len(q) == 0 {
 		return 0, notEnabled("no pending %s event", t.Kind.Info().Short)
 	}
@@ -175,7 +175,7 @@ func (m *Model) applyGC(s *State, st Step) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		if !m.Bugs.Has(BugLostFirstUpdate) || g.Watch.Queues[k][0].Type != Modified {
+		if !m.Bugs.Has(BugLostFirstUpdate) || g.Watch.queue(k)[0].Type != Modified {
 			return Result{}, notEnabled("gc lose needs bug %s and a pending update", BugLostFirstUpdate)
 		}
 		g.Watch.pop(k)
@@ -336,7 +336,7 @@ type Options struct {
 func (m *Model) Enabled(s *State, opts Options) []Step {
 	var out []Step
 	g := &s.GC
-	for k, q := range g.Watch.Queues {
+	for k, q := range g.Watch.queues() {
 		if len(q) > 0 {
 			t := TargetOf(&q[0].Obj)
 			out = append(out, Step{Actor: ActorGC, Op: OpDeliver, Target: t})
@@ -372,7 +372,7 @@ func (m *Model) Enabled(s *State, opts Options) []Step {
 		out = append(out, st)
 	}
 	w := &s.Controller.Watch
-	for k, q := range w.Queues {
+	for k, q := range w.queues() {
 		if len(q) > 0 {
 			t := TargetOf(&q[0].Obj)
 			out = append(out, Step{Actor: ActorController, Op: OpDeliver, Target: t})

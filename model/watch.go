@@ -20,8 +20,8 @@ func controllerWatches(k KindID) bool {
 // pop removes the head event of kind k, returning it with the cached
 // version it replaces (the informer's oldObj) and updating the cache.
 func (w *Watcher) pop(k KindID) (ev WatchEvent, old *Object) {
-	ev = w.Queues[k][0]
-	w.Queues[k] = w.Queues[k][1:]
+	ev = w.queue(k)[0]
+	w.setQueue(k, w.queue(k)[1:])
 	i, found := slices.BinarySearchFunc(w.Cache, ev.Obj.UID, func(o Object, u UID) int { return cmpUID(o.UID, u) })
 	if found {
 		prev := w.Cache[i]
@@ -45,7 +45,7 @@ func (w *Watcher) pop(k KindID) (ev WatchEvent, old *Object) {
 // deletes an object this informer never delivered (a relist emits deletes
 // only for objects in its store).
 func (w *Watcher) canCoalesce(k KindID) bool {
-	q := w.Queues[k]
+	q := w.queue(k)
 	if len(q) == 0 {
 		return false
 	}
@@ -63,7 +63,7 @@ func (w *Watcher) canCoalesce(k KindID) bool {
 }
 
 // coalesce drops the head event of kind k without delivering it.
-func (w *Watcher) coalesce(k KindID) { w.Queues[k] = w.Queues[k][1:] }
+func (w *Watcher) coalesce(k KindID) { w.setQueue(k, w.queue(k)[1:]) }
 
 // cached returns the watcher's cached version of a UID.
 func (w *Watcher) cached(uid UID) *Object {
@@ -76,7 +76,7 @@ func (w *Watcher) cached(uid UID) *Object {
 
 // Pending reports whether any event is queued.
 func (w *Watcher) Pending() bool {
-	for _, q := range w.Queues {
+	for _, q := range w.queues() {
 		if len(q) > 0 {
 			return true
 		}
@@ -115,13 +115,13 @@ func (m *Model) gcSync(s *State) {
 		g.Monitored |= 1 << k
 		for i := range s.Objects {
 			if o := &s.Objects[i]; o.Kind == k {
-				g.Watch.Queues[k] = append(slices.Clip(g.Watch.Queues[k]), WatchEvent{Type: Added, Obj: *o})
+				g.Watch.setQueue(k, append(slices.Clip(g.Watch.queue(k)), WatchEvent{Type: Added, Obj: *o}))
 			}
 		}
 	}
 	for _, k := range stop {
 		g.Monitored &^= 1 << k
-		g.Watch.Queues[k] = nil
+		g.Watch.setQueue(k, nil)
 		g.Watch.Cache = slices.DeleteFunc(slices.Clone(g.Watch.Cache), func(o Object) bool { return o.Kind == k })
 	}
 }

@@ -56,14 +56,7 @@ type Constraint struct {
 var Metrics = map[string]func(s *model.State) int{
 	"objects": func(s *model.State) int { return len(s.Objects) },
 	"events": func(s *model.State) int {
-		n := 0
-		for _, q := range s.GC.Watch.Queues {
-			n += len(q)
-		}
-		for _, q := range s.Controller.Watch.Queues {
-			n += len(q)
-		}
-		return n
+		return len(s.GC.Watch.Events()) + len(s.Controller.Watch.Events())
 	},
 	"gcqueue": func(s *model.State) int {
 		return len(s.GC.AttemptToDelete) + len(s.GC.AttemptToOrphan) + len(s.GC.VirtualEvents)

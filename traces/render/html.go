@@ -122,15 +122,10 @@ func changedUIDs(prev, next *model.State) map[model.UID]bool {
 // gcSummary lists the GC's pending work in a frame.
 func gcSummary(s *model.State) string {
 	var b strings.Builder
-	pending := 0
-	for _, q := range s.GC.Watch.Queues {
-		pending += len(q)
-	}
-	fmt.Fprintf(&b, "undelivered watch events: %d\n", pending)
-	for _, q := range s.GC.Watch.Queues {
-		for _, e := range q {
-			fmt.Fprintf(&b, "  %s %s\n", [...]string{"ADDED", "MODIFIED", "DELETED"}[e.Type], e.Obj.Key())
-		}
+	pending := s.GC.Watch.Events()
+	fmt.Fprintf(&b, "undelivered watch events: %d\n", len(pending))
+	for _, e := range pending {
+		fmt.Fprintf(&b, "  %s %s\n", [...]string{"ADDED", "MODIFIED", "DELETED"}[e.Type], e.Obj.Key())
 	}
 	list := func(name string, ids []model.Identity) {
 		var parts []string
