@@ -22,7 +22,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -72,8 +71,9 @@ func (p *protection) Handle(ctx context.Context, req admission.Request) admissio
 	if p.bugs.Has(bugs.ProtectionDisabled) {
 		return admission.Allowed("deletion protection disabled")
 	}
+	// unstructured's decoder keeps integers int64 (spec.replicas)
 	obj := &unstructured.Unstructured{}
-	if err := json.Unmarshal(req.OldObject.Raw, &obj.Object); err != nil || len(obj.Object) == 0 {
+	if err := obj.UnmarshalJSON(req.OldObject.Raw); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("deletion protection: cannot read the object being deleted: %v", err))
 	}
 	if obj.GetDeletionTimestamp() != nil {
