@@ -219,7 +219,9 @@ func TestProtectionDisabled(t *testing.T) {
 	wantDenied(t, env.Delete(again, ""), deny+"Always")
 }
 
-func unlabel(t *testing.T, u *unstructured.Unstructured) { patchMeta(t, u, `{"metadata":{"labels":null}}`) }
+func unlabel(t *testing.T, u *unstructured.Unstructured) {
+	patchMeta(t, u, `{"metadata":{"labels":null}}`)
+}
 
 func relabel(t *testing.T, u *unstructured.Unstructured, v string) {
 	patchMeta(t, u, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, label, v))
