@@ -50,7 +50,7 @@ Exit codes: 0 all hold, 1 violation or divergence, 2 usage or input error.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErr("%v (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(newCheckCmd(), newRenderCmd(), newReplayCmd())
+	root.AddCommand(newCheckCmd(), newRenderCmd(), newReplayCmd(), newGCCmd())
 	return root
 }
 

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cascade-k8s/cascade/impl"
+	"github.com/cascade-k8s/cascade/impl/bugs"
+	"github.com/cascade-k8s/cascade/impl/gc"
+	"github.com/cascade-k8s/cascade/impl/step"
+	"github.com/cascade-k8s/cascade/impl/webhook"
+)
+
+type gcFlags struct {
+	kubeconfig, context     string
+	inject                  []string
+	webhook, adopter        bool
+	webhookHost, webhookExt string
+	webhookPort             int
+	workers                 int
+	syncPeriod              time.Duration
+	verbosity               int
+	listBugs                bool
+}
+
+// newGCCmd is `cascade gc`: impl's garbage collector (and, as asked, the
+// deletion-protection webhook and the adopting controller) against any
+// cluster, until SIGINT or SIGTERM.
+func newGCCmd() *cobra.Command {
+	f := gcFlags{workers: 5, syncPeriod: 30 * time.Second, webhookHost: "127.0.0.1"}
+	cmd := &cobra.Command{
+		Use:   "gc --kubeconfig PATH [--context C] [--inject BUG]... [--webhook] [flags]",
+		Short: "Run cascade's reference garbage collector against a cluster",
+		Long: `gc runs impl, cascade's reference garbage collector (a re-implementation of
+the kube-controller-manager v1.36 GC), against the cluster a kubeconfig
+names, until interrupted (SIGINT or SIGTERM stop it cleanly).
+
+It is a single instance without leader election:
+  - never run two 'cascade gc' against one cluster: they would race;
+  - disable the cluster's own garbage collector first (kube-controller-manager
+    --controllers=-garbagecollector,* or --enable-garbage-collector=false),
+    or the two GCs race each other.
+
+--inject switches on a catalogued bug (--list-bugs), so that conformance
+runs can check that they find it. --webhook also serves the
+deletion-protection webhook (policy.kruise.io/delete-protection) on this
+machine and registers it with the cluster, whose API server must reach
+--webhook-external-host; the registration is removed on exit. --adopter
+runs the adopting controller for the cascade.dev/v1 Herd kind and installs
+its CRD if missing.
+
+Logs go to stderr (-v raises the verbosity; 2 shows every deletion).
+
+Exit codes: 0 after a clean stop, 2 for bad flags or an unreachable cluster.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runGC(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+	fl.StringVar(&f.context, "context", "", "kubeconfig context (default: the current context)")
+	fl.StringArrayVar(&f.inject, "inject", nil, "switch on a catalogued bug; repeatable (see --list-bugs)")
+	fl.BoolVar(&f.listBugs, "list-bugs", false, "list the bugs --inject accepts and exit")
+	fl.BoolVar(&f.webhook, "webhook", false, "serve and register the deletion-protection webhook")
+	fl.StringVar(&f.webhookHost, "webhook-host", f.webhookHost, "address the webhook listens on")
+	fl.StringVar(&f.webhookExt, "webhook-external-host", "", "host name the API server calls the webhook at (default: --webhook-host)")
+	fl.IntVar(&f.webhookPort, "webhook-port", 0, "port the webhook listens on (0: any free port)")
+	fl.BoolVar(&f.adopter, "adopter", false, "run the adopting controller for cascade.dev/v1 Herds")
+	fl.IntVar(&f.workers, "workers", f.workers, "attemptToDelete and attemptToOrphan workers each")
+	fl.DurationVar(&f.syncPeriod, "sync-period", f.syncPeriod, "how often discovery is re-synced for new resources")
+	fl.IntVarP(&f.verbosity, "verbosity", "v", 0, "log verbosity")
+	return cmd
+}
+
+func runGC(cmd *cobra.Command, f gcFlags) error {
+	if f.listBugs {
+		for _, b := range bugs.InjectableNames() {
+			fmt.Fprintln(cmd.OutOrStdout(), b)
+		}
+		return nil
+	}
+	bs, err := bugs.Parse(f.inject)
+	if err != nil {
+		return usageErr("--inject: %v", err)
+	}
+	if f.workers < 1 || f.syncPeriod <= 0 {
+		return usageErr("--workers must be at least 1 and --sync-period positive")
+	}
+	cfg, where, err := loadKubeconfig(f.kubeconfig, f.context)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if err := reachable(cfg); err != nil {
+		return usageErr("cannot reach the cluster of %s at %s: %v", where, cfg.Host, err)
+	}
+
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("v", strconv.Itoa(f.verbosity))
+	ctrllog.SetLogger(klog.NewKlogr())
+	defer klog.Flush()
+
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	errOut := cmd.ErrOrStderr()
+	t, err := impl.Start(ctx, cfg, impl.Options{
+		Mode: step.Auto, Bugs: bs, Adopter: f.adopter, Webhook: f.webhook,
+		GC:             gc.Options{Workers: f.workers, SyncPeriod: f.syncPeriod},
+		WebhookOptions: webhook.Options{Host: f.webhookHost, Port: f.webhookPort, ExternalHost: f.webhookExt},
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted while starting
+		}
+		return &exitError{code: 1, err: fmt.Errorf("gc: start on %s: %w", where, err)}
+	}
+	fmt.Fprintf(errOut, "cascade gc: collecting garbage on %s (%s), bugs: %s", cfg.Host, where, bs)
+	if t.Webhook != nil {
+		fmt.Fprintf(errOut, ", webhook at %s", t.Webhook.URL())
+	}
+	fmt.Fprintln(errOut, "; Ctrl-C stops")
+	<-ctx.Done()
+	fmt.Fprintln(errOut, "cascade gc: stopping")
+	if err := t.Stop(); err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("gc: stop: %w", err)}
+	}
+	return nil
+}
+
+// loadKubeconfig reads a kubeconfig the way kubectl does and says where
+// the configuration came from, for error messages.
+func loadKubeconfig(path, context string) (*rest.Config, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+	}
+	file := path
+	if file == "" {
+		file = rules.GetDefaultFilename()
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+	name := context
+	if name == "" {
+		raw, err := cc.RawConfig()
+		if err != nil {
+			return nil, "", fmt.Errorf("kubeconfig %s: %v", file, err)
+		}
+		name = raw.CurrentContext
+	}
+	where := fmt.Sprintf("context %q in kubeconfig %s", name, file)
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %v", where, oneLine(err))
+	}
+	return cfg, where, nil
+}
+
+// reachable asks the API server for its version, within 10 seconds.
+func reachable(cfg *rest.Config) error {
+	c := rest.CopyConfig(cfg)
+	c.Timeout = 10 * time.Second
+	dc, err := discovery.NewDiscoveryClientForConfig(c)
+	if err != nil {
+		return err
+	}
+	if _, err := dc.ServerVersion(); err != nil {
+		return errors.New(oneLine(err))
+	}
+	return nil
+}
+
+func oneLine(err error) string {
+	s := err.Error()
+	for i := range s {
+		if s[i] == '\n' {
+			return s[:i] + " ..."
+		}
+	}
+	return s
+}
