@@ -151,10 +151,10 @@ func (m *controllerManager) waitCollecting(ctx context.Context, cfg *rest.Config
 		}
 		select {
 		case <-m.done:
-			return fmt.Errorf("controlplane: kube-controller-manager exited during start (%v); last log line: %q; log: %s",
+			return fmt.Errorf("controlplane: kube-controller-manager exited during start (%v); last log line: %s; log: %s",
 				m.exitErr, lastLine(m.logPath), m.logPath)
 		case <-ctx.Done():
-			return fmt.Errorf("controlplane: kube-controller-manager's garbage collector did not collect %s/%s within %s; last log line: %q; log: %s",
+			return fmt.Errorf("controlplane: kube-controller-manager's garbage collector did not collect %s/%s within %s; last log line: %s; log: %s",
 				ProbeNamespace, dep.Name, timeout, lastLine(m.logPath), m.logPath)
 		case <-tick.C:
 		}

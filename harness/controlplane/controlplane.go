@@ -98,8 +98,10 @@ type Process struct {
 }
 
 // Start starts etcd and kube-apiserver (and, as opts asks, an audit log and
-// kube-controller-manager) and waits until they serve. On error nothing
-// that Start started is left running.
+// kube-controller-manager) and waits until they serve. ctx bounds the wait
+// for the controller manager; each envtest process start is bounded by
+// Options.StartTimeout. On error nothing that Start started is left
+// running, and the working directory is kept for its logs.
 func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	binDir, source, err := ResolveBinDir(opts.BinDir)
 	if err != nil {
@@ -139,6 +141,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	cp := &ControlPlane{binDir: binDir, dir: dir, keepDir: opts.KeepDir}
 	defer func() {
 		if retErr != nil {
+			// Keep the logs the error points to; once this process has
+			// exited, a later Start sweeps the directory (see ownerFile).
+			cp.keepDir = true
 			_ = cp.Stop()
 		}
 	}()
@@ -180,8 +185,8 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	}
 	cfg, err := cp.env.Start()
 	if err != nil {
-		return nil, fmt.Errorf("controlplane: start etcd and kube-apiserver from %s: %s (log: %s)",
-			binDir, oneLine(err.Error()), apiLog.Name())
+		return nil, fmt.Errorf("controlplane: start etcd and kube-apiserver from %s: %s; last kube-apiserver log line: %s; logs in %s",
+			binDir, oneLine(err.Error()), lastLine(apiLog.Name()), dir)
 	}
 	cp.Config = cfg
 	cp.procs = findProcesses(map[string]string{
