@@ -38,9 +38,13 @@ func TestMain(m *testing.M) {
 // list, so that the test's first step meets empty queues.
 func start(t *testing.T, bs bugs.Set) *impl.Target {
 	t.Helper()
+	return startWith(t, impl.Options{Mode: step.Stepped, Bugs: bs, Adopter: true, GC: gc.Options{SyncPeriod: time.Second}})
+}
+
+func startWith(t *testing.T, opts impl.Options) *impl.Target {
+	t.Helper()
 	ctx := context.Background()
-	tg, err := impl.Start(ctx, env.Admin, impl.Options{Mode: step.Stepped, Bugs: bs, Adopter: true,
-		GC: gc.Options{SyncPeriod: time.Second}})
+	tg, err := impl.Start(ctx, env.Admin, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +197,8 @@ func TestHeldDeleteRVPrecondition(t *testing.T) {
 
 // A step that cannot be taken says so and changes nothing.
 func TestNotEnabled(t *testing.T) {
-	tg := start(t, nil)
+	// a short EventWait: refusing a coalesce waits that long for an event
+	tg := startWith(t, impl.Options{Mode: step.Stepped, Adopter: true, GC: gc.Options{SyncPeriod: time.Second, EventWait: time.Second}})
 	ns := env.Namespace(t)
 	a := env.Create(t, Obj("cm", ns, "a"))
 	b := env.Create(t, Obj("cm", ns, "b"))

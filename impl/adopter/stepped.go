@@ -175,22 +175,33 @@ func (s *Stepper) Coalesce(ctx context.Context, k step.Key) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	ok := false
-	for _, later := range s.queues[k.Kind][1:] {
-		ok = ok || later.obj.GetUID() == h.obj.GetUID()
+	timer := time.NewTimer(s.c.opts.EventWait) // the superseding event may be on its way
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		ok := false
+		for _, later := range s.queues[k.Kind][1:] {
+			ok = ok || later.obj.GetUID() == h.obj.GetUID()
+		}
+		if !ok && h.typ == "delete" {
+			_, inHerds := s.herds[h.obj.GetUID()]
+			_, inPods := s.pods[h.obj.GetUID()]
+			ok = !inHerds && !inPods
+		}
+		wait := s.arrived
+		s.mu.Unlock()
+		if ok {
+			s.take(k.Kind, false)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return step.NotEnabled("a relist cannot skip the next %s event", k)
+		case <-wait:
+		}
 	}
-	if !ok && h.typ == "delete" {
-		_, inHerds := s.herds[h.obj.GetUID()]
-		_, inPods := s.pods[h.obj.GetUID()]
-		ok = !inHerds && !inPods
-	}
-	s.mu.Unlock()
-	if !ok {
-		return step.NotEnabled("a relist cannot skip the next %s event", k)
-	}
-	s.take(k.Kind, false)
-	return nil
 }
 
 // Adoption is one adoption the controller's cache allows.

@@ -136,19 +136,38 @@ func (gc *GarbageCollector) patch(ctx context.Context, id Identity, smp []byte, 
 	return gc.patchObject(ctx, id, types.MergePatchType, data)
 }
 
-// ownerRefsPatch is the metadata a GC patch carries.
-type ownerRefsPatch struct {
-	Metadata ownerRefsPatchMeta `json:"metadata"`
+// smpPatch is the metadata of a GC strategic merge patch. UID makes it
+// fail (422, immutable field) on another incarnation of the object: a
+// precondition. An empty reference list is left out: a null would delete
+// every reference (upstream's field is omitempty).
+type smpPatch struct {
+	Metadata struct {
+		UID             types.UID `json:"uid"`
+		OwnerReferences any       `json:"ownerReferences,omitempty"`
+	} `json:"metadata"`
 }
 
-type ownerRefsPatchMeta struct {
-	// UID makes a strategic merge patch fail (422, immutable field) on
-	// another incarnation of the object: a precondition.
-	UID types.UID `json:"uid,omitempty"`
-	// ResourceVersion makes a JSON merge patch fail with 409 on a
-	// concurrent change.
-	ResourceVersion string `json:"resourceVersion,omitempty"`
-	OwnerReferences any    `json:"ownerReferences"`
+// jmpPatch is the metadata of a GC JSON merge patch (ObjectMetaForPatch):
+// the whole reference list, null when empty, at the resourceVersion it was
+// computed from, so that a concurrent change fails it with 409.
+type jmpPatch struct {
+	Metadata struct {
+		ResourceVersion string                  `json:"resourceVersion"`
+		OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+	} `json:"metadata"`
+}
+
+func smp(uid types.UID, refs any) []byte {
+	var p smpPatch
+	p.Metadata.UID, p.Metadata.OwnerReferences = uid, refs
+	b, _ := json.Marshal(p)
+	return b
+}
+
+func jmp(rv string, refs []metav1.OwnerReference) ([]byte, error) {
+	var p jmpPatch
+	p.Metadata.ResourceVersion, p.Metadata.OwnerReferences = rv, refs
+	return json.Marshal(p)
 }
 
 // deleteOwnerRefsSMP is GenerateDeleteOwnerRefStrategicMergeBytes: a
@@ -159,8 +178,7 @@ func deleteOwnerRefsSMP(dependent types.UID, owners []types.UID) []byte {
 	for _, u := range owners {
 		dirs = append(dirs, map[string]string{"$patch": "delete", "uid": string(u)})
 	}
-	b, _ := json.Marshal(ownerRefsPatch{Metadata: ownerRefsPatchMeta{UID: dependent, OwnerReferences: dirs}})
-	return b
+	return smp(dependent, dirs)
 }
 
 // deleteOwnerRefsJMP is deleteOwnerRefJSONMergePatch: the whole reference
@@ -176,7 +194,7 @@ func (gc *GarbageCollector) deleteOwnerRefsJMP(ctx context.Context, id Identity,
 			keep = append(keep, r)
 		}
 	}
-	return json.Marshal(ownerRefsPatch{Metadata: ownerRefsPatchMeta{ResourceVersion: o.GetResourceVersion(), OwnerReferences: keep}})
+	return jmp(o.GetResourceVersion(), keep)
 }
 
 // unblockSMP is unblockOwnerReferencesStrategicMergePatch: the item's
@@ -190,17 +208,10 @@ func unblockSMP(item Identity, graphOwners []metav1.OwnerReference) []byte {
 			refs = append(refs, r)
 		}
 	}
-	b, _ := json.Marshal(ownerRefsPatch{Metadata: ownerRefsPatchMeta{UID: item.UID, OwnerReferences: omitNil(refs)}})
-	return b
-}
-
-// omitNil keeps an empty list out of a strategic merge patch, as the
-// upstream patch (an omitempty field) does.
-func omitNil(refs []metav1.OwnerReference) any {
 	if len(refs) == 0 {
-		return nil
+		return smp(item.UID, nil) // nothing to unblock: a no-op patch
 	}
-	return refs
+	return smp(item.UID, refs)
 }
 
 // unblockJMP is unblockOwnerReferencesJSONMergePatch: every graph
@@ -216,7 +227,7 @@ func (gc *GarbageCollector) unblockJMP(ctx context.Context, id Identity, graphOw
 		r.BlockOwnerDeletion = &f
 		refs = append(refs, r)
 	}
-	return json.Marshal(ownerRefsPatch{Metadata: ownerRefsPatchMeta{ResourceVersion: o.GetResourceVersion(), OwnerReferences: refs}})
+	return jmp(o.GetResourceVersion(), refs)
 }
 
 // finalizersPatch is objectForFinalizersPatch.

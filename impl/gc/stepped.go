@@ -295,21 +295,34 @@ func (s *Stepper) Coalesce(ctx context.Context, k step.Key) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	ok := false
-	for _, later := range s.pending[r][1:] {
-		ok = ok || later.obj.UID == h.obj.UID
+	// The superseding event may still be on its way from the API server:
+	// wait for it as head waits for the event it names.
+	timer := time.NewTimer(s.gc.opts.EventWait)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		ok := false
+		for _, later := range s.pending[r][1:] {
+			ok = ok || later.obj.UID == h.obj.UID
+		}
+		if !ok && h.typ == Deleted {
+			_, seen := s.delivered[r][h.obj.UID]
+			ok = !seen
+		}
+		wait := s.arrived
+		s.mu.Unlock()
+		if ok {
+			s.pop(r, false)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return step.NotEnabled("a relist cannot skip the next %s event", k)
+		case <-wait:
+		}
 	}
-	if !ok && h.typ == Deleted {
-		_, seen := s.delivered[r][h.obj.UID]
-		ok = !seen
-	}
-	s.mu.Unlock()
-	if !ok {
-		return step.NotEnabled("a relist cannot skip the next %s event", k)
-	}
-	s.pop(r, false)
-	return nil
 }
 
 // Lose is `gc lose KEY` (bug lost-first-update only): the informer's cache
