@@ -87,7 +87,7 @@ func TestClusterScopedOwnerLookup(t *testing.T) {
 			"gc attemptToDelete cm/"+ns+"/claim",
 			"gc delete cm/"+ns+"/claim")
 		settle(t, tg)
-		env.Eventually(t, Want{claim: "gone", disk: "live finalizers=[kubernetes.io/pv-protection]"})
+		env.Eventually(t, Want{claim: "gone", disk: "live" + env.FinalizersSuffix(disk)})
 	})
 	t.Run("fixed", func(t *testing.T) {
 		tg := start(t, nil)

@@ -205,10 +205,10 @@ func TestClusterScoped(t *testing.T) {
 	childDisk := env.Create(t, Obj("pv", "", ns+"-child-disk", Owner(disk, false, false)))
 	g1 := env.Create(t, Obj("gizmo", "", ns+"-g1", Owner(onDisk, false, false)))
 	unknown := env.Create(t, Obj("cm", ns, "unknown-owner", OwnerRef("unknown.group/v1", "UnknownKind", "thing", "thing-uid", false, false)))
-	// The StorageObjectInUseProtection admission plugin adds
-	// pv-protection to every PersistentVolume; the controller that removes
-	// it runs in kube-controller-manager, so the test plays its part.
-	const pvp = " finalizers=[kubernetes.io/pv-protection]"
+	// The StorageObjectInUseProtection admission plugin, when enabled,
+	// adds pv-protection to every PersistentVolume; the controller that
+	// removes it runs in kube-controller-manager, so the test plays its part.
+	pvp := env.FinalizersSuffix(disk)
 	before := Want{
 		onDisk:    "live owners=[pv/" + ns + "-disk]",
 		childDisk: "live owners=[pv/" + ns + "-disk]" + pvp,
@@ -223,10 +223,18 @@ func TestClusterScoped(t *testing.T) {
 	env.Consistently(t, 2*time.Second, before)
 
 	env.MustDelete(t, disk, "")
-	removeFinalizers(t, disk)
-	// the GC deleted the child PV, whose own pv-protection holds it
-	env.Eventually(t, Want{disk: "gone", onDisk: "gone", childDisk: "deleting owners=[pv/" + ns + "-disk]" + pvp})
-	removeFinalizers(t, childDisk)
+	if pvp != "" {
+		removeFinalizers(t, disk)
+	}
+	// the GC deleted the child PV (whose own pv-protection may hold it)
+	childGone := "gone"
+	if pvp != "" {
+		childGone = "deleting owners=[pv/" + ns + "-disk]" + pvp
+	}
+	env.Eventually(t, Want{disk: "gone", onDisk: "gone", childDisk: childGone})
+	if pvp != "" {
+		removeFinalizers(t, childDisk)
+	}
 	after := Want{g1: "live owners=[cm/on-disk]", unknown: "live owners=[UnknownKind/thing]"}
 	quiet(t)
 	env.Consistently(t, 2*time.Second, after)

@@ -197,6 +197,18 @@ func (e *Env) State(u *unstructured.Unstructured) string {
 	return s
 }
 
+// FinalizersSuffix renders u's current finalizers as State appends them
+// (" finalizers=[...]", or "" for none): for finalizers an admission
+// plugin may add depending on the API server's flags, such as
+// kubernetes.io/pv-protection.
+func (e *Env) FinalizersSuffix(u *unstructured.Unstructured) string {
+	got, err := e.Fetch(u)
+	if err != nil || len(got.GetFinalizers()) == 0 {
+		return ""
+	}
+	return " finalizers=[" + strings.Join(got.GetFinalizers(), " ") + "]"
+}
+
 // Want maps objects to their expected State.
 type Want map[*unstructured.Unstructured]string
 
