@@ -13,7 +13,6 @@ import (
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/bugs"
 	"github.com/cascade-k8s/cascade/impl/gc"
-	"github.com/cascade-k8s/cascade/impl/internal/leakcheck"
 	. "github.com/cascade-k8s/cascade/impl/internal/testenv"
 	"github.com/cascade-k8s/cascade/impl/step"
 )
@@ -120,7 +119,7 @@ func TestBugsAuto(t *testing.T) {
 			if err := tg.Stop(); err != nil {
 				t.Error(err)
 			}
-			if err := leakcheck.Wait(10 * time.Second); err != nil {
+			if err := WaitNoLeaks(10 * time.Second); err != nil {
 				t.Error(err)
 			}
 		})

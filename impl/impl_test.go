@@ -16,7 +16,6 @@ import (
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/bugs"
 	"github.com/cascade-k8s/cascade/impl/gc"
-	"github.com/cascade-k8s/cascade/impl/internal/leakcheck"
 	. "github.com/cascade-k8s/cascade/impl/internal/testenv"
 	"github.com/cascade-k8s/cascade/impl/step"
 )
@@ -52,7 +51,7 @@ func startWith(t *testing.T, opts impl.Options) *impl.Target {
 		if err := tg.Stop(); err != nil {
 			t.Error(err)
 		}
-		if err := leakcheck.Wait(10 * time.Second); err != nil {
+		if err := WaitNoLeaks(10 * time.Second); err != nil {
 			t.Error(err)
 		}
 	})

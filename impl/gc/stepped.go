@@ -3,8 +3,6 @@ package gc
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -102,99 +100,6 @@ func (s *Stepper) counts() (events, busy int) {
 		events += len(q)
 	}
 	return events + len(s.virtual), len(s.inflight)
-}
-
-// PendingEvent is one held informer event, described.
-type PendingEvent struct {
-	Type            EventType
-	Key             step.Key
-	ResourceVersion string
-	Deleting        bool
-	Finalizers      []string
-	Owners          []metav1.OwnerReference
-}
-
-// ResourceEvents are the held events of one resource, oldest first.
-type ResourceEvents struct {
-	Resource schema.GroupVersionResource
-	Kind     schema.GroupVersionKind
-	Events   []PendingEvent
-}
-
-// Pending lists the held informer events per resource (resources with
-// none are left out), sorted by resource.
-func (s *Stepper) Pending() []ResourceEvents {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []ResourceEvents
-	for r, q := range s.pending {
-		if len(q) == 0 {
-			continue
-		}
-		re := ResourceEvents{Resource: r, Kind: q[0].gvk}
-		for _, ev := range q {
-			re.Events = append(re.Events, describe(ev))
-		}
-		out = append(out, re)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Resource.String() < out[j].Resource.String() })
-	return out
-}
-
-func describe(ev *event) PendingEvent {
-	o := ev.obj
-	return PendingEvent{Type: ev.typ, Key: step.Key{Kind: ev.gvk.Kind, Namespace: o.Namespace, Name: o.Name, UID: o.UID},
-		ResourceVersion: o.ResourceVersion, Deleting: beingDeleted(o), Finalizers: o.Finalizers, Owners: o.OwnerReferences}
-}
-
-// PendingVirtual lists the held virtual delete events, oldest first.
-func (s *Stepper) PendingVirtual() []Identity {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Identity, 0, len(s.virtual))
-	for _, ev := range s.virtual {
-		out = append(out, ev.identity())
-	}
-	return out
-}
-
-// HeldWrite is a decided GC write not yet sent.
-type HeldWrite struct {
-	Item Identity
-	Verb Verb
-	// Next: this is the item's next write (Send sends only that one).
-	Next bool
-	// Policy is the delete's propagationPolicy ("" for none).
-	Policy string
-	// ResourceVersion is the delete's resourceVersion precondition.
-	ResourceVersion string
-	// Remove lists the ownerReference UIDs a patch drops.
-	Remove []types.UID
-}
-
-// Queues is a snapshot of the work queues.
-type Queues struct {
-	AttemptToDelete []Identity
-	AttemptToOrphan []Identity
-	Held            []HeldWrite
-}
-
-// Queues lists the attemptToDelete and attemptToOrphan items (each under
-// the identity it was queued with) and the held writes.
-func (s *Stepper) Queues() Queues {
-	q := Queues{AttemptToDelete: s.attemptToDelete.list(), AttemptToOrphan: s.attemptToOrphan.list()}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, f := range s.inflight {
-		for i, w := range f.writes {
-			h := HeldWrite{Item: w.item, Verb: w.verb, Next: i == 0, ResourceVersion: w.rv, Remove: w.remove}
-			if w.policy != nil {
-				h.Policy = string(*w.policy)
-			}
-			q.Held = append(q.Held, h)
-		}
-	}
-	return q
 }
 
 // resourceFor finds the monitored resource of a key's kind.
@@ -474,11 +379,4 @@ func (s *Stepper) AttemptToOrphan(ctx context.Context, k step.Key) error {
 	s.attemptToOrphan.remove(id.UID)
 	s.gc.finishOrphan(id, s.gc.attemptToOrphanItem(ctx, id.UID))
 	return nil
-}
-
-// String renders a short summary, for test failure messages.
-func (s *Stepper) String() string {
-	q := s.Queues()
-	return fmt.Sprintf("pending=%v virtual=%v attemptToDelete=%v attemptToOrphan=%v held=%v",
-		s.Pending(), s.PendingVirtual(), q.AttemptToDelete, q.AttemptToOrphan, q.Held)
 }

@@ -1,7 +1,8 @@
 // Package testenv is what impl's envtest-backed tests share: one control
 // plane per test package (started in TestMain through
 // harness/controlplane), clients acting as a driver user, fresh
-// namespaces, object builders in trace terms and polling assertions.
+// namespaces, object builders in trace terms, polling assertions and a
+// goroutine leak check.
 // Only _test.go files import it.
 package testenv
 
@@ -10,6 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +25,6 @@ import (
 
 	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/impl/crds"
-	"github.com/cascade-k8s/cascade/impl/internal/leakcheck"
 )
 
 const (
@@ -89,7 +91,7 @@ func Main(m *testing.M, setup func(*Env) (teardown func() error, err error)) int
 			fmt.Fprintln(os.Stderr, "testenv: teardown:", err)
 			code = 1
 		}
-		if err := leakcheck.Wait(10 * time.Second); err != nil {
+		if err := WaitNoLeaks(10 * time.Second); err != nil {
 			fmt.Fprintln(os.Stderr, "testenv:", err)
 			code = 1
 		}
@@ -122,4 +124,75 @@ func (e *Env) Namespace(t testing.TB) string {
 		t.Fatalf("create namespace: %v", err)
 	}
 	return ns.Name
+}
+
+// Goroutine leaks. Leaked looks only at goroutines running code of impl,
+// of client-go's informer, work-queue and event machinery, or of
+// controller-runtime's webhook server: the goroutines impl starts. HTTP
+// connection goroutines of client-go's shared transports are left alone,
+// since client-go keeps them for the life of the process.
+
+// suspicious are frames only impl's own goroutines run.
+var suspicious = []string{
+	"github.com/cascade-k8s/cascade/impl/",
+	"k8s.io/client-go/tools/cache.",
+	"k8s.io/client-go/util/workqueue.",
+	"k8s.io/client-go/tools/record.",
+	"k8s.io/apimachinery/pkg/watch.",
+	"sigs.k8s.io/controller-runtime/pkg/webhook",
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher",
+}
+
+// ignored goroutines are the test framework's (which run test code).
+var ignored = []string{
+	"testing.(*M).",
+	"testing.tRunner(",
+	"testing.runTests",
+}
+
+// Leaked returns the stacks of goroutines that run impl's code.
+func Leaked() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for i, g := range strings.Split(string(buf), "\n\n") {
+		// the first is the calling goroutine
+		if i == 0 || containsAny(g, ignored) || !containsAny(g, suspicious) {
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// WaitNoLeaks polls until no goroutine of impl runs, for up to timeout, and
+// returns an error listing the survivors.
+func WaitNoLeaks(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		l := Leaked()
+		if len(l) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d goroutines outlived their component:\n%s", len(l), strings.Join(l, "\n\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
