@@ -105,8 +105,10 @@ func TestClusterScopedOwnerLookup(t *testing.T) {
 	})
 }
 
-// Auto mode with bugs that need no interleaving: a foreground cycle
-// deadlocks without the unblock (traces/races/cycle-deadlock.trace), and a
+// Auto mode with bugs that need no particular interleaving, each next to
+// its upstream behaviour: a foreground cycle deadlocks without the unblock
+// (traces/races/cycle-deadlock.trace), a policy-less delete orphans
+// mid-cascade, a lost first update strands a foreground owner, and a
 // second foreground delete is missed by edge-triggered transitions
 // (traces/races/second-foreground-delete.trace).
 func TestBugsAuto(t *testing.T) {
@@ -164,6 +166,39 @@ func TestBugsAuto(t *testing.T) {
 		settle(t, tg)
 		env.Consistently(t, time.Second, Want{x: want})
 	}
+	// traces/races/delete-without-policy.trace: without a policy the GC's
+	// delete of a ReplicationController (core/v1 default: orphan) orphans
+	// its pod in the middle of a background cascade.
+	policy := func(t *testing.T, bs bugs.Set, bottom string) {
+		tg := auto(t, bs)
+		ns := env.Namespace(t)
+		top := env.Create(t, Obj("cm", ns, "top"))
+		middle := env.Create(t, Obj("rc", ns, "middle", Owner(top, false, false)))
+		pod := env.Create(t, Obj("pod", ns, "bottom", Owner(middle, true, false)))
+		observed(t, tg, top, middle, pod)
+		env.MustDelete(t, top, "")
+		env.Eventually(t, Want{top: "gone", middle: "gone", pod: bottom})
+		settle(t, tg)
+		env.Consistently(t, time.Second, Want{pod: bottom})
+	}
+	t.Run("delete-dependents-without-policy", func(t *testing.T) {
+		policy(t, bugs.Of(bugs.DeleteDependentsWithoutPolicy), "live")
+	})
+	t.Run("delete-with-policy", func(t *testing.T) { policy(t, nil, "gone") })
+
+	// kubernetes#115570 in Auto mode: the update that first shows the
+	// foreground deletion never reaches the graph builder.
+	t.Run("lost-first-update", func(t *testing.T) {
+		tg := auto(t, bugs.Of(bugs.LostFirstUpdate))
+		ns := env.Namespace(t)
+		rs := env.Create(t, Obj("rs", ns, "web", Replicas(1)))
+		pod := env.Create(t, Obj("pod", ns, "web-a", Owner(rs, true, true)))
+		observed(t, tg, rs, pod)
+		env.MustDelete(t, rs, "Foreground")
+		settle(t, tg)
+		env.Consistently(t, 2*time.Second, Want{rs: "deleting finalizers=[foregroundDeletion]", pod: "live owners=[rs/web controller block]"})
+	})
+
 	t.Run("edge-triggered-transitions", func(t *testing.T) {
 		second(t, bugs.Of(bugs.EdgeTriggeredTransitions), "deleting finalizers=["+Hold+" foregroundDeletion]")
 	})

@@ -240,3 +240,22 @@ func TestNotEnabled(t *testing.T) {
 		t.Fatal("delivered objects are not in the graph")
 	}
 }
+
+// The adopter in Auto mode adopts a matching orphan Pod, not one that has
+// a controller or does not match, and a Herd being deleted adopts nothing.
+func TestAdopterAuto(t *testing.T) {
+	startWith(t, impl.Options{Mode: step.Auto, Adopter: true, GC: gc.Options{SyncPeriod: time.Second}})
+	ns := env.Namespace(t)
+	herd := env.Create(t, Obj("herd", ns, "web", Selector("app", "web")))
+	orphan := env.Create(t, Obj("pod", ns, "orphan", Labels("app", "web")))
+	other := env.Create(t, Obj("pod", ns, "other", Labels("app", "db")))
+	rc := env.Create(t, Obj("rc", ns, "rc"))
+	owned := env.Create(t, Obj("pod", ns, "owned", Labels("app", "web"), Owner(rc, true, false)))
+	want := Want{orphan: "live owners=[herd/web controller block]", other: "live", owned: "live owners=[rc/rc controller]"}
+	env.Eventually(t, want)
+
+	held := env.Create(t, Obj("herd", ns, "held", Selector("app", "late"), Finalizers(Hold)))
+	env.MustDelete(t, held, "")
+	late := env.Create(t, Obj("pod", ns, "late", Labels("app", "late")))
+	env.Consistently(t, 2*time.Second, Want{late: "live", held: "deleting finalizers=[" + Hold + "]", herd: "live"})
+}

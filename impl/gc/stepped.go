@@ -102,15 +102,30 @@ func (s *Stepper) counts() (events, busy int) {
 	return events + len(s.virtual), len(s.inflight)
 }
 
-// resourceFor finds the monitored resource of a key's kind.
-func (s *Stepper) resourceFor(k step.Key) (schema.GroupVersionResource, error) {
+// resourceFor finds the monitored resource of a key's kind. A kind not
+// monitored yet triggers one discovery sync first, so that a step can
+// name a custom resource whose CRD appeared since the last periodic sync
+// (the new informer's initial list then holds its events).
+func (s *Stepper) resourceFor(ctx context.Context, k step.Key) (schema.GroupVersionResource, error) {
 	known, isKnown := step.KindByName(k.Kind)
-	s.gc.monitorMu.Lock()
-	defer s.gc.monitorMu.Unlock()
-	for r, m := range s.gc.monitors {
-		if m.gvk.Kind == k.Kind && (!isKnown || m.gvk.Group == known.Group) {
-			return r, nil
+	lookup := func() (schema.GroupVersionResource, bool) {
+		s.gc.monitorMu.Lock()
+		defer s.gc.monitorMu.Unlock()
+		for r, m := range s.gc.monitors {
+			if m.gvk.Kind == k.Kind && (!isKnown || m.gvk.Group == known.Group) {
+				return r, true
+			}
 		}
+		return schema.GroupVersionResource{}, false
+	}
+	if r, ok := lookup(); ok {
+		return r, nil
+	}
+	if err := s.gc.Resync(ctx); err != nil {
+		return schema.GroupVersionResource{}, err
+	}
+	if r, ok := lookup(); ok {
+		return r, nil
 	}
 	return schema.GroupVersionResource{}, step.NotEnabled("the gc has no informer for kind %s", k.Kind)
 }
@@ -118,7 +133,7 @@ func (s *Stepper) resourceFor(k step.Key) (schema.GroupVersionResource, error) {
 // head waits (up to Options.EventWait) for an event of k's resource and
 // checks that the oldest is about k. Caller holds stepMu, not s.mu.
 func (s *Stepper) head(ctx context.Context, k step.Key) (schema.GroupVersionResource, *event, error) {
-	r, err := s.resourceFor(k)
+	r, err := s.resourceFor(ctx, k)
 	if err != nil {
 		return r, nil, err
 	}
