@@ -405,8 +405,10 @@ func newAutoQueue(name string) *autoQueue {
 	}
 }
 
+// Add queues the node.
 func (a *autoQueue) Add(id Identity) { a.q.Add(id.UID) }
 
+// AddRateLimited requeues the node after its back-off.
 func (a *autoQueue) AddRateLimited(id Identity) {
 	a.mu.Lock()
 	a.waiting[id.UID] = true
@@ -414,8 +416,10 @@ func (a *autoQueue) AddRateLimited(id Identity) {
 	a.q.AddRateLimited(id.UID)
 }
 
+// Forget resets the node's back-off.
 func (a *autoQueue) Forget(uid types.UID) { a.q.Forget(uid) }
 
+// Len is the number of items ready to run.
 func (a *autoQueue) Len() int { return a.q.Len() }
 
 // get takes the next item, blocking; quit is true after shutdown.
@@ -442,6 +446,7 @@ type heldQueue struct {
 	items []Identity
 }
 
+// Add queues the node, or renames it if it is queued.
 func (h *heldQueue) Add(id Identity) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -454,10 +459,13 @@ func (h *heldQueue) Add(id Identity) {
 	h.items = append(h.items, id)
 }
 
+// AddRateLimited is Add: Stepped mode has no back-off.
 func (h *heldQueue) AddRateLimited(id Identity) { h.Add(id) }
 
+// Forget does nothing: Stepped mode has no back-off.
 func (h *heldQueue) Forget(types.UID) {}
 
+// Len is the number of queued items.
 func (h *heldQueue) Len() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()

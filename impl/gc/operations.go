@@ -32,6 +32,7 @@ var errNamespacedOwnerOfClusterScoped = errors.New("cluster-scoped objects canno
 // yet, or never). The item is retried, rate-limited, forever.
 type restMappingError struct{ kind, version string }
 
+// Error says which kind has no mapping.
 func (e *restMappingError) Error() string {
 	return fmt.Sprintf("unable to get REST mapping for %s/%s", e.kind, e.version)
 }

@@ -26,7 +26,12 @@ import (
 //	gc attemptToDelete KEY  AttemptToDelete
 //	gc delete|patch|unblock KEY   Send with VerbDelete|VerbPatch|VerbUnblock
 //	gc attemptToOrphan KEY  AttemptToOrphan
+//	settle                  Settle
 //
+// Pending, PendingVirtual and Queues show what is held and queued. Keys
+// are trace keys (step.Key); a key names the head event of its resource
+// (waiting up to Options.EventWait for it to arrive) or the one queued or
+// in-flight item under that key (give the UID when several share it).
 // A step that cannot be taken now returns an error wrapping
 // step.ErrNotEnabled and changes nothing. Methods are safe to call from
 // any goroutine; they run one at a time.

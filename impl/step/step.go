@@ -34,6 +34,7 @@ const (
 	Stepped
 )
 
+// String returns "auto" or "stepped".
 func (m Mode) String() string {
 	if m == Stepped {
 		return "stepped"
