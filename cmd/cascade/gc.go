@@ -63,7 +63,8 @@ its CRD if missing.
 
 Logs go to stderr (-v raises the verbosity; 2 shows every deletion).
 
-Exit codes: 0 after a clean stop, 2 for bad flags or an unreachable cluster.`,
+Exit codes: 0 after a clean stop, 1 when impl fails to start or stop, 2 for
+bad flags or an unreachable cluster.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runGC(cmd, f) },
 	}
