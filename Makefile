@@ -27,8 +27,13 @@ endif
 test: kube fmt-check vet model-imports ## gofmt, go vet, model import rule, then go test -race ./... (all packages, smoke tests included)
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-conform: kube ## run the conformance checks against the upstream control plane; today: the harness smoke tests, verbose
-	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -count=1 -timeout $(TEST_TIMEOUT) -v ./harness/controlplane/
+CONFORM_TARGETS ?= model,upstream,impl,impl-stepped
+
+conform: kube ## the conformance gate: every scenario and race trace on the model, upstream kube-controller-manager, impl and stepped impl; JUnit in out/conform/junit.xml
+	mkdir -p out/conform
+	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -count=1 -timeout $(TEST_TIMEOUT) ./scenarios/ -args \
+		-targets=$(CONFORM_TARGETS) -ginkgo.no-color -ginkgo.junit-report=$(CURDIR)/out/conform/junit.xml
+	@echo "conform: all scenario and race traces agree on $(CONFORM_TARGETS); report in out/conform/junit.xml"
 
 fmt-check: ## fail if gofmt would change any file
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,6 +174,16 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 		ControlPlaneStartTimeout: timeout,
 		ControlPlaneStopTimeout:  20 * time.Second,
 	}
+	// cascade's control plane differs from envtest's defaults in two
+	// admission plugins. OwnerReferencesPermissionEnforcement is on, as in
+	// many distributions, so that blockOwnerDeletion needs update on the
+	// owner's finalizers (the model's as=limited principal). The
+	// StorageObjectInUseProtection plugin is off because no pv-protection
+	// controller runs here to remove the finalizer it adds to every
+	// PersistentVolume, which would hold every deleted PV forever.
+	api := cp.env.ControlPlane.GetAPIServer().Configure()
+	api.Set("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+	api.Set("disable-admission-plugins", "ServiceAccount,StorageObjectInUseProtection")
 	if opts.Audit {
 		cp.audit = filepath.Join(dir, "audit.log")
 		if err := configureAudit(cp.env.ControlPlane.GetAPIServer(), dir, cp.audit); err != nil {
@@ -204,8 +215,13 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 			return nil, err
 		}
 		cp.procs = append(cp.procs, Process{Name: ControllerManagerBinary, PID: cp.kcm.cmd.Process.Pid})
-		if err := cp.kcm.waitCollecting(ctx, cfg, timeout); err != nil {
-			return nil, err
+		// Without its garbage collector (the impl target runs cascade's
+		// own) there is nothing to probe; the workload controllers start
+		// with the process.
+		if slices.Contains(controllers, "garbagecollector") {
+			if err := cp.kcm.waitCollecting(ctx, cfg, timeout); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return cp, nil

@@ -6,11 +6,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/cascade-k8s/cascade/model"
 )
@@ -233,12 +235,22 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 			continue
 		}
 		name := d.realName(o.kind, o.name)
-		patch := fmt.Sprintf(`{"metadata":{"uid":%q,"finalizers":null}}`, o.uid)
+		// lift the finalizers and the protection label the trace may have
+		// left, or the webhook would refuse the driver's own cleanup
+		patch := fmt.Sprintf(`{"metadata":{"uid":%q,"finalizers":null,"labels":{%q:null}}}`, o.uid, model.ProtectionLabel)
 		if _, err := r.Patch(ctx, name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
 			note(err)
 		}
 		uid := o.uid
 		note(r.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}}))
+		if o.kind == crdKindID() {
+			// a CRD goes only after apiextensions removed its resources; a
+			// later run may create it again, so wait for it
+			note(wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				_, err := r.Get(ctx, name, metav1.GetOptions{})
+				return apierrors.IsNotFound(err), nil
+			}))
+		}
 	}
 	d.mu.Lock()
 	var nss []string
