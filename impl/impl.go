@@ -152,6 +152,11 @@ func (t *Target) Stop() error {
 // adoption the step made.
 func (t *Target) Step(ctx context.Context, line string) (writeErr, err error) {
 	f := strings.Fields(line)
+	if len(f) == 2 && f[0] == "gc" && f[1] == "sync" {
+		// the GC's discovery sync: start monitors for new resources and
+		// stop those of resources gone (GarbageCollector.Sync)
+		return nil, t.GC.Resync(ctx)
+	}
 	if len(f) < 3 {
 		return nil, fmt.Errorf("impl: expected `gc|controller VERB KEY`, got %q", line)
 	}

@@ -27,6 +27,9 @@ func TestRealKey(t *testing.T) {
 	if err != nil || line != "controller adopt pod/cascade-x-default/p by=herd/cascade-x-default/h" {
 		t.Errorf("RealLine = %q, %v", line, err)
 	}
+	if line, err := d.RealLine("gc sync"); err != nil || line != "gc sync" {
+		t.Errorf("RealLine(gc sync) = %q, %v", line, err)
+	}
 	if _, err := d.RealKey("nope"); err == nil {
 		t.Error("a key without a slash must be an error")
 	}
