@@ -30,10 +30,9 @@ type Stepper struct {
 	c      *Controller
 	stepMu sync.Mutex
 
-	mu      sync.Mutex
-	arrived chan struct{}
-	closed  bool
-	queues  map[string][]held // by kind: "Herd", "Pod"
+	mu       sync.Mutex
+	arrivals step.Arrivals
+	queues   map[string][]held // by kind: "Herd", "Pod"
 	// the controller's cache: what Deliver has handed it
 	herds map[types.UID]*unstructured.Unstructured
 	pods  map[types.UID]metav1.Object
@@ -45,7 +44,7 @@ type held struct {
 }
 
 func newStepper(c *Controller) *Stepper {
-	return &Stepper{c: c, arrived: make(chan struct{}), queues: map[string][]held{},
+	return &Stepper{c: c, arrivals: step.NewArrivals(), queues: map[string][]held{},
 		herds: map[types.UID]*unstructured.Unstructured{}, pods: map[types.UID]metav1.Object{}}
 }
 
@@ -61,19 +60,13 @@ func (s *Stepper) hold(isHerd bool, typ string, o metav1.Object) {
 	defer s.mu.Unlock()
 	k := kindOf(isHerd)
 	s.queues[k] = append(s.queues[k], held{typ, o})
-	if !s.closed {
-		close(s.arrived)
-		s.arrived = make(chan struct{})
-	}
+	s.arrivals.Signal()
 }
 
 func (s *Stepper) shutdown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.closed {
-		s.closed = true
-		close(s.arrived)
-	}
+	s.arrivals.Close()
 }
 
 // PendingEvent is one held event.
@@ -108,7 +101,7 @@ func (s *Stepper) head(ctx context.Context, k step.Key) (held, error) {
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
-		if s.closed {
+		if s.arrivals.Closed() {
 			s.mu.Unlock()
 			return held{}, errors.New("adopter: stopped")
 		}
@@ -119,7 +112,7 @@ func (s *Stepper) head(ctx context.Context, k step.Key) (held, error) {
 			}
 			return q[0], nil
 		}
-		wait := s.arrived
+		wait := s.arrivals.Wait()
 		s.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -188,7 +181,7 @@ func (s *Stepper) Coalesce(ctx context.Context, k step.Key) error {
 			_, inPods := s.pods[h.obj.GetUID()]
 			ok = !inHerds && !inPods
 		}
-		wait := s.arrived
+		wait := s.arrivals.Wait()
 		s.mu.Unlock()
 		if ok {
 			s.take(k.Kind, false)
@@ -287,7 +280,7 @@ func (s *Stepper) Settle(ctx context.Context) error {
 			continue
 		}
 		s.mu.Lock()
-		wait, closed := s.arrived, s.closed
+		wait, closed := s.arrivals.Wait(), s.arrivals.Closed()
 		s.mu.Unlock()
 		if closed {
 			return errors.New("adopter: stopped")

@@ -41,7 +41,7 @@ func (s *Stepper) Settle(ctx context.Context) error {
 			continue
 		}
 		s.mu.Lock()
-		wait := s.arrived
+		wait := s.arrivals.Wait()
 		s.mu.Unlock()
 		if n, _ := s.counts(); n > 0 {
 			continue

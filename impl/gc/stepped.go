@@ -39,11 +39,10 @@ type Stepper struct {
 	gc     *GarbageCollector
 	stepMu sync.Mutex // one step at a time
 
-	mu      sync.Mutex
-	arrived chan struct{} // closed and replaced whenever an event is held
-	closed  bool
-	pending map[schema.GroupVersionResource][]*event
-	virtual []*event
+	mu       sync.Mutex
+	arrivals step.Arrivals // signalled whenever an event is held
+	pending  map[schema.GroupVersionResource][]*event
+	virtual  []*event
 	// delivered is the graph builder's view per resource: the version of
 	// each object it was last given (or that a lost update put in the
 	// informer's cache). It supplies an update's old object.
@@ -61,7 +60,7 @@ type inFlight struct {
 }
 
 func newStepper(gc *GarbageCollector) *Stepper {
-	return &Stepper{gc: gc, arrived: make(chan struct{}),
+	return &Stepper{gc: gc, arrivals: step.NewArrivals(),
 		pending:   map[schema.GroupVersionResource][]*event{},
 		delivered: map[schema.GroupVersionResource]map[types.UID]*metav1.PartialObjectMetadata{}}
 }
@@ -71,31 +70,20 @@ func (s *Stepper) hold(ev *event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pending[ev.gvr] = append(s.pending[ev.gvr], ev)
-	s.signal()
+	s.arrivals.Signal()
 }
 
 func (s *Stepper) holdVirtual(ev *event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.virtual = append(s.virtual, ev)
-	s.signal()
-}
-
-// signal wakes waiters; caller holds s.mu.
-func (s *Stepper) signal() {
-	if !s.closed {
-		close(s.arrived)
-		s.arrived = make(chan struct{})
-	}
+	s.arrivals.Signal()
 }
 
 func (s *Stepper) shutdown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.closed {
-		s.closed = true
-		close(s.arrived)
-	}
+	s.arrivals.Close()
 }
 
 func (s *Stepper) counts() (events, busy int) {
@@ -146,7 +134,7 @@ func (s *Stepper) head(ctx context.Context, k step.Key) (schema.GroupVersionReso
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
-		if s.closed {
+		if s.arrivals.Closed() {
 			s.mu.Unlock()
 			return r, nil, errors.New("gc: stopped")
 		}
@@ -157,7 +145,7 @@ func (s *Stepper) head(ctx context.Context, k step.Key) (schema.GroupVersionReso
 			}
 			return r, q[0], nil
 		}
-		wait := s.arrived
+		wait := s.arrivals.Wait()
 		s.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -234,7 +222,7 @@ func (s *Stepper) Coalesce(ctx context.Context, k step.Key) error {
 			_, seen := s.delivered[r][h.obj.UID]
 			ok = !seen
 		}
-		wait := s.arrived
+		wait := s.arrivals.Wait()
 		s.mu.Unlock()
 		if ok {
 			s.pop(r, false)

@@ -140,15 +140,6 @@ func ParseKey(s string) (Key, error) {
 	return k, nil
 }
 
-// MustParseKey is ParseKey for keys known to be well formed.
-func MustParseKey(s string) Key {
-	k, err := ParseKey(s)
-	if err != nil {
-		panic(err)
-	}
-	return k
-}
-
 // String renders the key in its canonical trace spelling; two keys name
 // the same thing exactly when their strings are equal (UIDs aside).
 func (k Key) String() string {

@@ -85,7 +85,6 @@ func Main(m *testing.M, setup func(*Env) (teardown func() error, err error)) int
 				return 1
 			}
 		}
-		current = e
 		code := m.Run()
 		if err := teardown(); err != nil {
 			fmt.Fprintln(os.Stderr, "testenv: teardown:", err)
@@ -107,11 +106,6 @@ func Main(m *testing.M, setup func(*Env) (teardown func() error, err error)) int
 	}
 	return code
 }
-
-var current *Env
-
-// Get returns the package's environment (set before tests run).
-func Get() *Env { return current }
 
 // Namespace creates a fresh namespace for one test. Namespaces are never
 // deleted (no namespace controller runs); the control plane is thrown
