@@ -59,15 +59,7 @@ func (s *State) DumpObject(o *Object) string {
 	if len(fs) > 0 {
 		b.WriteString(" finalizers=[" + strings.Join(fs, " ") + "]")
 	}
-	if len(o.Labels) > 0 {
-		b.WriteString(" labels=" + formatLabels(o.Labels))
-	}
-	if o.Selector.Key != "" {
-		b.WriteString(" selector=" + o.Selector.Key + "=" + o.Selector.Value)
-	}
-	if o.Replicas != 0 {
-		b.WriteString(" replicas=" + itoa(o.Replicas))
-	}
+	writeSpec(&b, o.Labels, o.Selector, o.Replicas)
 	return b.String()
 }
 

@@ -100,7 +100,8 @@ const (
 
 // attemptToDelete runs one attemptToDelete work item up to its first
 // write: every GET happens now, the writes it decides on are left in
-// flight for `gc delete|patch|unblock|remove-finalizer` steps.
+// flight for `gc delete|patch|unblock` steps. Removing foregroundDeletion
+// happens within this step (processDeletingDependentsItem).
 func (m *Model) attemptToDelete(s *State, uid UID) {
 	g := &s.GC
 	g.AttemptToDelete = dequeue(g.AttemptToDelete, uid)

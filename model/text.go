@@ -424,15 +424,7 @@ func (st Step) String() string {
 	case OpScale:
 		b.WriteString(" " + itoa(st.Replicas))
 	case OpCreate:
-		if len(st.Labels) > 0 {
-			b.WriteString(" labels=" + formatLabels(st.Labels))
-		}
-		if st.Selector.Key != "" {
-			b.WriteString(" selector=" + st.Selector.Key + "=" + st.Selector.Value)
-		}
-		if st.Replicas != 0 {
-			b.WriteString(" replicas=" + itoa(st.Replicas))
-		}
+		writeSpec(&b, st.Labels, st.Selector, st.Replicas)
 		if len(st.Finalizers) > 0 {
 			b.WriteString(" finalizers=" + strings.Join(st.Finalizers, ","))
 		}
@@ -464,6 +456,20 @@ func (st Step) String() string {
 		b.WriteString(" as=limited")
 	}
 	return b.String()
+}
+
+// writeSpec writes the labels=, selector= and replicas= fields that a
+// create step and a state dump spell the same way.
+func writeSpec(b *strings.Builder, labels []Label, sel Label, replicas int) {
+	if len(labels) > 0 {
+		b.WriteString(" labels=" + formatLabels(labels))
+	}
+	if sel.Key != "" {
+		b.WriteString(" selector=" + sel.Key + "=" + sel.Value)
+	}
+	if replicas != 0 {
+		b.WriteString(" replicas=" + itoa(replicas))
+	}
 }
 
 // String renders an owner spec as parseOwner reads it.
