@@ -52,6 +52,9 @@ type Driver struct {
 	prefix  string
 	clients map[model.Principal]dynamic.Interface
 
+	configs map[model.Principal]*rest.Config
+	lanes   map[int]map[model.Principal]dynamic.Interface // clients 1, 2, ... (see WithClient)
+
 	mu      sync.Mutex
 	objs    []incarnation        // in creation order
 	symbols map[string]types.UID // uid=SYMBOL -> a UID no object has
@@ -77,19 +80,84 @@ func NewRunID() string {
 // as "cascade-3fa2c1"). limited, if not nil, is the configuration of a
 // principal without update on any */finalizers (the trace's as=limited);
 // nil makes steps that need it fail with a clear error.
+//
+// Every request carries the user agent "cascade-driver/client-N", N being
+// the client (0 unless the context says otherwise, see WithClient), which
+// is how a recorded history tells the driver's clients apart.
 func New(admin, limited *rest.Config, prefix string) (*Driver, error) {
-	d := &Driver{prefix: prefix, clients: map[model.Principal]dynamic.Interface{}, symbols: map[string]types.UID{}, nsMade: map[string]bool{}}
-	c, err := dynamic.NewForConfig(admin)
+	d := &Driver{prefix: prefix, configs: map[model.Principal]*rest.Config{model.PrincipalAdmin: admin},
+		lanes: map[int]map[model.Principal]dynamic.Interface{}, symbols: map[string]types.UID{}, nsMade: map[string]bool{}}
+	if limited != nil {
+		d.configs[model.PrincipalLimited] = limited
+	}
+	var err error
+	if d.clients, err = d.newClients(0); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// UserAgent is the user agent of the driver's client n.
+func UserAgent(n int) string { return fmt.Sprintf("cascade-driver/client-%d", n) }
+
+func (d *Driver) newClients(n int) (map[model.Principal]dynamic.Interface, error) {
+	out := map[model.Principal]dynamic.Interface{}
+	for p, cfg := range d.configs {
+		c := rest.CopyConfig(cfg)
+		c.UserAgent = UserAgent(n)
+		dc, err := dynamic.NewForConfig(c)
+		if err != nil {
+			return nil, err
+		}
+		out[p] = dc
+	}
+	return out, nil
+}
+
+type clientKey struct{}
+
+// WithClient makes the driver send the steps it performs under ctx as its
+// client n: concurrent runs give each of their goroutines one, so that the
+// history shows which client sent what.
+func WithClient(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, clientKey{}, n)
+}
+
+// clientsFor returns the clients of the context's client number.
+func (d *Driver) clientsFor(ctx context.Context) (map[model.Principal]dynamic.Interface, error) {
+	n, _ := ctx.Value(clientKey{}).(int)
+	if n == 0 {
+		return d.clients, nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cs, ok := d.lanes[n]; ok {
+		return cs, nil
+	}
+	cs, err := d.newClients(n)
 	if err != nil {
 		return nil, err
 	}
-	d.clients[model.PrincipalAdmin] = c
-	if limited != nil {
-		if d.clients[model.PrincipalLimited], err = dynamic.NewForConfig(limited); err != nil {
-			return nil, err
-		}
+	d.lanes[n] = cs
+	return cs, nil
+}
+
+// stepResource is resource for a step's own request, sent as the
+// context's client.
+func (d *Driver) stepResource(ctx context.Context, p model.Principal, k model.KindID, traceNS string) (dynamic.ResourceInterface, error) {
+	cs, err := d.clientsFor(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return d, nil
+	c, ok := cs[p]
+	if !ok {
+		return nil, errors.New("this target has no limited principal (as=limited needs an envtest target)")
+	}
+	r := c.Resource(gvr(k))
+	if k.Info().Namespaced {
+		return r.Namespace(d.realNS(traceNS)), nil
+	}
+	return r, nil
 }
 
 // Prefix is the namespace and name prefix of this driver's objects.

@@ -39,7 +39,7 @@ func (d *Driver) Do(ctx context.Context, st model.Step, rv RVMapper) (Result, er
 			return Result{}, err
 		}
 	}
-	r, err := d.resource(st.Principal, t.Kind, ns)
+	r, err := d.stepResource(ctx, st.Principal, t.Kind, ns)
 	if err != nil {
 		return Result{}, err
 	}
@@ -98,7 +98,7 @@ func (d *Driver) create(ctx context.Context, st model.Step, name, ns string) (Re
 		refs = append(refs, ref)
 	}
 	u.SetOwnerReferences(refs)
-	r, err := d.resource(st.Principal, t.Kind, ns)
+	r, err := d.stepResource(ctx, st.Principal, t.Kind, ns)
 	if err != nil {
 		return Result{}, err
 	}

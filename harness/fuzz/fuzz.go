@@ -1,0 +1,265 @@
+// Package fuzz is cascade's randomized conformance: rapid generates runs
+// of trace commands, a real target executes them, and every run is judged
+// against the model. A failing run is shrunk by rapid and written out as
+// a trace file that `cascade replay` runs again, with rapid's fail file
+// and, for concurrent runs, porcupine's visualization of the history.
+//
+// Two ways of running, by target:
+//
+//   - Stepped (impl-stepped): a rapid state machine whose actions are the
+//     trace commands — client verbs and the GC's and adopter's internal
+//     steps — drives the model and a Stepped impl in lockstep. After every
+//     action the real state dump must equal the model's, every result
+//     code must agree, and the model's safety properties must hold; when
+//     the run ends both are settled and the quiescent properties checked.
+//     Interleavings are the fuzzer's to choose, so a failure replays
+//     exactly and shrinks well.
+//   - Concurrent (upstream, impl, kubeconfig): rapid draws a program of
+//     client steps for several driver clients, which run at the same time
+//     against a GC that runs by itself. The recorded history (the audit
+//     log, or client-side recording plus a watch) must be linearizable
+//     against the API server's semantics with every GC and controller
+//     write permitted at its linearization point (harness/lin), and once
+//     the cluster is quiet its state must satisfy the model's quiescent
+//     properties (liveness).
+package fuzz
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// Config configures Run.
+type Config struct {
+	// Checks is the number of random runs (rapid's checks).
+	Checks int
+	// Steps is the average number of actions per run.
+	Steps int
+	// Seed makes the runs reproducible; 0 picks one at random.
+	Seed uint64
+	// Clients is the number of concurrent driver clients of a concurrent
+	// run (ignored when stepped).
+	Clients int
+	// ShrinkTime bounds rapid's minimization of a failing run.
+	ShrinkTime time.Duration
+	// Universe is what client steps range over.
+	Universe Universe
+	// Out is the directory failure artifacts go to ("" = none written).
+	Out string
+	// Progress receives one line per run.
+	Progress io.Writer
+	// FailFile replays a rapid fail file instead of generating runs.
+	FailFile string
+}
+
+// Failure describes a failing run after shrinking.
+type Failure struct {
+	// Kind is divergence, property, linearizability, liveness or error.
+	Kind string
+	// Summary is one paragraph naming the property, the divergence or
+	// the illegal operation.
+	Summary string
+	// Steps is the shrunk run's step count.
+	Steps int
+	// Trace, History and FailFile are the artifacts written ("" if none).
+	Trace, History, FailFile string
+	// FoundAfter is the time from the start of Run to the first failing
+	// run (before shrinking).
+	FoundAfter time.Duration
+	// Seed reproduces the failure with the same configuration.
+	Seed uint64
+}
+
+// Report is the outcome of Run.
+type Report struct {
+	Target  string
+	Mode    string // stepped or concurrent
+	Checks  int    // runs that completed and passed
+	Steps   int    // actions taken over all runs
+	Ops     int    // history operations checked (concurrent)
+	Known   []string
+	Elapsed time.Duration
+	Failure *Failure
+}
+
+// OK reports whether no run failed.
+func (r *Report) OK() bool { return r.Failure == nil }
+
+// runFailure is what a failing run reports through rapid: the failure
+// and the artifacts that explain it, kept for the last (shrunk) failing
+// run.
+type runFailure struct {
+	kind, summary string
+	trace         string // trace file text
+	steps         int
+	write         func(dir string) (string, error) // extra artifact (history HTML)
+}
+
+// rapidMu serializes Run: rapid's settings are process-wide flags.
+var rapidMu sync.Mutex
+
+// runRapid runs prop under rapid with cfg's settings and returns the
+// message of a failure ("" if every check passed) and the fail file rapid
+// wrote.
+func runRapid(name string, cfg Config, prop func(*rapid.T)) (msg, failFile string, err error) {
+	if !flag.Parsed() {
+		testing.Init() // rapid reads testing.Short()
+	}
+	set := map[string]string{
+		"rapid.checks":     strconv.Itoa(max(cfg.Checks, 1)),
+		"rapid.steps":      strconv.Itoa(max(cfg.Steps, 1)),
+		"rapid.seed":       strconv.FormatUint(cfg.Seed, 10),
+		"rapid.shrinktime": cfg.ShrinkTime.String(),
+		"rapid.failfile":   cfg.FailFile,
+		"rapid.nofailfile": strconv.FormatBool(cfg.Out == ""),
+	}
+	for k, v := range set {
+		if err := flag.CommandLine.Set(k, v); err != nil {
+			return "", "", fmt.Errorf("fuzz: rapid setting %s=%s: %w", k, v, err)
+		}
+	}
+	t := &tb{name: name}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rapid.Check(t, prop)
+	}()
+	<-done
+	if !t.failed {
+		return "", "", nil
+	}
+	if m := failFileRE.FindStringSubmatch(t.msg); m != nil {
+		failFile = m[1]
+	}
+	return t.msg, failFile, nil
+}
+
+var failFileRE = regexp.MustCompile(`-rapid\.failfile="([^"]+)"`)
+
+// tb is the rapid.TB of a run outside `go test`: it records failures and
+// ends the checking goroutine on FailNow, as testing.T does.
+type tb struct {
+	name   string
+	mu     sync.Mutex
+	failed bool
+	msg    string
+}
+
+var _ rapid.TB = (*tb)(nil)
+
+func (t *tb) Helper()                   {}
+func (t *tb) Name() string              { return t.name }
+func (t *tb) Logf(string, ...any)       {}
+func (t *tb) Log(...any)                {}
+func (t *tb) Skipf(string, ...any)      { runtime.Goexit() }
+func (t *tb) Skip(...any)               { runtime.Goexit() }
+func (t *tb) SkipNow()                  { runtime.Goexit() }
+func (t *tb) Error(args ...any)         { t.Errorf("%s", fmt.Sprint(args...)) }
+func (t *tb) Fatal(args ...any)         { t.Errorf("%s", fmt.Sprint(args...)); t.FailNow() }
+func (t *tb) Fatalf(f string, a ...any) { t.Errorf(f, a...); t.FailNow() }
+func (t *tb) FailNow()                  { t.Fail(); runtime.Goexit() }
+func (t *tb) Fail() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.failed = true
+}
+func (t *tb) Failed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failed
+}
+func (t *tb) Errorf(f string, a ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.failed = true
+	if t.msg == "" {
+		t.msg = fmt.Sprintf(f, a...)
+	}
+}
+
+// moveFailFile moves rapid's fail file (written under ./testdata/rapid)
+// into dir, removing the directories rapid made when they are left empty.
+func moveFailFile(path, dir string) (string, error) {
+	if path == "" || dir == "" {
+		return path, nil
+	}
+	if filepath.Dir(filepath.Clean(path)) == filepath.Clean(dir) {
+		return path, nil
+	}
+	dst := filepath.Join(dir, filepath.Base(path))
+	if err := os.Rename(path, dst); err != nil {
+		return path, err
+	}
+	for d := filepath.Dir(path); d != "." && d != "/"; d = filepath.Dir(d) {
+		if os.Remove(d) != nil { // not empty, or not ours: stop
+			break
+		}
+		if filepath.Base(d) == "testdata" {
+			break
+		}
+	}
+	return dst, nil
+}
+
+// finish turns the last failing run into a Failure with artifacts.
+func finish(cfg Config, rep *Report, last *runFailure, foundAt time.Time, start time.Time, msg, failFile string) error {
+	f := &Failure{Kind: "error", Summary: msg, Seed: cfg.Seed}
+	if !foundAt.IsZero() {
+		f.FoundAfter = foundAt.Sub(start)
+	}
+	if m := regexp.MustCompile(`-rapid\.seed=(\d+)`).FindStringSubmatch(msg); m != nil {
+		f.Seed, _ = strconv.ParseUint(m[1], 10, 64)
+	}
+	if last != nil {
+		f.Kind, f.Summary, f.Steps = last.kind, last.summary, last.steps
+	}
+	rep.Failure = f
+	if cfg.Out == "" {
+		return nil
+	}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return fmt.Errorf("fuzz: %w", err)
+	}
+	var errs []error
+	var err error
+	if f.FailFile, err = moveFailFile(failFile, cfg.Out); err != nil {
+		errs = append(errs, err)
+	}
+	if last != nil {
+		f.Trace = filepath.Join(cfg.Out, "failure.trace")
+		errs = append(errs, os.WriteFile(f.Trace, []byte(last.trace), 0o644))
+		if last.write != nil {
+			f.History, err = last.write(cfg.Out)
+			errs = append(errs, err)
+		}
+	}
+	summary := fmt.Sprintf("%s: %s\n", f.Kind, f.Summary)
+	errs = append(errs, os.WriteFile(filepath.Join(cfg.Out, "summary.txt"), []byte(summary), 0o644))
+	return errors.Join(errs...)
+}
+
+// progress writes one progress line, if asked to.
+func progress(cfg Config, format string, args ...any) {
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, format+"\n", args...)
+	}
+}
+
+// Context is threaded through rapid's property functions, which take no
+// context of their own.
+type runCtx struct {
+	ctx context.Context
+}

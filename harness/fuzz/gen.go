@@ -1,0 +1,204 @@
+package fuzz
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"pgregory.net/rapid"
+
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// Universe is what random client steps range over: a few names of a few
+// kinds in two namespaces, so that random steps keep meeting the same
+// objects (owners, dependents, recreations under the same name) instead of
+// scattering over fresh ones.
+type Universe struct {
+	Kinds      []string // short kind names, e.g. cm, pod, rc, pv
+	Names      []string // object names
+	Namespaces []string // trace namespaces ("default" is the key without a namespace)
+	// Protection adds the policy.kruise.io/delete-protection label to
+	// some creates and label steps (it needs the webhook).
+	Protection bool
+}
+
+// DefaultUniverse is the universe of `cascade fuzz` when none is given:
+// namespaced kinds without and with a workload controller, a kind that
+// orphans by default (rc), a cluster-scoped kind (pv), two namespaces for
+// cross-namespace references.
+var DefaultUniverse = Universe{
+	Kinds:      []string{"cm", "secret", "pod", "rc", "pv"},
+	Names:      []string{"a", "b", "c"},
+	Namespaces: []string{"default", "ns2"},
+	Protection: true,
+}
+
+// Finalizer is the user finalizer random steps add and remove.
+const Finalizer = "cascade.dev/hold"
+
+// selectorLabel is the label workloads select and pods may carry, so that
+// workload controllers have something to adopt.
+const selectorLabel = "app"
+
+// gen draws client steps. It remembers the keys it has created so far so
+// that later steps mostly name objects that may exist; it never looks at
+// the cluster, so the same draw gives the same step on every target.
+type gen struct {
+	u       Universe
+	created []string // keys, in the order first created
+}
+
+// key draws a key of the universe: kind, namespace (namespaced kinds) and
+// name.
+func (g *gen) key(t *rapid.T, label string) string {
+	k := rapid.SampledFrom(g.u.Kinds).Draw(t, label+"-kind")
+	return g.keyOf(t, k, label)
+}
+
+func (g *gen) keyOf(t *rapid.T, short, label string) string {
+	kind, _ := model.KindByShort(short)
+	name := rapid.SampledFrom(g.u.Names).Draw(t, label+"-name")
+	if !kind.Info().Namespaced {
+		return short + "/" + name
+	}
+	ns := rapid.SampledFrom(g.u.Namespaces).Draw(t, label+"-ns")
+	if ns == model.DefaultNamespace {
+		return short + "/" + name
+	}
+	return short + "/" + ns + "/" + name
+}
+
+// existing draws a key created before, or any key when none was (a
+// request on an absent object is a step worth taking too).
+func (g *gen) existing(t *rapid.T, label string) string {
+	if len(g.created) == 0 || rapid.IntRange(0, 9).Draw(t, label+"-fresh") == 0 {
+		return g.key(t, label)
+	}
+	return rapid.SampledFrom(g.created).Draw(t, label)
+}
+
+// ownerRef draws an owner= value naming a created object, with the
+// dependent's namespace for namespaced owners in its own namespace.
+func (g *gen) ownerRef(t *rapid.T, dep string) string {
+	owner := g.existing(t, "owner")
+	ok, ons, oname := split(owner)
+	_, dns, _ := split(dep)
+	ref := ok + "/" + oname
+	if ons != "" && ons != dns {
+		ref = ok + "/" + ons + "/" + oname // a cross-namespace reference, on purpose
+	}
+	if rapid.Bool().Draw(t, "controller") {
+		ref += ",controller"
+	}
+	if rapid.Bool().Draw(t, "block") {
+		ref += ",block"
+	}
+	return ref
+}
+
+// split returns a key's kind, namespace ("" for the default namespace or
+// cluster-scoped) and name.
+func split(key string) (kind, ns, name string) {
+	parts := strings.Split(key, "/")
+	if len(parts) == 3 {
+		return parts[0], parts[1], parts[2]
+	}
+	return parts[0], "", parts[1]
+}
+
+func workload(short string) bool {
+	k, _ := model.KindByShort(short)
+	return k.Info().Workload
+}
+
+// verbs are the client commands of random runs, as rapid action keys:
+// each draws one step of its verb as trace text.
+func (g *gen) verbs() map[string]func(*rapid.T) string {
+	return map[string]func(*rapid.T) string{
+		"create": g.create,
+		"delete": func(t *rapid.T) string {
+			line := "delete " + g.existing(t, "target")
+			if p := rapid.IntRange(0, 3).Draw(t, "policy"); p > 0 {
+				line += " propagation=" + [...]string{"", "Background", "Foreground", "Orphan"}[p]
+			}
+			return line
+		},
+		"finalizer": func(t *rapid.T) string {
+			verb := rapid.SampledFrom([]string{"add-finalizer", "remove-finalizer"}).Draw(t, "finalizer-verb")
+			return verb + " " + g.existing(t, "target") + " " + Finalizer
+		},
+		"owner": func(t *rapid.T) string {
+			key := g.existing(t, "target")
+			if rapid.Bool().Draw(t, "add") {
+				return "add-owner " + key + " " + g.ownerRef(t, key)
+			}
+			ok, _, oname := split(g.existing(t, "owner"))
+			kind, _ := model.KindByShort(ok)
+			return "remove-owner " + key + " " + kind.Info().Kind + "/" + oname
+		},
+		"label": func(t *rapid.T) string { return g.label(t, g.existing(t, "target")) },
+		"scale": func(t *rapid.T) string {
+			var workloads []string
+			for _, k := range g.created {
+				if kind, _, _ := split(k); workload(kind) {
+					workloads = append(workloads, k)
+				}
+			}
+			if len(workloads) == 0 {
+				t.Skip("no workload created yet")
+			}
+			return fmt.Sprintf("scale %s %d", rapid.SampledFrom(workloads).Draw(t, "target"), rapid.IntRange(0, 1).Draw(t, "replicas"))
+		},
+	}
+}
+
+// create draws a create step: labels, a finalizer, owners, and for
+// workloads a selector.
+func (g *gen) create(t *rapid.T) string {
+	key := g.key(t, "target")
+	k, _, _ := split(key)
+	var b strings.Builder
+	b.WriteString("create " + key)
+	var labels []string
+	if rapid.IntRange(0, 2).Draw(t, "app-label") == 0 {
+		labels = append(labels, selectorLabel+"=web")
+	}
+	if g.u.Protection && rapid.IntRange(0, 5).Draw(t, "protect") == 0 {
+		labels = append(labels, model.ProtectionLabel+"="+rapid.SampledFrom([]string{"Always", "Cascading"}).Draw(t, "protection"))
+	}
+	if len(labels) > 0 {
+		slices.Sort(labels)
+		b.WriteString(" labels=" + strings.Join(labels, ","))
+	}
+	if workload(k) {
+		// replicas stay 0: the model keeps no pods for its workloads, and
+		// protection's Cascading judgement reads the count
+		b.WriteString(" selector=" + selectorLabel + "=web")
+	}
+	if rapid.IntRange(0, 3).Draw(t, "hold") == 0 {
+		b.WriteString(" finalizers=" + Finalizer)
+	}
+	for n := rapid.IntRange(0, 2).Draw(t, "owners"); n > 0 && len(g.created) > 0; n-- {
+		b.WriteString(" owner=" + g.ownerRef(t, key))
+	}
+	if !slices.Contains(g.created, key) {
+		g.created = append(g.created, key)
+	}
+	return b.String()
+}
+
+// label draws a label or unlabel step: protection on and off, or the
+// selector label that makes an object adoptable.
+func (g *gen) label(t *rapid.T, key string) string {
+	if g.u.Protection && rapid.Bool().Draw(t, "protection-label") {
+		if rapid.Bool().Draw(t, "unlabel") {
+			return "unlabel " + key + " " + model.ProtectionLabel
+		}
+		return "label " + key + " " + model.ProtectionLabel + "=" + rapid.SampledFrom([]string{"Always", "Cascading"}).Draw(t, "protection")
+	}
+	if rapid.Bool().Draw(t, "unlabel") {
+		return "unlabel " + key + " " + selectorLabel
+	}
+	return "label " + key + " " + selectorLabel + "=web"
+}
