@@ -329,4 +329,3 @@ func propertyName(summary string) string {
 	}
 	return ""
 }
-
