@@ -58,7 +58,7 @@ func (s *State) Canonical() *State {
 	// Clone shares copy-on-write slices; renaming writes in place, so take
 	// private copies first.
 	c.Objects = slices.Clone(c.Objects)
-	c.GC.ownNodes()
+	c.ownNodes()
 	c.GC.VirtualEvents = slices.Clone(c.GC.VirtualEvents)
 	c.GC.AttemptToDelete = slices.Clone(c.GC.AttemptToDelete)
 	c.GC.AttemptToOrphan = slices.Clone(c.GC.AttemptToOrphan)
@@ -151,7 +151,7 @@ func renameWatcher(w *Watcher, r func(UID) UID) {
 		for i := range nq {
 			renameObject(&nq[i].Obj, r)
 		}
-		w.setQueue(KindID(k), nq)
+		w.setQueue(nil, KindID(k), nq)
 	}
 	w.Cache = slices.Clone(w.Cache)
 	for i := range w.Cache {

@@ -2,64 +2,70 @@ package model
 
 import (
 	"encoding/binary"
+	"errors"
 	"hash/maphash"
 )
 
 // Encode appends a canonical encoding of the state: two states are equal
-// exactly when their encodings are. The checker fingerprints it.
+// exactly when their encodings are, and Decode reads it back. The checker
+// fingerprints it and keeps its BFS frontier in this form.
+//
+// The encoding is compact because the checker stores and hashes one per
+// transition. Strings the UID table already determines are not repeated:
+// an object's namespace and name, an identity's kind, namespace and name
+// and an ownerReference's kind and name are written as one flag bit when
+// they are those of the object the UID they carry was made for (almost
+// always) and in full otherwise. The UID table comes first so that a
+// decoder can resolve those bits. The flags are a function of the state,
+// so the encoding stays canonical, and every field is recoverable, so it
+// stays injective. Empty optional fields of an object cost one bit each.
 func (s *State) Encode(b []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s.Objects)))
-	for i := range s.Objects {
-		b = encObject(b, &s.Objects[i])
-	}
 	b = binary.AppendUvarint(b, uint64(len(s.UIDs)))
-	for _, u := range s.UIDs {
+	for i := range s.UIDs {
+		u := &s.UIDs[i]
 		b = append(b, byte(u.Kind))
 		b = encStr(encStr(encStr(b, u.Namespace), u.Name), u.Symbol)
-		b = binary.AppendUvarint(b, uint64(u.Nth))
+		b = binary.AppendVarint(b, int64(u.Nth))
 	}
-	b = encWatcher(b, &s.GC.Watch)
-	b = binary.AppendUvarint(b, uint64(len(s.GC.Nodes)))
-	for i := range s.GC.Nodes {
-		n := &s.GC.Nodes[i]
-		b = encIdent(b, n.Identity)
-		b = encRefs(b, n.Owners)
+	b = binary.AppendUvarint(b, uint64(len(s.Objects)))
+	for i := range s.Objects {
+		b = s.encObject(b, &s.Objects[i])
+	}
+	b = s.encWatcher(b, &s.GC.Watch)
+	g := &s.GC
+	b = binary.AppendUvarint(b, uint64(len(g.Nodes)))
+	for i := range g.Nodes {
+		n := &g.Nodes[i]
+		b = s.encIdent(b, &n.Identity)
+		b = s.encRefs(b, n.Owners)
 		b = encUIDs(b, n.Dependents)
-		b = append(b, flags(n.Virtual, n.BeingDeleted, n.DeletingDependents))
+		b = append(b, flags3(n.Virtual, n.BeingDeleted, n.DeletingDependents))
 	}
-	b = binary.AppendUvarint(b, uint64(len(s.GC.VirtualEvents)))
-	for _, id := range s.GC.VirtualEvents {
-		b = encIdent(b, id)
-	}
-	for _, q := range [][]Identity{s.GC.AttemptToDelete, s.GC.AttemptToOrphan} {
-		b = binary.AppendUvarint(b, uint64(len(q)))
-		for _, id := range q {
-			b = encIdent(b, id)
-		}
-	}
-	b = binary.AppendUvarint(b, uint64(len(s.GC.InFlight)))
-	for _, f := range s.GC.InFlight {
+	b = s.encIdents(b, g.VirtualEvents)
+	b = s.encIdents(b, g.AttemptToDelete)
+	b = s.encIdents(b, g.AttemptToOrphan)
+	b = binary.AppendUvarint(b, uint64(len(g.InFlight)))
+	for i := range g.InFlight {
+		f := &g.InFlight[i]
 		b = binary.AppendUvarint(b, uint64(f.UID))
 		b = binary.AppendUvarint(b, uint64(len(f.Writes)))
-		for _, w := range f.Writes {
+		for j := range f.Writes {
+			w := &f.Writes[j]
 			b = append(b, byte(w.Op), byte(w.Policy))
-			b = encIdent(b, w.Item)
-			b = binary.AppendUvarint(b, uint64(w.RV))
-			b = encRefs(b, w.Owners)
+			b = s.encIdent(b, &w.Item)
+			b = binary.AppendVarint(b, int64(w.RV))
+			b = s.encRefs(b, w.Owners)
 			b = encUIDs(b, w.Remove)
 		}
 	}
-	b = binary.AppendUvarint(b, uint64(len(s.GC.Absent)))
-	for _, id := range s.GC.Absent {
-		b = encIdent(b, id)
-	}
-	b = binary.AppendUvarint(b, uint64(s.GC.Monitored))
-	b = encWatcher(b, &s.Controller.Watch)
+	b = s.encIdents(b, g.Absent)
+	b = binary.AppendUvarint(b, uint64(g.Monitored))
+	b = s.encWatcher(b, &s.Controller.Watch)
 	b = binary.AppendUvarint(b, uint64(len(s.Orphans)))
 	for _, o := range s.Orphans {
 		b = binary.AppendUvarint(b, uint64(o.Owner))
 		b = binary.AppendUvarint(b, uint64(o.Dep))
-		b = append(b, flags(o.Ran, o.Seen, o.Switched))
+		b = append(b, flags3(o.Ran, o.Seen, o.Switched))
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.Events)))
 	for _, e := range s.Events {
@@ -75,18 +81,25 @@ var fingerprintSeed = maphash.MakeSeed()
 // needs.
 func (s *State) Fingerprint(buf []byte) (uint64, []byte) {
 	buf = s.Encode(buf[:0])
-	return maphash.Bytes(fingerprintSeed, buf), buf
+	return FingerprintBytes(buf), buf
 }
+
+// FingerprintBytes is Fingerprint of an encoding Encode produced.
+func FingerprintBytes(enc []byte) uint64 { return maphash.Bytes(fingerprintSeed, enc) }
 
 // Equal reports whether two states are the same.
 func (s *State) Equal(o *State) bool { return string(s.Encode(nil)) == string(o.Encode(nil)) }
 
-func flags(bs ...bool) byte {
+func flags3(a, b, c bool) byte {
 	var f byte
-	for i, b := range bs {
-		if b {
-			f |= 1 << i
-		}
+	if a {
+		f |= 1
+	}
+	if b {
+		f |= 2
+	}
+	if c {
+		f |= 4
 	}
 	return f
 }
@@ -104,51 +117,470 @@ func encUIDs(b []byte, us []UID) []byte {
 	return b
 }
 
-func encRefs(b []byte, rs []OwnerRef) []byte {
+// madeFor returns what the UID table says u was made for, or nil for 0, a
+// UID beyond the table, or a symbolic UID.
+func (s *State) madeFor(u UID) *UIDInfo {
+	if u == 0 || int(u) > len(s.UIDs) {
+		return nil
+	}
+	in := &s.UIDs[u-1]
+	if in.Kind == NoKind {
+		return nil
+	}
+	return in
+}
+
+// Reference flags, below the UID in one uvarint.
+const (
+	refController = 1 << iota
+	refBlock
+	refImplied // kind and name are those of the object the UID was made for
+	refBits    = 3
+)
+
+func (s *State) encRefs(b []byte, rs []OwnerRef) []byte {
 	b = binary.AppendUvarint(b, uint64(len(rs)))
-	for _, r := range rs {
-		b = encStr(encStr(b, r.Kind), r.Name)
-		b = binary.AppendUvarint(b, uint64(r.UID))
-		b = append(b, flags(r.Controller, r.Block))
+	for i := range rs {
+		r := &rs[i]
+		f := uint64(0)
+		if r.Controller {
+			f |= refController
+		}
+		if r.Block {
+			f |= refBlock
+		}
+		in := s.madeFor(r.UID)
+		implied := in != nil && r.Kind == Kinds[in.Kind].Kind && r.Name == in.Name
+		if implied {
+			f |= refImplied
+		}
+		b = binary.AppendUvarint(b, uint64(r.UID)<<refBits|f)
+		if !implied {
+			b = encStr(encStr(b, r.Kind), r.Name)
+		}
 	}
 	return b
 }
 
-func encIdent(b []byte, id Identity) []byte {
-	b = encStr(encStr(encStr(b, id.Kind), id.Namespace), id.Name)
-	return binary.AppendUvarint(b, uint64(id.UID))
+// encIdent writes an identity as its UID shifted left by one, the low bit
+// set when kind, namespace and name are implied by the UID table.
+func (s *State) encIdent(b []byte, id *Identity) []byte {
+	in := s.madeFor(id.UID)
+	if in != nil && id.Kind == Kinds[in.Kind].Kind && id.Namespace == in.Namespace && id.Name == in.Name {
+		return binary.AppendUvarint(b, uint64(id.UID)<<1|1)
+	}
+	b = binary.AppendUvarint(b, uint64(id.UID)<<1)
+	return encStr(encStr(encStr(b, id.Kind), id.Namespace), id.Name)
 }
 
-func encObject(b []byte, o *Object) []byte {
+func (s *State) encIdents(b []byte, ids []Identity) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for i := range ids {
+		b = s.encIdent(b, &ids[i])
+	}
+	return b
+}
+
+// Object flags.
+const (
+	objDeleting = 1 << iota
+	objImplied  // namespace and name are those the UID was made for
+	objOwners
+	objFinalizers
+	objLabels
+	objSelector
+	objReplicas
+)
+
+func (s *State) encObject(b []byte, o *Object) []byte {
 	b = binary.AppendUvarint(b, uint64(o.UID))
-	b = append(b, byte(o.Kind))
-	b = encStr(encStr(b, o.Namespace), o.Name)
-	b = encRefs(b, o.Owners)
-	b = binary.AppendUvarint(b, uint64(len(o.Finalizers)))
-	for _, f := range o.Finalizers {
-		b = encStr(b, f)
+	var f byte
+	if o.Deleting {
+		f |= objDeleting
 	}
-	b = binary.AppendUvarint(b, uint64(len(o.Labels)))
-	for _, l := range o.Labels {
-		b = encStr(encStr(b, l.Key), l.Value)
+	in := s.madeFor(o.UID)
+	implied := in != nil && o.Namespace == in.Namespace && o.Name == in.Name
+	if implied {
+		f |= objImplied
 	}
-	b = encStr(encStr(b, o.Selector.Key), o.Selector.Value)
-	b = binary.AppendUvarint(b, uint64(o.Replicas))
-	b = append(b, flags(o.Deleting))
-	return binary.AppendUvarint(b, uint64(o.RV))
+	if len(o.Owners) > 0 {
+		f |= objOwners
+	}
+	if len(o.Finalizers) > 0 {
+		f |= objFinalizers
+	}
+	if len(o.Labels) > 0 {
+		f |= objLabels
+	}
+	if o.Selector != (Label{}) {
+		f |= objSelector
+	}
+	if o.Replicas != 0 {
+		f |= objReplicas
+	}
+	b = append(b, byte(o.Kind), f)
+	if !implied {
+		b = encStr(encStr(b, o.Namespace), o.Name)
+	}
+	if f&objOwners != 0 {
+		b = s.encRefs(b, o.Owners)
+	}
+	if f&objFinalizers != 0 {
+		b = binary.AppendUvarint(b, uint64(len(o.Finalizers)))
+		for _, x := range o.Finalizers {
+			b = encStr(b, x)
+		}
+	}
+	if f&objLabels != 0 {
+		b = binary.AppendUvarint(b, uint64(len(o.Labels)))
+		for _, l := range o.Labels {
+			b = encStr(encStr(b, l.Key), l.Value)
+		}
+	}
+	if f&objSelector != 0 {
+		b = encStr(encStr(b, o.Selector.Key), o.Selector.Value)
+	}
+	if f&objReplicas != 0 {
+		b = binary.AppendVarint(b, int64(o.Replicas))
+	}
+	return binary.AppendVarint(b, int64(o.RV))
 }
 
-func encWatcher(b []byte, w *Watcher) []byte {
-	for _, q := range w.queues() {
-		b = binary.AppendUvarint(b, uint64(len(q)))
-		for i := range q {
-			b = append(b, byte(q[i].Type))
-			b = encObject(b, &q[i].Obj)
+// encWatcher writes a bit mask of the non-empty queues, those queues, and
+// the cache.
+func (s *State) encWatcher(b []byte, w *Watcher) []byte {
+	var mask uint64
+	if w.Queues != nil {
+		for k := range w.Queues {
+			if len(w.Queues[k]) > 0 {
+				mask |= 1 << k
+			}
+		}
+	}
+	b = binary.AppendUvarint(b, mask)
+	if mask != 0 {
+		for k := range w.Queues {
+			q := w.Queues[k]
+			if len(q) == 0 {
+				continue
+			}
+			b = binary.AppendUvarint(b, uint64(len(q)))
+			for i := range q {
+				b = append(b, byte(q[i].Type))
+				b = s.encObject(b, &q[i].Obj)
+			}
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(w.Cache)))
 	for i := range w.Cache {
-		b = encObject(b, &w.Cache[i])
+		b = s.encObject(b, &w.Cache[i])
 	}
 	return b
+}
+
+// ---- decoding ----
+
+// ErrBadEncoding is returned by Decode for bytes Encode did not produce.
+var ErrBadEncoding = errors.New("model: malformed state encoding")
+
+// Decode reads a state Encode wrote. The state owns its memory.
+func Decode(enc []byte) (*State, error) {
+	var d Decoder
+	s, err := d.Decode(enc)
+	if err != nil {
+		return nil, err
+	}
+	c := *s
+	c.ws = nil // the heap from now on: the state may be shared freely
+	return &c, nil
+}
+
+// Decoder decodes states into memory it reuses from one Decode to the
+// next, so that a checker expanding millions of states does not allocate
+// for each. The state Decode returns, and every state derived from it by
+// Apply, Canonical, Settle or Quiescent, allocates from the same memory
+// (see workspace) and is valid only until the next Decode on the same
+// Decoder; such states must not be used from more than one goroutine.
+// Strings are interned per Decoder.
+//
+// Decoded slices have their capacity clipped to their length, so an
+// append by the model always copies, as copy-on-write requires. Empty
+// slices decode as nil. A Decoder is not safe for concurrent use.
+type Decoder struct {
+	strs  map[string]string
+	ws    workspace
+	state State
+
+	b   []byte
+	i   int
+	bad bool
+	s   *State
+}
+
+// Decode reads a state Encode wrote into the Decoder's memory, invalidating
+// the state the previous call returned (see Decoder).
+func (d *Decoder) Decode(enc []byte) (*State, error) {
+	if d.strs == nil {
+		d.strs = map[string]string{}
+	}
+	d.ws.reset()
+	d.b, d.i, d.bad = enc, 0, false
+	d.state = State{ws: &d.ws}
+	s := &d.state
+	d.s = s
+
+	if n := d.count(); n > 0 {
+		s.UIDs = d.ws.uidInfos.take(n)
+		for i := range s.UIDs {
+			u := &s.UIDs[i]
+			u.Kind = KindID(d.byte())
+			if u.Kind != NoKind && int(u.Kind) >= NumKinds {
+				d.bad = true
+			}
+			u.Namespace, u.Name, u.Symbol = d.str(), d.str(), d.str()
+			u.Nth = d.int()
+		}
+	}
+	s.Objects = d.objects(d.count())
+	d.watcher(&s.GC.Watch)
+	g := &s.GC
+	if n := d.count(); n > 0 {
+		g.Nodes = d.ws.nodes.take(n)
+		for i := range g.Nodes {
+			nd := &g.Nodes[i]
+			nd.Identity = d.ident()
+			nd.Owners = d.refList()
+			nd.Dependents = d.uidList()
+			f := d.byte()
+			nd.Virtual, nd.BeingDeleted, nd.DeletingDependents = f&1 != 0, f&2 != 0, f&4 != 0
+		}
+	}
+	g.VirtualEvents = d.identList()
+	g.AttemptToDelete = d.identList()
+	g.AttemptToOrphan = d.identList()
+	if n := d.count(); n > 0 {
+		g.InFlight = d.ws.inflight.take(n)
+		for i := range g.InFlight {
+			f := &g.InFlight[i]
+			f.UID = UID(d.uvarint())
+			ws := d.ws.writes.take(d.count())
+			for j := range ws {
+				w := &ws[j]
+				w.Op, w.Policy = WriteOp(d.byte()), Policy(d.byte())
+				w.Item = d.ident()
+				w.RV = d.int()
+				w.Owners = d.refList()
+				w.Remove = d.uidList()
+			}
+			f.Writes = ws
+		}
+	}
+	g.Absent = d.identList()
+	g.Monitored = uint32(d.uvarint())
+	d.watcher(&s.Controller.Watch)
+	if n := d.count(); n > 0 {
+		s.Orphans = d.ws.orphans.take(n)
+		for i := range s.Orphans {
+			o := &s.Orphans[i]
+			o.Owner, o.Dep = UID(d.uvarint()), UID(d.uvarint())
+			f := d.byte()
+			o.Ran, o.Seen, o.Switched = f&1 != 0, f&2 != 0, f&4 != 0
+		}
+	}
+	if n := d.count(); n > 0 {
+		s.Events = d.ws.strs.take(n)
+		for i := range s.Events {
+			s.Events[i] = d.str()
+		}
+	}
+	s.Budget = d.uvarint()
+	if d.bad || d.i != len(d.b) {
+		return nil, ErrBadEncoding
+	}
+	return s, nil
+}
+
+func (d *Decoder) uvarint() uint64 {
+	if d.i < len(d.b) && d.b[d.i] < 0x80 { // the common one-byte case
+		v := uint64(d.b[d.i])
+		d.i++
+		return v
+	}
+	v, n := binary.Uvarint(d.b[min(d.i, len(d.b)):])
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.i += n
+	return v
+}
+
+func (d *Decoder) int() int {
+	v, n := binary.Varint(d.b[min(d.i, len(d.b)):])
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.i += n
+	return int(v)
+}
+
+func (d *Decoder) byte() byte {
+	if d.i >= len(d.b) {
+		d.bad = true
+		return 0
+	}
+	c := d.b[d.i]
+	d.i++
+	return c
+}
+
+// count reads a length, bounded by the bytes left so that a corrupt
+// length cannot make the decoder allocate without limit.
+func (d *Decoder) count() int {
+	n := d.uvarint()
+	if n > uint64(len(d.b)-d.i) {
+		d.bad = true
+		return 0
+	}
+	return int(n)
+}
+
+func (d *Decoder) str() string {
+	n := d.count()
+	if n == 0 {
+		return ""
+	}
+	raw := d.b[d.i : d.i+n]
+	d.i += n
+	if s, ok := d.strs[string(raw)]; ok {
+		return s
+	}
+	s := string(raw)
+	d.strs[s] = s
+	return s
+}
+
+func (d *Decoder) madeFor(u UID) *UIDInfo {
+	in := d.s.madeFor(u)
+	if in == nil {
+		d.bad = true
+		return &UIDInfo{}
+	}
+	return in
+}
+
+func (d *Decoder) object(o *Object) {
+	o.UID = UID(d.uvarint())
+	o.Kind = KindID(d.byte())
+	if int(o.Kind) >= NumKinds {
+		d.bad = true
+	}
+	f := d.byte()
+	o.Deleting = f&objDeleting != 0
+	if f&objImplied != 0 {
+		in := d.madeFor(o.UID)
+		o.Namespace, o.Name = in.Namespace, in.Name
+	} else {
+		o.Namespace, o.Name = d.str(), d.str()
+	}
+	if f&objOwners != 0 {
+		o.Owners = d.refList()
+	}
+	if f&objFinalizers != 0 {
+		o.Finalizers = d.ws.strs.take(d.count())
+		for i := range o.Finalizers {
+			o.Finalizers[i] = d.str()
+		}
+	}
+	if f&objLabels != 0 {
+		o.Labels = d.ws.labels.take(d.count())
+		for i := range o.Labels {
+			o.Labels[i] = Label{d.str(), d.str()}
+		}
+	}
+	if f&objSelector != 0 {
+		o.Selector = Label{d.str(), d.str()}
+	}
+	if f&objReplicas != 0 {
+		o.Replicas = d.int()
+	}
+	o.RV = d.int()
+}
+
+func (d *Decoder) objects(n int) []Object {
+	os := d.ws.objs.take(n)
+	for i := range os {
+		os[i] = Object{}
+		d.object(&os[i])
+	}
+	return os
+}
+
+func (d *Decoder) refList() []OwnerRef {
+	rs := d.ws.refs.take(d.count())
+	for i := range rs {
+		v := d.uvarint()
+		r := OwnerRef{UID: UID(v >> refBits), Controller: v&refController != 0, Block: v&refBlock != 0}
+		if v&refImplied != 0 {
+			in := d.madeFor(r.UID)
+			r.Kind, r.Name = Kinds[in.Kind].Kind, in.Name
+		} else {
+			r.Kind, r.Name = d.str(), d.str()
+		}
+		rs[i] = r
+	}
+	return rs
+}
+
+func (d *Decoder) uidList() []UID {
+	us := d.ws.uids.take(d.count())
+	for i := range us {
+		us[i] = UID(d.uvarint())
+	}
+	return us
+}
+
+func (d *Decoder) ident() Identity {
+	v := d.uvarint()
+	id := Identity{UID: UID(v >> 1)}
+	if v&1 != 0 {
+		in := d.madeFor(id.UID)
+		id.Kind, id.Namespace, id.Name = Kinds[in.Kind].Kind, in.Namespace, in.Name
+	} else {
+		id.Kind, id.Namespace, id.Name = d.str(), d.str(), d.str()
+	}
+	return id
+}
+
+func (d *Decoder) identList() []Identity {
+	ids := d.ws.idents.take(d.count())
+	for i := range ids {
+		ids[i] = d.ident()
+	}
+	return ids
+}
+
+func (d *Decoder) watcher(w *Watcher) {
+	mask := d.uvarint()
+	if mask >= 1<<NumKinds {
+		d.bad = true
+		return
+	}
+	if mask != 0 {
+		w.Queues = &d.ws.queues.take(1)[0]
+		*w.Queues = [NumKinds][]WatchEvent{}
+		for k := range w.Queues {
+			if mask&(1<<k) == 0 {
+				continue
+			}
+			q := d.ws.events.take(d.count())
+			for i := range q {
+				q[i] = WatchEvent{Type: EventType(d.byte())}
+				d.object(&q[i].Obj)
+			}
+			w.Queues[k] = q
+		}
+	}
+	w.Cache = d.objects(d.count())
 }

@@ -27,7 +27,7 @@ func (m *Model) processGraphChanges(s *State, ev graphEvent) {
 				if ev.ident.Namespace != "" && d.Namespace != ev.ident.Namespace {
 					s.reportInvalidNamespaceOwnerRef(d, ev.ident.UID)
 				}
-				g.AttemptToDelete = g.enqueue(g.AttemptToDelete, dep)
+				g.AttemptToDelete = s.enqueue(g.AttemptToDelete, dep)
 			}
 			existing.Identity = ev.ident
 		}
@@ -41,17 +41,17 @@ func (m *Model) processGraphChanges(s *State, ev graphEvent) {
 			BeingDeleted:       ev.obj.Deleting,
 			DeletingDependents: ev.obj.Deleting && ev.obj.HasFinalizer(FinalizerForeground),
 		}
-		g.putNode(n)
+		s.putNode(n)
 		m.addDependentToOwners(s, ev.ident.UID, n.Owners)
 		m.processTransitions(s, ev.old, ev.obj, ev.ident.UID)
 	case ev.typ != Deleted:
 		added, removed, changed := referencesDiffs(existing.Owners, ev.obj.Owners)
 		if len(added)+len(removed)+len(changed) != 0 {
-			addUnblockedOwnersToDeleteQueue(g, removed, changed)
+			addUnblockedOwnersToDeleteQueue(s, removed, changed)
 			existing.Owners = ev.obj.Owners
 			uid := existing.UID
 			m.addDependentToOwners(s, uid, added)
-			removeDependentFromOwners(g, uid, removed)
+			removeDependentFromOwners(s, uid, removed)
 			existing = g.node(uid)
 		}
 		if ev.obj.Deleting {
@@ -70,15 +70,15 @@ func (m *Model) processGraphChanges(s *State, ev graphEvent) {
 				if len(nonmatching) > 0 {
 					remove = false
 					if len(matching) > 0 {
-						m.addAbsent(g, deleted)
+						m.addAbsent(s, deleted)
 						for _, d := range matching {
-							g.AttemptToDelete = g.enqueue(g.AttemptToDelete, d)
+							g.AttemptToDelete = s.enqueue(g.AttemptToDelete, d)
 						}
 					}
 					if existing.Identity == deleted {
 						if alt, found := getAlternateOwnerIdentity(g, nonmatching, deleted); found {
 							existing.Identity = alt
-							g.AttemptToDelete = g.enqueue(g.AttemptToDelete, existing.UID)
+							g.AttemptToDelete = s.enqueue(g.AttemptToDelete, existing.UID)
 						}
 					}
 				}
@@ -86,9 +86,9 @@ func (m *Model) processGraphChanges(s *State, ev graphEvent) {
 				remove = false
 				matching, _ := partitionDependents(g, existing.Dependents, deleted)
 				if len(matching) > 0 {
-					m.addAbsent(g, deleted)
+					m.addAbsent(s, deleted)
 					for _, d := range matching {
-						g.AttemptToDelete = g.enqueue(g.AttemptToDelete, d)
+						g.AttemptToDelete = s.enqueue(g.AttemptToDelete, d)
 					}
 				}
 			}
@@ -98,16 +98,16 @@ func (m *Model) processGraphChanges(s *State, ev graphEvent) {
 		}
 		n := *existing
 		g.removeNode(n.UID)
-		removeDependentFromOwners(g, n.UID, n.Owners)
+		removeDependentFromOwners(s, n.UID, n.Owners)
 		if len(n.Dependents) > 0 {
-			m.addAbsent(g, ev.ident)
+			m.addAbsent(s, ev.ident)
 		}
 		for _, d := range n.Dependents {
-			g.AttemptToDelete = g.enqueue(g.AttemptToDelete, d)
+			g.AttemptToDelete = s.enqueue(g.AttemptToDelete, d)
 		}
 		for _, o := range n.Owners {
 			if on := g.node(o.UID); on != nil && on.DeletingDependents {
-				g.AttemptToDelete = g.enqueue(g.AttemptToDelete, o.UID)
+				g.AttemptToDelete = s.enqueue(g.AttemptToDelete, o.UID)
 			}
 		}
 	}
@@ -124,15 +124,15 @@ func (m *Model) addDependentToOwners(s *State, dep UID, owners []OwnerRef) {
 	for _, ref := range owners {
 		on := g.node(ref.UID)
 		if on == nil {
-			g.putNode(Node{
+			s.putNode(Node{
 				Identity:   Identity{Kind: ref.Kind, Namespace: d.Namespace, Name: ref.Name, UID: ref.UID},
 				Dependents: []UID{dep},
 				Virtual:    true,
 			})
-			g.AttemptToDelete = g.enqueue(g.AttemptToDelete, ref.UID)
+			g.AttemptToDelete = s.enqueue(g.AttemptToDelete, ref.UID)
 			continue
 		}
-		on.Dependents = addUID(on.Dependents, dep)
+		on.Dependents = s.addUID(on.Dependents, dep)
 		if invalid {
 			continue
 		}
@@ -150,14 +150,15 @@ func (m *Model) addDependentToOwners(s *State, dep UID, owners []OwnerRef) {
 		}
 	}
 	if invalid {
-		g.AttemptToDelete = g.enqueue(g.AttemptToDelete, dep)
+		g.AttemptToDelete = s.enqueue(g.AttemptToDelete, dep)
 	}
 }
 
-func removeDependentFromOwners(g *GC, dep UID, owners []OwnerRef) {
+func removeDependentFromOwners(s *State, dep UID, owners []OwnerRef) {
+	g := &s.GC
 	for _, ref := range owners {
 		if on := g.node(ref.UID); on != nil {
-			on.Dependents = removeUID(on.Dependents, dep)
+			on.Dependents = s.removeUID(on.Dependents, dep)
 		}
 	}
 }
@@ -198,15 +199,16 @@ func findRef(refs []OwnerRef, uid UID) (OwnerRef, bool) {
 
 // addUnblockedOwnersToDeleteQueue: an owner waiting in foreground must be
 // re-examined when a blocking reference to it disappears.
-func addUnblockedOwnersToDeleteQueue(g *GC, removed []OwnerRef, changed [][2]OwnerRef) {
+func addUnblockedOwnersToDeleteQueue(s *State, removed []OwnerRef, changed [][2]OwnerRef) {
+	g := &s.GC
 	for _, r := range removed {
 		if r.Block && g.node(r.UID) != nil {
-			g.AttemptToDelete = g.enqueue(g.AttemptToDelete, r.UID)
+			g.AttemptToDelete = s.enqueue(g.AttemptToDelete, r.UID)
 		}
 	}
 	for _, c := range changed {
 		if c[0].Block && !c[1].Block && g.node(c[1].UID) != nil {
-			g.AttemptToDelete = g.enqueue(g.AttemptToDelete, c[1].UID)
+			g.AttemptToDelete = s.enqueue(g.AttemptToDelete, c[1].UID)
 		}
 	}
 }
@@ -232,16 +234,16 @@ func (m *Model) deletionStartsWithFinalizer(old, new *Object, f string) bool {
 func (m *Model) processTransitions(s *State, old, new *Object, uid UID) {
 	g := &s.GC
 	if m.deletionStartsWithFinalizer(old, new, FinalizerOrphan) {
-		g.AttemptToOrphan = g.enqueue(g.AttemptToOrphan, uid)
+		g.AttemptToOrphan = s.enqueue(g.AttemptToOrphan, uid)
 		return
 	}
 	if m.deletionStartsWithFinalizer(old, new, FinalizerForeground) {
 		n := g.node(uid)
 		n.DeletingDependents = true
 		for _, d := range n.Dependents {
-			g.AttemptToDelete = g.enqueue(g.AttemptToDelete, d)
+			g.AttemptToDelete = s.enqueue(g.AttemptToDelete, d)
 		}
-		g.AttemptToDelete = g.enqueue(g.AttemptToDelete, uid)
+		g.AttemptToDelete = s.enqueue(g.AttemptToDelete, uid)
 	}
 }
 
@@ -357,12 +359,13 @@ func (s *State) reportInvalidNamespaceOwnerRef(d *Node, owner UID) {
 
 // addAbsent adds to absentOwnerCache. BugUIDOnlyIdentity keys the cache
 // by UID alone, as before kubernetes#92743.
-func (m *Model) addAbsent(g *GC, id Identity) {
+func (m *Model) addAbsent(s *State, id Identity) {
 	if m.Bugs.Has(BugUIDOnlyIdentity) {
 		id = Identity{UID: id.UID}
 	}
+	g := &s.GC
 	if i, found := slices.BinarySearchFunc(g.Absent, id, cmpIdentity); !found {
-		g.Absent = slices.Insert(slices.Clip(g.Absent), i, id)
+		g.Absent = insertIn(s.ws.identArena(), g.Absent, i, id)
 	}
 }
 

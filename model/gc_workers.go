@@ -77,7 +77,7 @@ func (m *Model) isDangling(s *State, ref OwnerRef, item *Node) (dangling bool, o
 	}
 	o := s.Lookup(k, ns, ref.Name)
 	if o == nil || o.UID != ref.UID {
-		m.addAbsent(g, key)
+		m.addAbsent(s, key)
 		return true, nil, errNone
 	}
 	return false, o, errNone
@@ -104,7 +104,7 @@ const (
 // happens within this step (processDeletingDependentsItem).
 func (m *Model) attemptToDelete(s *State, uid UID) {
 	g := &s.GC
-	g.AttemptToDelete = dequeue(g.AttemptToDelete, uid)
+	g.AttemptToDelete = s.dequeue(g.AttemptToDelete, uid)
 	n := g.node(uid)
 	if n == nil {
 		// Upstream still holds the removed *node: its GET finds nothing (or
@@ -116,7 +116,7 @@ func (m *Model) attemptToDelete(s *State, uid UID) {
 	writes, res := m.attemptToDeleteItem(s, &item)
 	if len(writes) > 0 {
 		i, _ := slices.BinarySearchFunc(g.InFlight, uid, func(f InFlight, u UID) int { return cmpUID(f.UID, u) })
-		g.InFlight = slices.Insert(slices.Clip(g.InFlight), i, InFlight{UID: uid, Writes: writes})
+		g.InFlight = insertIn(s.ws.inflightArena(), g.InFlight, i, InFlight{UID: uid, Writes: writes})
 		return
 	}
 	m.finishWork(s, uid, res)
@@ -134,7 +134,7 @@ func (m *Model) finishWork(s *State, uid UID, res workResult) {
 		}
 	}
 	if res == requeue {
-		g.AttemptToDelete = g.enqueue(g.AttemptToDelete, uid)
+		g.AttemptToDelete = s.enqueue(g.AttemptToDelete, uid)
 	}
 }
 
@@ -155,7 +155,7 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 	}
 	latest, e := m.getObject(s, item.Identity)
 	if e == errNotFound || (e == errNone && latest.UID != item.UID) {
-		s.GC.VirtualEvents = append(slices.Clip(s.GC.VirtualEvents), item.Identity)
+		s.GC.VirtualEvents = appendIn(s.ws.identArena(), s.GC.VirtualEvents, item.Identity)
 		return nil, forget // enqueuedVirtualDeleteEventErr
 	}
 	if e != errNone {
@@ -167,7 +167,9 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 	if len(latest.Owners) == 0 {
 		return nil, done
 	}
-	var solid, dangling, waiting []OwnerRef
+	// Buffers on the stack: most items have one or two owners.
+	var danglingBuf, waitingBuf [4]OwnerRef
+	solid, dangling, waiting := 0, danglingBuf[:0], waitingBuf[:0]
 	for _, ref := range latest.Owners {
 		d, owner, e := m.isDangling(s, ref, item)
 		if e != errNone {
@@ -179,16 +181,19 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 		case owner.Deleting && owner.HasFinalizer(FinalizerForeground):
 			waiting = append(waiting, ref)
 		default:
-			solid = append(solid, ref)
+			solid++
 		}
 	}
 	switch {
-	case len(solid) != 0:
+	case solid != 0:
 		if len(dangling) == 0 && len(waiting) == 0 {
 			return nil, done
 		}
-		var remove []UID
-		for _, r := range append(dangling, waiting...) {
+		remove := make([]UID, 0, len(dangling)+len(waiting))
+		for _, r := range dangling {
+			remove = append(remove, r.UID)
+		}
+		for _, r := range waiting {
 			remove = append(remove, r.UID)
 		}
 		return []Write{{Op: WritePatchOwners, Item: item.Identity, Remove: remove}}, done
@@ -221,7 +226,9 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 		if m.Bugs.Has(BugDeleteDependentsWithoutPolicy) {
 			policy = NoPolicy
 		}
-		return []Write{m.deleteWrite(item, latest, policy)}, done
+		ws := makeIn(s.ws.writeArena(), 1)
+		ws[0] = m.deleteWrite(item, latest, policy)
+		return ws, done
 	}
 }
 
@@ -250,7 +257,7 @@ func (m *Model) processDeletingDependentsItem(s *State, item *Node) ([]Write, wo
 	}
 	for _, du := range blocking {
 		if d := s.GC.node(du); !d.DeletingDependents {
-			s.GC.AttemptToDelete = s.GC.enqueue(s.GC.AttemptToDelete, du)
+			s.GC.AttemptToDelete = s.enqueue(s.GC.AttemptToDelete, du)
 		}
 	}
 	return nil, done
@@ -276,7 +283,7 @@ func blockingDependents(g *GC, n *Node) []UID {
 // API result (for traces) of the request.
 func (m *Model) sendWrite(s *State, uid UID) Result {
 	g := &s.GC
-	g.InFlight = slices.Clone(g.InFlight) // copy-on-write: states share it
+	g.InFlight = cloneIn(s.ws.inflightArena(), g.InFlight) // copy-on-write: states share it
 	i, _ := slices.BinarySearchFunc(g.InFlight, uid, func(f InFlight, u UID) int { return cmpUID(f.UID, u) })
 	f := g.InFlight[i]
 	w := f.Writes[0]
@@ -292,7 +299,7 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 		m.finishWork(s, uid, done)
 	case r.Code == 404 && w.Op == WriteDelete:
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
-		g.VirtualEvents = append(slices.Clip(g.VirtualEvents), w.Item) // enqueuedVirtualDeleteEventErr: forget
+		g.VirtualEvents = appendIn(s.ws.identArena(), g.VirtualEvents, w.Item) // enqueuedVirtualDeleteEventErr: forget
 	default:
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
 		m.finishWork(s, uid, requeue)
@@ -380,7 +387,7 @@ func (m *Model) removeFinalizer(s *State, id Identity, f string) Result {
 // is kubernetes#26120, unfixed upstream.
 func (m *Model) attemptToOrphan(s *State, uid UID) {
 	g := &s.GC
-	g.AttemptToOrphan = dequeue(g.AttemptToOrphan, uid)
+	g.AttemptToOrphan = s.dequeue(g.AttemptToOrphan, uid)
 	n := g.node(uid)
 	if n == nil {
 		return
@@ -414,10 +421,10 @@ func (m *Model) attemptToOrphan(s *State, uid UID) {
 		}
 	}
 	if failed {
-		s.GC.AttemptToOrphan = s.GC.enqueue(s.GC.AttemptToOrphan, uid)
+		s.GC.AttemptToOrphan = s.enqueue(s.GC.AttemptToOrphan, uid)
 		return
 	}
 	if r := m.removeFinalizer(s, owner, FinalizerOrphan); !r.OK() {
-		s.GC.AttemptToOrphan = s.GC.enqueue(s.GC.AttemptToOrphan, uid)
+		s.GC.AttemptToOrphan = s.enqueue(s.GC.AttemptToOrphan, uid)
 	}
 }

@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // MaxSettleSteps bounds Settle.
 const MaxSettleSteps = 10000
@@ -8,17 +11,42 @@ const MaxSettleSteps = 10000
 // maxClosure bounds the internal-step search of Quiescent.
 const maxClosure = 100000
 
-// observable encodes what a client of the API can see: the store and the
-// GC's events.
-func (s *State) observable() string {
-	b := []byte{}
-	for i := range s.Objects {
-		b = encObject(b, &s.Objects[i])
+// ObservablyEqual reports whether two states look the same to a client
+// of the API: the same stored objects, field by field, and the same GC
+// events. Quiescent and Settle compare states this way.
+func ObservablyEqual(a, b *State) bool {
+	return objectsEqual(a.Objects, b.Objects) && stringsEqual(a.Events, b.Events)
+}
+
+// objectsEqual compares two object lists; lists that share their backing
+// array (copy-on-write successors that did not touch the store) are
+// equal without a look at the objects.
+func objectsEqual(a, b []Object) bool {
+	if len(a) != len(b) {
+		return false
 	}
-	for _, e := range s.Events {
-		b = encStr(b, e)
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
 	}
-	return string(b)
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.UID != y.UID || x.Kind != y.Kind || x.Namespace != y.Namespace || x.Name != y.Name || x.RV != y.RV ||
+			x.Deleting != y.Deleting || x.Replicas != y.Replicas || x.Selector != y.Selector ||
+			!slices.Equal(x.Owners, y.Owners) || !slices.Equal(x.Finalizers, y.Finalizers) || !slices.Equal(x.Labels, y.Labels) {
+			return false
+		}
+	}
+	return true
+}
+
+func stringsEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	return slices.Equal(a, b)
 }
 
 // internalSuccessors lists the states internal steps lead to from s.
@@ -40,7 +68,6 @@ func (m *Model) internalSuccessors(s *State) []Settled {
 // path to a state whose observable part differs from s's and that is
 // not in avoid. nil means no internal actor can change what clients see.
 func (m *Model) pathToChange(s *State, avoid map[string]bool) ([]Settled, error) {
-	want := s.observable()
 	type entry struct {
 		s    *State
 		path []Settled
@@ -57,7 +84,7 @@ func (m *Model) pathToChange(s *State, avoid map[string]bool) ([]Settled, error)
 			}
 			seen[enc] = true
 			path := append(append([]Settled(nil), e.path...), sd)
-			if sd.State.observable() != want && !avoid[enc] {
+			if !ObservablyEqual(sd.State, s) && !avoid[enc] {
 				return path, nil
 			}
 			if len(seen) > maxClosure {

@@ -134,13 +134,10 @@ func (w *Watcher) queue(k KindID) []WatchEvent {
 }
 
 // setQueue replaces the queue of kind k on a private copy of the array.
-func (w *Watcher) setQueue(k KindID, q []WatchEvent) {
-	var c [NumKinds][]WatchEvent
-	if w.Queues != nil {
-		c = *w.Queues
-	}
+func (w *Watcher) setQueue(ws *workspace, k KindID, q []WatchEvent) {
+	c := ws.newQueues(w.Queues)
 	c[k] = q
-	w.Queues = &c
+	w.Queues = c
 }
 
 // Events lists every pending event, queue by queue in kind order.
@@ -261,6 +258,10 @@ type State struct {
 	// Budget is opaque to the model; the checker uses it to remember which
 	// scope operations a path has used.
 	Budget uint64
+
+	// ws is where steps from this state allocate (see workspace); nil
+	// means the heap.
+	ws *workspace
 }
 
 // NewState returns the empty initial state.
@@ -275,13 +276,14 @@ func NewState() *State {
 // graph builder updates nodes in place through pointers, so it first takes
 // a private copy (ownNodes); nothing else writes to them.
 func (s *State) Clone() *State {
-	c := *s
-	return &c
+	c := s.ws.newState()
+	*c = *s
+	return c
 }
 
 // ownNodes gives the graph builder a private copy of the nodes before it
 // mutates them in place.
-func (g *GC) ownNodes() { g.Nodes = slices.Clone(g.Nodes) }
+func (s *State) ownNodes() { s.GC.Nodes = cloneIn(s.ws.nodeArena(), s.GC.Nodes) }
 
 // Get returns the live object with this UID.
 func (s *State) Get(uid UID) *Object {
@@ -317,16 +319,16 @@ func cmpUID(a, b UID) int {
 func (s *State) put(o Object) {
 	i, ok := slices.BinarySearchFunc(s.Objects, o.UID, func(x Object, u UID) int { return cmpUID(x.UID, u) })
 	if ok {
-		s.Objects = slices.Clone(s.Objects) // copy-on-write
+		s.Objects = cloneIn(s.ws.objArena(), s.Objects) // copy-on-write
 		s.Objects[i] = o
 		return
 	}
-	s.Objects = slices.Insert(slices.Clip(s.Objects), i, o)
+	s.Objects = insertIn(s.ws.objArena(), s.Objects, i, o)
 }
 
 // remove deletes an object from the store.
 func (s *State) remove(uid UID) {
-	s.Objects = slices.DeleteFunc(slices.Clone(s.Objects), func(o Object) bool { return o.UID == uid })
+	s.Objects = deleteFuncIn(s.ws.objArena(), s.Objects, func(o Object) bool { return o.UID == uid })
 }
 
 // newUID hands out the next UID.
@@ -339,7 +341,7 @@ func (s *State) newUID(info UIDInfo) UID {
 		}
 		info.Nth++
 	}
-	s.UIDs = append(slices.Clip(s.UIDs), info)
+	s.UIDs = appendIn(s.ws.uidInfoArena(), s.UIDs, info)
 	return UID(len(s.UIDs))
 }
 
@@ -392,10 +394,17 @@ func (g *GC) node(uid UID) *Node {
 // Node returns the graph node for a UID, or nil.
 func (g *GC) Node(uid UID) *Node { return g.node(uid) }
 
-func (g *GC) putNode(n Node) {
+// putNode inserts or replaces a node; the caller owns the nodes
+// (ownNodes).
+func (s *State) putNode(n Node) {
+	g := &s.GC
 	i, ok := slices.BinarySearchFunc(g.Nodes, n.UID, func(x Node, u UID) int { return cmpUID(x.UID, u) })
 	if ok {
 		g.Nodes[i] = n
+		return
+	}
+	if a := s.ws.nodeArena(); a != nil {
+		g.Nodes = insertIn(a, g.Nodes, i, n)
 		return
 	}
 	g.Nodes = slices.Insert(g.Nodes, i, n)
@@ -408,39 +417,42 @@ func (g *GC) removeNode(uid UID) {
 // enqueue adds a node's identity to a work queue set (workqueue.Add
 // deduplicates). A queued item keeps its identity even if the graph later
 // drops the node, as upstream's queued *node pointers do.
-func (g *GC) enqueue(set []Identity, uid UID) []Identity {
-	n := g.node(uid)
+func (s *State) enqueue(set []Identity, uid UID) []Identity {
+	n := s.GC.node(uid)
 	if n == nil {
 		return set
 	}
 	i, found := slices.BinarySearchFunc(set, uid, func(x Identity, u UID) int { return cmpUID(x.UID, u) })
 	if found {
-		set = slices.Clone(set)
+		if set[i] == n.Identity {
+			return set // unchanged: no copy needed
+		}
+		set = cloneIn(s.ws.identArena(), set)
 		set[i] = n.Identity
 		return set
 	}
-	return slices.Insert(slices.Clip(set), i, n.Identity)
+	return insertIn(s.ws.identArena(), set, i, n.Identity)
 }
 
-func dequeue(set []Identity, uid UID) []Identity {
-	return slices.DeleteFunc(slices.Clone(set), func(x Identity) bool { return x.UID == uid })
+func (s *State) dequeue(set []Identity, uid UID) []Identity {
+	return deleteFuncIn(s.ws.identArena(), set, func(x Identity) bool { return x.UID == uid })
 }
 
 // addUID inserts into a sorted UID set, returning the new set.
-func addUID(set []UID, u UID) []UID {
+func (s *State) addUID(set []UID, u UID) []UID {
 	i, ok := slices.BinarySearch(set, u)
 	if ok {
 		return set
 	}
-	return slices.Insert(slices.Clip(set), i, u)
+	return insertIn(s.ws.uidArena(), set, i, u)
 }
 
-func removeUID(set []UID, u UID) []UID {
+func (s *State) removeUID(set []UID, u UID) []UID {
 	i, ok := slices.BinarySearch(set, u)
 	if !ok {
 		return set
 	}
-	return slices.Delete(slices.Clone(set), i, i+1)
+	return deleteIn(s.ws.uidArena(), set, i)
 }
 
 func hasUID(set []UID, u UID) bool {

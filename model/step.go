@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Actor is who takes a step.
@@ -168,7 +169,7 @@ func (m *Model) applyGC(s *State, st Step) (Result, error) {
 		if !g.Watch.canCoalesce(k) {
 			return Result{}, notEnabled("a relist cannot skip the next %s event", st.Target)
 		}
-		g.Watch.coalesce(k)
+		g.Watch.coalesce(s.ws, k)
 		return ok(200), nil
 	case OpLose:
 		k, err := headFor(&g.Watch, st.Target)
@@ -178,7 +179,7 @@ func (m *Model) applyGC(s *State, st Step) (Result, error) {
 		if !m.Bugs.Has(BugLostFirstUpdate) || g.Watch.queue(k)[0].Type != Modified {
 			return Result{}, notEnabled("gc lose needs bug %s and a pending update", BugLostFirstUpdate)
 		}
-		g.Watch.pop(k)
+		g.Watch.pop(s.ws, k)
 		return ok(200), nil
 	case OpSync:
 		if start, stop := syncNeeded(s); len(start)+len(stop) == 0 {
@@ -239,7 +240,7 @@ func (m *Model) applyController(s *State, st Step) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		w.pop(k)
+		w.pop(s.ws, k)
 		return ok(200), nil
 	case OpCoalesce:
 		k, err := headFor(w, st.Target)
@@ -249,7 +250,7 @@ func (m *Model) applyController(s *State, st Step) (Result, error) {
 		if !w.canCoalesce(k) {
 			return Result{}, notEnabled("a relist cannot skip the next %s event", st.Target)
 		}
-		w.coalesce(k)
+		w.coalesce(s.ws, k)
 		return ok(200), nil
 	case OpAdopt, OpRelease:
 		for _, c := range claims(s) {
@@ -291,7 +292,53 @@ func (s *State) identMatches(id Identity, st Step) bool {
 	if st.UIDLabel != "" && st.UIDLabel != s.UIDLabel(id.UID) {
 		return false
 	}
-	return identKey(id) == st.Target.String()
+	return identKeyIs(&id, &st.Target)
+}
+
+// identKeyIs reports identKey(*id) == t.String() without building either
+// string in the common cases (the checker asks this for every queued item
+// of every GC step). Both keys end in "/" followed by the name, so when
+// neither name contains a slash, different names mean different keys. A
+// served kind's key starts with its short name, unique among kinds. Then
+// both spell the namespace the same way: omitted when empty, and when it
+// is "default" for a namespaced kind. Everything else (unserved kinds,
+// slashes in names) compares the strings.
+func identKeyIs(id *Identity, t *Target) bool {
+	if t.Kind == NoKind || strings.IndexByte(id.Name, '/') >= 0 || strings.IndexByte(t.Name, '/') >= 0 {
+		return identKey(*id) == t.String()
+	}
+	if id.Name != t.Name {
+		return false
+	}
+	k, served := KindByName(id.Kind)
+	if !served {
+		return identKey(*id) == t.String()
+	}
+	if k != t.Kind {
+		return false
+	}
+	namespaced := k.Info().Namespaced
+	return keyNamespace(id.Namespace, namespaced) == keyNamespace(t.Namespace, namespaced)
+}
+
+// keyNamespace is the namespace as a trace key spells it.
+func keyNamespace(ns string, namespaced bool) string {
+	if namespaced && ns == DefaultNamespace {
+		return ""
+	}
+	return ns
+}
+
+// identKeysEqual reports identKey(*a) == identKey(*b), building the keys
+// only when the cheap tests cannot tell (see identKeyIs).
+func identKeysEqual(a, b *Identity) bool {
+	if a.Kind == b.Kind && a.Namespace == b.Namespace && a.Name == b.Name {
+		return true
+	}
+	if a.Name != b.Name && strings.IndexByte(a.Name, '/') < 0 && strings.IndexByte(b.Name, '/') < 0 {
+		return false
+	}
+	return identKey(*a) == identKey(*b)
 }
 
 // findItem resolves a step's key to the one queued UID it names.
@@ -333,8 +380,11 @@ type Options struct {
 
 // Enabled lists the internal and fault steps that can be taken in s, in a
 // canonical order. Client steps are the caller's to choose.
-func (m *Model) Enabled(s *State, opts Options) []Step {
-	var out []Step
+func (m *Model) Enabled(s *State, opts Options) []Step { return m.AppendEnabled(nil, s, opts) }
+
+// AppendEnabled appends what Enabled lists to out, so that a caller
+// enumerating many states can reuse one buffer.
+func (m *Model) AppendEnabled(out []Step, s *State, opts Options) []Step {
 	g := &s.GC
 	for k, q := range g.Watch.queues() {
 		if len(q) > 0 {
@@ -362,13 +412,14 @@ func (m *Model) Enabled(s *State, opts Options) []Step {
 			out = append(out, s.itemStep(OpAttemptToDelete, id, g.AttemptToDelete))
 		}
 	}
-	var writing []Identity
-	for _, f := range g.InFlight {
-		writing = append(writing, f.Writes[0].Item)
-	}
-	for _, f := range g.InFlight {
-		st := s.itemStep(OpSend, f.Writes[0].Item, writing)
-		st.Write = f.Writes[0].Op
+	for i := range g.InFlight {
+		id := &g.InFlight[i].Writes[0].Item
+		st := Step{Actor: ActorGC, Op: OpSend, Target: identTarget(*id), Write: g.InFlight[i].Writes[0].Op}
+		for j := range g.InFlight { // as itemStep, over the items being written
+			if o := &g.InFlight[j].Writes[0].Item; o.UID != id.UID && identKeysEqual(o, id) {
+				st.UIDLabel = s.UIDLabel(id.UID)
+			}
+		}
 		out = append(out, st)
 	}
 	w := &s.Controller.Watch
@@ -399,7 +450,7 @@ func (m *Model) Enabled(s *State, opts Options) []Step {
 func (s *State) itemStep(op Op, id Identity, set []Identity) Step {
 	st := Step{Actor: ActorGC, Op: op, Target: identTarget(id)}
 	for _, o := range set {
-		if o.UID != id.UID && identKey(o) == identKey(id) {
+		if o.UID != id.UID && identKeysEqual(&o, &id) {
 			st.UIDLabel = s.UIDLabel(id.UID)
 		}
 	}

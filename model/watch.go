@@ -19,9 +19,9 @@ func controllerWatches(k KindID) bool {
 
 // pop removes the head event of kind k, returning it with the cached
 // version it replaces (the informer's oldObj) and updating the cache.
-func (w *Watcher) pop(k KindID) (ev WatchEvent, old *Object) {
+func (w *Watcher) pop(ws *workspace, k KindID) (ev WatchEvent, old *Object) {
 	ev = w.queue(k)[0]
-	w.setQueue(k, w.queue(k)[1:])
+	w.setQueue(ws, k, w.queue(k)[1:])
 	i, found := slices.BinarySearchFunc(w.Cache, ev.Obj.UID, func(o Object, u UID) int { return cmpUID(o.UID, u) })
 	if found {
 		prev := w.Cache[i]
@@ -29,13 +29,13 @@ func (w *Watcher) pop(k KindID) (ev WatchEvent, old *Object) {
 	}
 	switch { // copy-on-write: states share caches
 	case ev.Type == Deleted && found:
-		w.Cache = slices.Delete(slices.Clone(w.Cache), i, i+1)
+		w.Cache = deleteIn(ws.objArena(), w.Cache, i)
 	case ev.Type == Deleted:
 	case found:
-		w.Cache = slices.Clone(w.Cache)
+		w.Cache = cloneIn(ws.objArena(), w.Cache)
 		w.Cache[i] = ev.Obj
 	default:
-		w.Cache = slices.Insert(slices.Clip(w.Cache), i, ev.Obj)
+		w.Cache = insertIn(ws.objArena(), w.Cache, i, ev.Obj)
 	}
 	return ev, old
 }
@@ -63,7 +63,7 @@ func (w *Watcher) canCoalesce(k KindID) bool {
 }
 
 // coalesce drops the head event of kind k without delivering it.
-func (w *Watcher) coalesce(k KindID) { w.setQueue(k, w.queue(k)[1:]) }
+func (w *Watcher) coalesce(ws *workspace, k KindID) { w.setQueue(ws, k, w.queue(k)[1:]) }
 
 // cached returns the watcher's cached version of a UID.
 func (w *Watcher) cached(uid UID) *Object {
@@ -115,28 +115,28 @@ func (m *Model) gcSync(s *State) {
 		g.Monitored |= 1 << k
 		for i := range s.Objects {
 			if o := &s.Objects[i]; o.Kind == k {
-				g.Watch.setQueue(k, append(slices.Clip(g.Watch.queue(k)), WatchEvent{Type: Added, Obj: *o}))
+				g.Watch.setQueue(s.ws, k, appendIn(s.ws.eventArena(), g.Watch.queue(k), WatchEvent{Type: Added, Obj: *o}))
 			}
 		}
 	}
 	for _, k := range stop {
 		g.Monitored &^= 1 << k
-		g.Watch.setQueue(k, nil)
-		g.Watch.Cache = slices.DeleteFunc(slices.Clone(g.Watch.Cache), func(o Object) bool { return o.Kind == k })
+		g.Watch.setQueue(s.ws, k, nil)
+		g.Watch.Cache = deleteFuncIn(s.ws.objArena(), g.Watch.Cache, func(o Object) bool { return o.Kind == k })
 	}
 }
 
 // gcDeliver hands the head event of kind k to the graph builder.
 func (m *Model) gcDeliver(s *State, k KindID) {
-	s.GC.ownNodes()
-	ev, old := s.GC.Watch.pop(k)
+	s.ownNodes()
+	ev, old := s.GC.Watch.pop(s.ws, k)
 	obj := ev.Obj
 	m.processGraphChanges(s, graphEvent{typ: ev.Type, obj: &obj, old: old, ident: identityOf(&obj)})
 }
 
 // gcDeliverVirtual processes the head virtual delete event.
 func (m *Model) gcDeliverVirtual(s *State) {
-	s.GC.ownNodes()
+	s.ownNodes()
 	id := s.GC.VirtualEvents[0]
 	s.GC.VirtualEvents = s.GC.VirtualEvents[1:]
 	m.processGraphChanges(s, graphEvent{typ: Deleted, ident: id, virtual: true})

@@ -1,0 +1,183 @@
+package model
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+// TestEncodeRoundTrip: on random walks that exercise every actor, bug
+// switches and odd references (symbolic UIDs, a cross-namespace owner,
+// an unserved kind), Decode reads back exactly what Encode wrote, a state
+// decoded into a reused Decoder behaves like the original under every
+// enabled step, and the decoded state is not modified by Apply.
+func TestEncodeRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var dec Decoder
+	for walk := 0; walk < 30; walk++ {
+		m := &Model{Bugs: BugSet(0)}
+		if walk%3 == 1 {
+			m.Bugs = m.Bugs.With(BugUIDOnlyIdentity).With(BugLostFirstUpdate)
+		}
+		if walk%3 == 2 {
+			m.Bugs = m.Bugs.With(BugDeleteWithoutRVPrecondition).With(BugLookupIgnoresScope)
+		}
+		s, _ := run(t, m, "create crd/widgets.cascade.dev", "create widget/w", "create rc/o replicas=2 selector=app=a",
+			"create deploy/d selector=app=a labels=policy.kruise.io/delete-protection=Cascading",
+			"create pod/p finalizers=a.io/h labels=app=a,b=c owner=rc/o,block", "create pv/v",
+			"create cm/ns1/c owner=pv/v owner=widget/w,uid=widget/w", "create secret/ns2/x owner=cm/ns1/c",
+			"create cm/g owner=Frob/f,uid=ghost owner=rc/o,controller")
+		clients := []string{"delete rc/o propagation=Foreground", "delete rc/o propagation=Orphan", "delete deploy/d propagation=Orphan",
+			"delete pv/v", "remove-finalizer pod/p a.io/h", "label pod/p x=y", "delete crd/widgets.cascade.dev", "create pod/q labels=app=a",
+			"scale deploy/d 0", "delete cm/ns1/c if-uid=stale"}
+		for i := 0; i < 50; i++ {
+			for _, c := range []*State{s, s.Canonical()} {
+				enc := c.Encode(nil)
+				back, err := Decode(enc)
+				if err != nil {
+					t.Fatalf("walk %d step %d: %v", walk, i, err)
+				}
+				if string(back.Encode(nil)) != string(enc) {
+					t.Fatalf("walk %d step %d: re-encoding differs", walk, i)
+				}
+				if !reflect.DeepEqual(normalize(back), normalize(c)) {
+					t.Fatalf("walk %d step %d: decoded state differs:\n%#v\n%#v", walk, i, back, c)
+				}
+			}
+			enc := s.Encode(nil)
+			d, err := dec.Decode(enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps := m.Enabled(s, Options{Coalesce: true})
+			for _, c := range clients {
+				steps = append(steps, mustStep(t, c))
+			}
+			if got := m.Enabled(d, Options{Coalesce: true}); !reflect.DeepEqual(got, steps[:len(got)]) {
+				t.Fatalf("Enabled differs on the decoded state")
+			}
+			var next *State
+			for _, st := range steps {
+				a, ra, erra := m.Apply(s, st)
+				b, rb, errb := m.Apply(d, st)
+				if (erra == nil) != (errb == nil) || ra != rb {
+					t.Fatalf("%s: %v %v / %v %v", st, ra, erra, rb, errb)
+				}
+				if erra != nil {
+					continue
+				}
+				if !a.Equal(b) {
+					t.Fatalf("%s: the decoded state steps elsewhere", st)
+				}
+				if string(d.Encode(nil)) != string(enc) {
+					t.Fatalf("%s modified the decoded state", st)
+				}
+				if next == nil || rng.IntN(len(steps)) == 0 {
+					next = a
+				}
+			}
+			if next == nil {
+				break
+			}
+			s = next
+		}
+	}
+	for _, bad := range [][]byte{nil, {1}, {0, 0, 0, 0}, []byte("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff")} {
+		if _, err := Decode(bad); err == nil {
+			t.Errorf("Decode(%q) accepted", bad)
+		}
+	}
+}
+
+// normalize maps empty slices to nil, which the encoding does not tell
+// apart (and the model never does either).
+func normalize(s *State) *State {
+	c := *s
+	v := reflect.ValueOf(&c).Elem()
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Slice:
+			if v.Len() == 0 {
+				v.Set(reflect.Zero(v.Type()))
+				return
+			}
+			cp := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+			reflect.Copy(cp, v)
+			v.Set(cp)
+			for i := 0; i < v.Len(); i++ {
+				walk(v.Index(i))
+			}
+		case reflect.Struct:
+			for i := 0; i < v.NumField(); i++ {
+				if v.Field(i).CanSet() {
+					walk(v.Field(i))
+				}
+			}
+		case reflect.Pointer:
+			if v.IsNil() {
+				return
+			}
+			if a, ok := v.Interface().(*[NumKinds][]WatchEvent); ok {
+				cp := *a
+				empty := true
+				for k := range cp {
+					empty = empty && len(cp[k]) == 0
+				}
+				if empty {
+					v.Set(reflect.Zero(v.Type()))
+					return
+				}
+				v.Set(reflect.ValueOf(&cp))
+				walk(v.Elem())
+			}
+		case reflect.Array:
+			for i := 0; i < v.Len(); i++ {
+				walk(v.Index(i))
+			}
+		}
+	}
+	walk(v)
+	return &c
+}
+
+// TestIdentKeyShortcuts: identKeyIs and identKeysEqual agree with the
+// string comparisons they replace, over served and unserved kinds,
+// namespaced and cluster-scoped, every namespace spelling and names with
+// and without slashes.
+func TestIdentKeyShortcuts(t *testing.T) {
+	kinds := []string{"Pod", "ConfigMap", "PersistentVolume", "Namespace", "Frob", "pod", ""}
+	nss := []string{"", DefaultNamespace, "ns1", "kube-system"}
+	names := []string{"a", "b", "x/a", "ns1/a", "pod/a"}
+	var ids []Identity
+	for _, k := range kinds {
+		for _, ns := range nss {
+			for _, n := range names {
+				ids = append(ids, Identity{Kind: k, Namespace: ns, Name: n, UID: 1})
+			}
+		}
+	}
+	var targets []Target
+	for i := range Kinds {
+		for _, ns := range nss {
+			for _, n := range names {
+				targets = append(targets, Target{Kind: KindID(i), Namespace: ns, Name: n})
+			}
+		}
+	}
+	for _, n := range []string{"Frob/a", "Frob/ns1/a", "a"} {
+		targets = append(targets, Target{Kind: NoKind, Name: n})
+	}
+	for i := range ids {
+		for j := range targets {
+			if got, want := identKeyIs(&ids[i], &targets[j]), identKey(ids[i]) == targets[j].String(); got != want {
+				t.Errorf("identKeyIs(%+v, %+v) = %v, want %v", ids[i], targets[j], got, want)
+			}
+		}
+		for j := range ids {
+			if got, want := identKeysEqual(&ids[i], &ids[j]), identKey(ids[i]) == identKey(ids[j]); got != want {
+				t.Errorf("identKeysEqual(%+v, %+v) = %v, want %v", ids[i], ids[j], got, want)
+			}
+		}
+	}
+}
