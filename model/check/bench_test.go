@@ -1,20 +1,36 @@
 package check
 
 import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
 	"testing"
 )
 
-// BenchmarkFanout reports distinct states per second on fanout-6, the
-// checker's throughput anchor (make bench-check compares fanout-N with
-// SPIN on the same scope).
+// BenchmarkFanout reports distinct states per second on fanout-N (N from
+// $CASCADE_FANOUT, default 6), the checker's throughput anchor (make
+// bench-check compares fanout-N with SPIN on the same scope), with one
+// worker and with GOMAXPROCS workers.
 func BenchmarkFanout(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		res, err := Run(Fanout(6), Options{})
-		if err != nil {
-			b.Fatal(err)
+	n := 6
+	if v := os.Getenv("CASCADE_FANOUT"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("CASCADE_FANOUT=%q: %v", v, err)
 		}
-		b.ReportMetric(float64(res.Distinct)/res.Elapsed.Seconds(), "distinct/s")
-		b.ReportMetric(float64(res.Distinct), "distinct")
+	}
+	for _, w := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("fanout-%d/workers=%d", n, w), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				res, err := Run(Fanout(n), Options{Workers: w})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(res.Distinct)/res.Elapsed.Seconds(), "distinct/s")
+				b.ReportMetric(float64(res.Distinct), "distinct")
+			}
+		})
 	}
 }
 

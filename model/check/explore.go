@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,62 +65,108 @@ type Result struct {
 	Vacuous              []string          // expected reachability never witnessed
 }
 
-// record is what the visited set keeps per fingerprint: how the state was
-// first reached. order ranks the parent (frontier position, action) so
-// that parallel workers agree on one deterministic parent per state.
-type record struct {
-	parent uint64
-	action int32
-	level  int32
-	order  uint64
+// How the search is organised. Each BFS level is expanded in two phases.
+//
+//  1. Expansion, in parallel: workers take blocks of frontier states in
+//     turn, decode each state from its compact encoding, check it, apply
+//     every enabled step, check each transition, canonicalise and encode
+//     the successor and fingerprint the encoding. A block's successors
+//     go to that block's output in (frontier position, action) order,
+//     minus those the block reached already; the visited set is not
+//     touched.
+//  2. Merge, on one thread: the outputs are read in block order, so in
+//     (frontier position, action) order, and each fingerprint is inserted
+//     into the visited set. The first insertion of a state wins: it
+//     records the state's parent and appends its encoding to the next
+//     frontier.
+//
+// The first occurrence in that order is the one a sequential BFS would
+// keep, so the states, their parents, the frontier order and therefore
+// the counterexamples are the same for any number of workers, without
+// locks. The frontier and the visited set hold no pointers (encodings in
+// one byte slice, fingerprints in flat arrays), so the garbage collector
+// has almost nothing to scan however large the search grows.
+
+// blockSize is how many frontier states a worker takes at a time: small
+// enough to balance two workers, large enough that a block's successors
+// often meet their siblings' (diamonds) and are dropped before storage.
+const blockSize = 128
+
+// An ord records how a state was first reached: its level, its parent's
+// position in the previous level's frontier and the action index among
+// the parent's successors. The root has level 0 and action rootAction.
+const (
+	ordActionBits = 16
+	ordIndexBits  = 32
+	ordLevelBits  = 64 - ordActionBits - ordIndexBits
+	rootAction    = 1<<ordActionBits - 1
+	maxActions    = rootAction // actions 0..maxActions-1
+	maxLevel      = 1<<ordLevelBits - 1
+	maxIndex      = 1<<ordIndexBits - 1
+)
+
+func packOrd(level, idx, act int) uint64 {
+	return uint64(level)<<(ordIndexBits+ordActionBits) | uint64(idx)<<ordActionBits | uint64(act)
 }
 
-const shards = 256
-
-type visited struct {
-	mu [shards]sync.Mutex
-	m  [shards]map[uint64]record
+func unpackOrd(o uint64) (level, idx, act int) {
+	return int(o >> (ordIndexBits + ordActionBits)), int(o >> ordActionBits & maxIndex), int(o & rootAction)
 }
 
-func newVisited() *visited {
-	v := &visited{}
-	for i := range v.m {
-		v.m[i] = map[uint64]record{}
+// frontier is one BFS level: state i's encoding is data[offs[i]:offs[i+1]].
+type frontier struct {
+	data []byte
+	offs []int
+	fps  []uint64
+}
+
+func (f *frontier) len() int { return len(f.fps) }
+
+func (f *frontier) enc(i int) []byte { return f.data[f.offs[i]:f.offs[i+1]] }
+
+func (f *frontier) add(enc []byte, fp uint64) {
+	f.data = append(f.data, enc...)
+	f.offs = append(f.offs, len(f.data))
+	f.fps = append(f.fps, fp)
+}
+
+// reuse empties f for a level of at most n states and bytes of
+// encodings, keeping its encoding buffer. The fingerprints are not
+// reused: levels keeps them.
+func (f *frontier) reuse(n, bytes int) {
+	if cap(f.data) < bytes {
+		f.data = make([]byte, 0, bytes)
 	}
-	return v
-}
-
-// insert adds fp if new; for a state first seen in the same level it keeps
-// the smaller order. It reports whether the caller's entry is (so far) the
-// state's canonical parent.
-func (v *visited) insert(fp uint64, r record) (fresh bool) {
-	i := fp % shards
-	v.mu[i].Lock()
-	defer v.mu[i].Unlock()
-	old, seen := v.m[i][fp]
-	switch {
-	case !seen:
-		v.m[i][fp] = r
-		return true
-	case old.level == r.level && r.order < old.order:
-		v.m[i][fp] = r
+	if cap(f.offs) < n+1 {
+		f.offs = make([]int, 0, n+1)
 	}
-	return false
+	f.data, f.offs = f.data[:0], append(f.offs[:0], 0)
+	f.fps = make([]uint64, 0, n)
 }
 
-func (v *visited) get(fp uint64) record {
-	i := fp % shards
-	v.mu[i].Lock()
-	defer v.mu[i].Unlock()
-	return v.m[i][fp]
+// blockOut is what expanding one block produced: successors' encodings
+// back to back, and for each its fingerprint, parent and action, and end
+// offset in data.
+type blockOut struct {
+	data  []byte
+	items []succ
 }
 
-// step is one successor of a state.
-type step struct {
-	text   string
-	st     model.Step
-	next   *model.State
-	result model.Result
+type succ struct {
+	fp  uint64
+	idx uint32 // parent's frontier position
+	act uint16
+	end uint32
+}
+
+// worker is one expanding goroutine's reusable memory.
+type worker struct {
+	dec   model.Decoder
+	steps []model.Step
+	trans model.Transition
+	local fpSet
+
+	generated int64
 }
 
 // explorer holds one run.
@@ -129,14 +176,19 @@ type explorer struct {
 	ops   []model.Step
 	opts  model.Options
 	init  *model.State
-	seen  *visited
+	seen  *seenTable
+	// levels[l] are the fingerprints of level l's frontier, by position:
+	// with the ords in seen they give every state's path.
+	levels [][]uint64
+	admits []func(*model.State) int // constraint metrics, by Constraints index
 
 	generated atomic.Int64
 	distinct  atomic.Int64
 
 	mu        sync.Mutex
 	found     map[string]*candidate
-	witnessed map[string]bool
+	sometimes []int         // indexes into model.Properties of Sometimes properties
+	witnessed []atomic.Bool // by sometimes index
 }
 
 type candidate struct {
@@ -147,27 +199,34 @@ type candidate struct {
 	order uint64
 }
 
+// step is one successor of a state, as counterexample replay lists them.
+type step struct {
+	text string
+	next *model.State
+}
+
 // successors lists, in a fixed order, every step from s: unused client
-// ops first, then the model's internal and fault steps.
+// ops first, then the model's internal and fault steps. The order and the
+// filtering must match expand's, which numbers actions the same way.
 func (e *explorer) successors(s *model.State) []step {
 	var out []step
 	for i, op := range e.ops {
 		if s.Budget&(1<<i) != 0 {
 			continue
 		}
-		n, r, err := e.m.Apply(s, op)
+		n, _, err := e.m.Apply(s, op)
 		if err != nil {
 			continue
 		}
 		n.Budget |= 1 << i
-		out = append(out, step{text: op.String(), st: op, next: n, result: r})
+		out = append(out, step{text: op.String(), next: n})
 	}
 	for _, st := range e.m.Enabled(s, e.opts) {
-		n, r, err := e.m.Apply(s, st)
+		n, _, err := e.m.Apply(s, st)
 		if err != nil {
 			continue
 		}
-		out = append(out, step{text: st.String(), st: st, next: n, result: r})
+		out = append(out, step{text: st.String(), next: n})
 	}
 	return out
 }
@@ -179,10 +238,19 @@ func (e *explorer) canon(s *model.State) *model.State {
 	return s
 }
 
+func (e *explorer) admitted(s *model.State) bool {
+	for i, f := range e.admits {
+		if f(s) > e.scope.Constraints[i].Max {
+			return false
+		}
+	}
+	return true
+}
+
 // Run explores a scope.
 func Run(scope Scope, opts Options) (*Result, error) {
 	e := &explorer{scope: scope, m: &model.Model{Bugs: scope.Bugs}, opts: model.Options{Coalesce: scope.Coalesce},
-		seen: newVisited(), found: map[string]*candidate{}, witnessed: map[string]bool{}}
+		seen: newSeenTable(), found: map[string]*candidate{}}
 	if len(scope.Ops) > 63 {
 		return nil, fmt.Errorf("scope %s: at most 63 client operations", scope.Name)
 	}
@@ -191,6 +259,19 @@ func Run(scope Scope, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("scope %s: %q is not a reachability property", scope.Name, p)
 		}
 	}
+	for _, c := range scope.Constraints {
+		f := metricFunc(c.Metric)
+		if f == nil {
+			return nil, fmt.Errorf("scope %s: constraint %q: unknown metric", scope.Name, c.Text)
+		}
+		e.admits = append(e.admits, f)
+	}
+	for i := range model.Properties {
+		if model.Properties[i].Kind == model.Sometimes {
+			e.sometimes = append(e.sometimes, i)
+		}
+	}
+	e.witnessed = make([]atomic.Bool, len(e.sometimes))
 	for _, c := range scope.Ops {
 		st, err := model.ParseStep(c)
 		if err != nil {
@@ -211,17 +292,16 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	start := time.Now()
-	buf := []byte{}
-	var rootFP uint64
-	rootFP, _ = e.init.Fingerprint(buf)
-	e.seen.insert(rootFP, record{parent: rootFP, action: -1})
+	rootEnc := e.init.Encode(nil)
+	rootFP := model.FingerprintBytes(rootEnc)
+	e.seen.insert(rootFP, packOrd(0, 0, rootAction))
 	e.distinct.Store(1)
+	// Two frontiers, current and next, swapped after each level so that
+	// their buffers are reused.
+	var fr, nf frontier
+	fr.reuse(1, len(rootEnc))
+	fr.add(rootEnc, rootFP)
 
-	type item struct {
-		s  *model.State
-		fp uint64
-	}
-	frontier := []item{{e.init, rootFP}}
 	var depth atomic.Int64
 	queue := atomic.Int64{}
 	queue.Store(1)
@@ -246,73 +326,89 @@ func Run(scope Scope, opts Options) (*Result, error) {
 	}
 	defer close(done)
 
+	ws := make([]*worker, workers)
+	for i := range ws {
+		ws[i] = &worker{}
+	}
+	var outs []blockOut // reused from level to level
 	complete := true
 	level := 0
-	for len(frontier) > 0 {
+	for fr.len() > 0 {
+		e.levels = append(e.levels, fr.fps)
 		depth.Store(int64(level))
-		queue.Store(int64(len(frontier)))
+		queue.Store(int64(fr.len()))
 		expand := scope.MaxDepth == 0 || level < scope.MaxDepth
 		if !expand {
 			complete = false
 		}
-		type next struct {
-			item
-			order uint64
+		if expand && level+1 > maxLevel {
+			return nil, fmt.Errorf("scope %s: deeper than %d levels", scope.Name, maxLevel)
 		}
-		outs := make([][]next, workers)
-		var wg sync.WaitGroup
-		chunk := (len(frontier) + workers - 1) / workers
+		if fr.len() > maxIndex {
+			return nil, fmt.Errorf("scope %s: more than %d states in one level", scope.Name, maxIndex)
+		}
+
+		// Phase 1: expand the level's blocks in parallel.
+		nblocks := (fr.len() + blockSize - 1) / blockSize
+		for len(outs) < nblocks {
+			outs = append(outs, blockOut{})
+		}
+		var next atomic.Int64
 		var failed atomic.Value
-		for w := 0; w < workers; w++ {
-			lo, hi := w*chunk, min((w+1)*chunk, len(frontier))
-			if lo >= hi {
-				continue
-			}
+		var wg sync.WaitGroup
+		for _, w := range ws {
 			wg.Add(1)
-			go func(w, lo, hi int) {
+			go func(w *worker) {
 				defer wg.Done()
-				buf := make([]byte, 0, 4096)
-				for idx := lo; idx < hi; idx++ {
-					it := frontier[idx]
-					if err := e.checkQuiescent(it.s, it.fp, level, uint64(idx)<<20); err != nil {
-						failed.Store(err)
+				for {
+					b := int(next.Add(1) - 1)
+					if b >= nblocks || failed.Load() != nil {
 						return
 					}
-					if !expand || !scope.admits(it.s) {
-						continue
-					}
-					for a, sc := range e.successors(it.s) {
-						e.generated.Add(1)
-						order := uint64(idx)<<20 | uint64(a)
-						e.checkTransition(it.s, sc, level+1, it.fp, int32(a), order)
-						n := e.canon(sc.next)
-						var fp uint64
-						fp, buf = n.Fingerprint(buf)
-						if e.seen.insert(fp, record{parent: it.fp, action: int32(a), level: int32(level + 1), order: order}) {
-							e.distinct.Add(1)
+					out := &outs[b]
+					out.data, out.items = out.data[:0], out.items[:0]
+					w.local.reset()
+					w.generated = 0
+					for idx := b * blockSize; idx < min((b+1)*blockSize, fr.len()); idx++ {
+						if err := e.expand(w, &fr, idx, level, expand, out); err != nil {
+							failed.Store(err)
+							return
 						}
-						outs[w] = append(outs[w], next{item{n, fp}, order})
 					}
+					e.generated.Add(w.generated)
 				}
-			}(w, lo, hi)
+			}(w)
 		}
 		wg.Wait()
 		if err, _ := failed.Load().(error); err != nil {
 			return nil, err
 		}
-		var nf []item
-		for _, out := range outs {
-			for _, n := range out {
-				if r := e.seen.get(n.fp); r.level == int32(level+1) && r.order == n.order {
-					nf = append(nf, n.item)
+
+		// Phase 2: merge in (frontier position, action) order.
+		total, bytes := 0, 0
+		for b := 0; b < nblocks; b++ {
+			total += len(outs[b].items)
+			bytes += len(outs[b].data)
+		}
+		e.seen.reserve(total)
+		nf.reuse(total, bytes)
+		for b := 0; b < nblocks; b++ {
+			out := &outs[b]
+			prev := 0
+			for _, it := range out.items {
+				enc := out.data[prev:it.end]
+				prev = int(it.end)
+				if e.seen.insert(it.fp, packOrd(level+1, int(it.idx), int(it.act))) {
+					nf.add(enc, it.fp)
 				}
 			}
 		}
-		frontier = nf
-		if len(frontier) > 0 {
+		e.distinct.Store(int64(e.seen.len()))
+		fr, nf = nf, fr
+		if fr.len() > 0 {
 			level++
 		}
-		if scope.MaxStates > 0 && e.distinct.Load() >= int64(scope.MaxStates) && len(frontier) > 0 {
+		if scope.MaxStates > 0 && e.distinct.Load() >= int64(scope.MaxStates) && fr.len() > 0 {
 			complete = false
 			break
 		}
@@ -321,11 +417,16 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		}
 	}
 	res := &Result{Scope: scope.Name, Bugs: scope.Bugs, Generated: e.generated.Load(), Distinct: e.distinct.Load(),
-		Depth: level, Complete: complete, Elapsed: time.Since(start), Witnessed: e.witnessed}
+		Depth: level, Complete: complete, Elapsed: time.Since(start), Witnessed: map[string]bool{}}
+	for i, pi := range e.sometimes {
+		if e.witnessed[i].Load() {
+			res.Witnessed[model.Properties[pi].Name] = true
+		}
+	}
 	n := float64(res.Distinct)
 	res.CollisionProbability = -math.Expm1(-n * n / math.Exp2(65))
 	for _, p := range scope.Expect {
-		if !e.witnessed[p] {
+		if !res.Witnessed[p] {
 			res.Vacuous = append(res.Vacuous, p)
 		}
 	}
@@ -341,6 +442,173 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		res.Violations = append(res.Violations, ce)
 	}
 	return res, nil
+}
+
+// expand checks frontier state idx and, when the level is expanded and
+// the constraints admit it, every transition out of it, appending the
+// successors its block has not produced yet to out.
+func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool, out *blockOut) error {
+	s, err := w.dec.Decode(fr.enc(idx))
+	if err != nil {
+		return fmt.Errorf("internal error: %v", err)
+	}
+	fp := fr.fps[idx]
+	order := uint64(idx) << 20
+	if !expand || !e.admitted(s) {
+		return e.checkQuiescent(s, fp, level, order)
+	}
+	// changed records that some internal step changes what clients see.
+	// Quiescent would then find that step as its path to a change, so the
+	// state is not quiescent and the search for one can be skipped.
+	changed := false
+	a := 0
+	emit := func(st *model.Step, n *model.State, r model.Result) error {
+		if a >= maxActions {
+			return fmt.Errorf("scope %s: a state with more than %d successors", e.scope.Name, maxActions)
+		}
+		w.generated++
+		e.checkTransition(w, s, n, st, r, level+1, fp, int32(a), order|uint64(a))
+		// The frontier is canonical, and Canonical depends only on the
+		// UID table: a successor that shares its parent's table (no step
+		// but a create adds UIDs) is canonical already.
+		if e.scope.Symmetry && !sameUIDs(s, n) {
+			n = n.Canonical()
+		}
+		start := len(out.data)
+		out.data = n.Encode(out.data)
+		h := model.FingerprintBytes(out.data[start:])
+		if !w.local.add(h) {
+			out.data = out.data[:start]
+		} else {
+			if len(out.data) > math.MaxUint32 {
+				return fmt.Errorf("scope %s: a block's successors exceed 4 GiB", e.scope.Name)
+			}
+			out.items = append(out.items, succ{fp: h, idx: uint32(idx), act: uint16(a), end: uint32(len(out.data))})
+		}
+		a++
+		return nil
+	}
+	for i := range e.ops {
+		if s.Budget&(1<<i) != 0 {
+			continue
+		}
+		n, r, err := e.m.Apply(s, e.ops[i])
+		if err != nil {
+			continue
+		}
+		n.Budget |= 1 << i
+		if err := emit(&e.ops[i], n, r); err != nil {
+			return err
+		}
+	}
+	w.steps = e.m.AppendEnabled(w.steps[:0], s, e.opts)
+	for i := range w.steps {
+		st := &w.steps[i]
+		n, r, err := e.m.Apply(s, *st)
+		if err != nil {
+			continue
+		}
+		if !changed && st.Internal() && !model.ObservablyEqual(n, s) {
+			changed = true
+		}
+		if err := emit(st, n, r); err != nil {
+			return err
+		}
+	}
+	if changed {
+		return nil
+	}
+	return e.checkQuiescent(s, fp, level, order)
+}
+
+// sameUIDs reports whether two states share one UID table.
+func sameUIDs(a, b *model.State) bool {
+	return len(a.UIDs) == len(b.UIDs) && (len(a.UIDs) == 0 || &a.UIDs[0] == &b.UIDs[0])
+}
+
+func (e *explorer) offer(v *model.Violation, c *candidate) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.found[v.Property]
+	if old == nil || c.level < old.level || (c.level == old.level && c.order < old.order) {
+		c.v = v
+		e.found[v.Property] = c
+	}
+}
+
+func (e *explorer) checkTransition(w *worker, prev, next *model.State, st *model.Step, r model.Result, level int, fp uint64, act int32, order uint64) {
+	t := &w.trans
+	*t = model.Transition{Prev: prev, Next: next, Step: *st, Result: r}
+	for _, v := range e.m.CheckTransition(t) {
+		e.offer(v, &candidate{level: level, fp: fp, act: act, order: order})
+	}
+	for i, pi := range e.sometimes {
+		if !e.witnessed[i].Load() && model.Properties[pi].Check(e.m, t) != nil {
+			e.witnessed[i].Store(true)
+		}
+	}
+	*t = model.Transition{} // hold no states past the transition
+}
+
+func (e *explorer) checkQuiescent(s *model.State, fp uint64, level int, order uint64) error {
+	q, err := e.m.Quiescent(s)
+	if err != nil {
+		return err
+	}
+	if !q {
+		return nil
+	}
+	for _, v := range e.m.CheckQuiescent(s) {
+		e.offer(v, &candidate{level: level, fp: fp, act: -1, order: order})
+	}
+	return nil
+}
+
+// path rebuilds the actions from the initial state to fp.
+func (e *explorer) path(fp uint64) ([]int32, error) {
+	var acts []int32
+	for {
+		o, ok := e.seen.get(fp)
+		if !ok {
+			return nil, fmt.Errorf("internal error: state %016x on a counterexample path is not stored", fp)
+		}
+		level, idx, act := unpackOrd(o)
+		if level == 0 {
+			break
+		}
+		acts = append(acts, int32(act))
+		fp = e.levels[level-1][idx]
+	}
+	slices.Reverse(acts)
+	return acts, nil
+}
+
+// counterexample replays the recorded path and writes it as a trace.
+func (e *explorer) counterexample(c *candidate) (*Counterexample, error) {
+	acts, err := e.path(c.fp)
+	if err != nil {
+		return nil, err
+	}
+	if c.act >= 0 {
+		acts = append(acts, c.act)
+	}
+	s := e.init
+	var steps []string
+	for _, a := range acts {
+		succ := e.successors(s)
+		if int(a) >= len(succ) {
+			return nil, fmt.Errorf("internal error: path replay diverged at %q", steps)
+		}
+		steps = append(steps, succ[a].text)
+		s = e.canon(succ[a].next)
+	}
+	ce := &Counterexample{Property: c.v.Property, Known: c.v.Known, Message: c.v.Message, Steps: steps}
+	trace, err := e.traceFile(ce, c.act < 0)
+	if err != nil {
+		return nil, err
+	}
+	ce.Trace = trace
+	return ce, nil
 }
 
 // setupState applies setup commands (and `settle`) to the empty state.
@@ -369,93 +637,6 @@ func setupState(m *model.Model, setup []string) (*model.State, error) {
 		s = n
 	}
 	return s, nil
-}
-
-func (e *explorer) offer(v *model.Violation, c *candidate) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	old := e.found[v.Property]
-	if old == nil || c.level < old.level || (c.level == old.level && c.order < old.order) {
-		c.v = v
-		e.found[v.Property] = c
-	}
-}
-
-func (e *explorer) checkTransition(prev *model.State, sc step, level int, fp uint64, act int32, order uint64) {
-	t := &model.Transition{Prev: prev, Next: sc.next, Step: sc.st, Result: sc.result}
-	for _, v := range e.m.CheckTransition(t) {
-		e.offer(v, &candidate{level: level, fp: fp, act: act, order: order})
-	}
-	for i := range model.Properties {
-		p := &model.Properties[i]
-		if p.Kind != model.Sometimes {
-			continue
-		}
-		e.mu.Lock()
-		have := e.witnessed[p.Name]
-		e.mu.Unlock()
-		if !have && p.Check(e.m, t) != nil {
-			e.mu.Lock()
-			e.witnessed[p.Name] = true
-			e.mu.Unlock()
-		}
-	}
-}
-
-func (e *explorer) checkQuiescent(s *model.State, fp uint64, level int, order uint64) error {
-	q, err := e.m.Quiescent(s)
-	if err != nil {
-		return err
-	}
-	if !q {
-		return nil
-	}
-	for _, v := range e.m.CheckQuiescent(s) {
-		e.offer(v, &candidate{level: level, fp: fp, act: -1, order: order})
-	}
-	return nil
-}
-
-// path rebuilds the steps from the initial state to fp.
-func (e *explorer) path(fp uint64) []int32 {
-	var acts []int32
-	for {
-		r := e.seen.get(fp)
-		if r.action < 0 {
-			break
-		}
-		acts = append(acts, r.action)
-		fp = r.parent
-	}
-	for i, j := 0, len(acts)-1; i < j; i, j = i+1, j-1 {
-		acts[i], acts[j] = acts[j], acts[i]
-	}
-	return acts
-}
-
-// counterexample replays the recorded path and writes it as a trace.
-func (e *explorer) counterexample(c *candidate) (*Counterexample, error) {
-	acts := e.path(c.fp)
-	if c.act >= 0 {
-		acts = append(acts, c.act)
-	}
-	s := e.init
-	var steps []string
-	for _, a := range acts {
-		succ := e.successors(s)
-		if int(a) >= len(succ) {
-			return nil, fmt.Errorf("internal error: path replay diverged at %q", steps)
-		}
-		steps = append(steps, succ[a].text)
-		s = e.canon(succ[a].next)
-	}
-	ce := &Counterexample{Property: c.v.Property, Known: c.v.Known, Message: c.v.Message, Steps: steps}
-	trace, err := e.traceFile(ce, c.act < 0)
-	if err != nil {
-		return nil, err
-	}
-	ce.Trace = trace
-	return ce, nil
 }
 
 // traceFile formats a counterexample as a trace and fills in its

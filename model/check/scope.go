@@ -125,15 +125,6 @@ func metricFunc(name string) func(*model.State) int {
 	}
 }
 
-func (s *Scope) admits(st *model.State) bool {
-	for _, c := range s.Constraints {
-		if metricFunc(c.Metric)(st) > c.Max {
-			return false
-		}
-	}
-	return true
-}
-
 // Presets are the named scopes; Run applies symmetry reduction to each
 // unless told otherwise (see model.State.Canonical for why it is sound for
 // every property). Each one stages a known interaction
