@@ -20,58 +20,175 @@ import (
 // so the encoding stays canonical, and every field is recoverable, so it
 // stays injective. Empty optional fields of an object cost one bit each.
 func (s *State) Encode(b []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s.UIDs)))
-	for i := range s.UIDs {
-		u := &s.UIDs[i]
-		b = append(b, byte(u.Kind))
-		b = encStr(encStr(encStr(b, u.Namespace), u.Name), u.Symbol)
-		b = binary.AppendVarint(b, int64(u.Nth))
+	for p := range numParts {
+		b = s.encPart(b, p)
 	}
-	b = binary.AppendUvarint(b, uint64(len(s.Objects)))
-	for i := range s.Objects {
-		b = s.encObject(b, &s.Objects[i])
-	}
-	b = s.encWatcher(b, &s.GC.Watch)
+	return b
+}
+
+// The encoding is a sequence of parts, in this order. A part depends on
+// the state's other parts only through the UID table (implied strings)
+// and, for the watchers, the stored objects (encCopy); Decoder.EncodeNext
+// relies on that to copy the parts a successor shares with its parent.
+const (
+	partUIDs = iota
+	partObjects
+	partGCWatch
+	partNodes
+	partVirtualEvents
+	partAttemptToDelete
+	partAttemptToOrphan
+	partInFlight
+	partAbsent
+	partMonitored
+	partControllerWatch
+	partOrphans
+	partEvents
+	partBudget
+	numParts
+)
+
+func (s *State) encPart(b []byte, part int) []byte {
 	g := &s.GC
-	b = binary.AppendUvarint(b, uint64(len(g.Nodes)))
-	for i := range g.Nodes {
-		n := &g.Nodes[i]
-		b = s.encIdent(b, &n.Identity)
-		b = s.encRefs(b, n.Owners)
-		b = encUIDs(b, n.Dependents)
-		b = append(b, flags3(n.Virtual, n.BeingDeleted, n.DeletingDependents))
+	switch part {
+	case partUIDs:
+		b = binary.AppendUvarint(b, uint64(len(s.UIDs)))
+		prevNS := ""
+		for i := range s.UIDs {
+			u := &s.UIDs[i]
+			b = append(b, byte(u.Kind))
+			// Most UIDs share the namespace of the one before: 0 says
+			// so, otherwise the length plus one precedes the bytes.
+			if u.Namespace == prevNS {
+				b = append(b, 0)
+			} else {
+				b = binary.AppendUvarint(b, uint64(len(u.Namespace))+1)
+				b = append(b, u.Namespace...)
+				prevNS = u.Namespace
+			}
+			b = encStr(encStr(b, u.Name), u.Symbol)
+			b = binary.AppendVarint(b, int64(u.Nth))
+		}
+	case partObjects:
+		b = binary.AppendUvarint(b, uint64(len(s.Objects)))
+		for i := range s.Objects {
+			b = s.encObject(b, &s.Objects[i])
+		}
+	case partGCWatch:
+		b = s.encWatcher(b, &g.Watch)
+	case partNodes:
+		b = binary.AppendUvarint(b, uint64(len(g.Nodes)))
+		for i := range g.Nodes {
+			n := &g.Nodes[i]
+			b = s.encIdent(b, &n.Identity)
+			b = s.encRefs(b, n.Owners)
+			b = encUIDs(b, n.Dependents)
+			b = append(b, flags3(n.Virtual, n.BeingDeleted, n.DeletingDependents))
+		}
+	case partVirtualEvents:
+		b = s.encIdents(b, g.VirtualEvents)
+	case partAttemptToDelete:
+		b = s.encIdents(b, g.AttemptToDelete)
+	case partAttemptToOrphan:
+		b = s.encIdents(b, g.AttemptToOrphan)
+	case partInFlight:
+		b = binary.AppendUvarint(b, uint64(len(g.InFlight)))
+		for i := range g.InFlight {
+			f := &g.InFlight[i]
+			b = binary.AppendUvarint(b, uint64(f.UID))
+			b = binary.AppendUvarint(b, uint64(len(f.Writes)))
+			for j := range f.Writes {
+				w := &f.Writes[j]
+				b = append(b, byte(w.Op), byte(w.Policy))
+				b = s.encIdent(b, &w.Item)
+				b = binary.AppendVarint(b, int64(w.RV))
+				b = s.encRefs(b, w.Owners)
+				b = encUIDs(b, w.Remove)
+			}
+		}
+	case partAbsent:
+		b = s.encIdents(b, g.Absent)
+	case partMonitored:
+		b = binary.AppendUvarint(b, uint64(g.Monitored))
+	case partControllerWatch:
+		b = s.encWatcher(b, &s.Controller.Watch)
+	case partOrphans:
+		b = binary.AppendUvarint(b, uint64(len(s.Orphans)))
+		for _, o := range s.Orphans {
+			b = binary.AppendUvarint(b, uint64(o.Owner))
+			b = binary.AppendUvarint(b, uint64(o.Dep))
+			b = append(b, flags3(o.Ran, o.Seen, o.Switched))
+		}
+	case partEvents:
+		b = binary.AppendUvarint(b, uint64(len(s.Events)))
+		for _, e := range s.Events {
+			b = encStr(b, e)
+		}
+	case partBudget:
+		b = binary.AppendUvarint(b, s.Budget)
 	}
-	b = s.encIdents(b, g.VirtualEvents)
-	b = s.encIdents(b, g.AttemptToDelete)
-	b = s.encIdents(b, g.AttemptToOrphan)
-	b = binary.AppendUvarint(b, uint64(len(g.InFlight)))
-	for i := range g.InFlight {
-		f := &g.InFlight[i]
-		b = binary.AppendUvarint(b, uint64(f.UID))
-		b = binary.AppendUvarint(b, uint64(len(f.Writes)))
-		for j := range f.Writes {
-			w := &f.Writes[j]
-			b = append(b, byte(w.Op), byte(w.Policy))
-			b = s.encIdent(b, &w.Item)
-			b = binary.AppendVarint(b, int64(w.RV))
-			b = s.encRefs(b, w.Owners)
-			b = encUIDs(b, w.Remove)
+	return b
+}
+
+// EncodeNext appends Encode(s) for a state s derived (by Apply and
+// Canonical) from the state Decode last returned. It copies the parts of
+// that state's encoding that s shares with it: slices are copy-on-write,
+// so a part whose slices s still shares, whose watch queue array is the
+// same, and whose dependencies (see the part list) are shared too,
+// encodes exactly as before. It is Encode, only faster.
+func (d *Decoder) EncodeNext(b []byte, s *State) []byte {
+	p := &d.state
+	if !sliceIs(s.UIDs, p.UIDs) {
+		return s.Encode(b)
+	}
+	objects := sliceIs(s.Objects, p.Objects)
+	g, pg := &s.GC, &p.GC
+	for part := range numParts {
+		var same bool
+		switch part {
+		case partUIDs:
+			same = true
+		case partObjects:
+			same = objects
+		case partGCWatch:
+			same = objects && g.Watch.Queues == pg.Watch.Queues && sliceIs(g.Watch.Cache, pg.Watch.Cache)
+		case partNodes:
+			same = sliceIs(g.Nodes, pg.Nodes)
+		case partVirtualEvents:
+			same = sliceIs(g.VirtualEvents, pg.VirtualEvents)
+		case partAttemptToDelete:
+			same = sliceIs(g.AttemptToDelete, pg.AttemptToDelete)
+		case partAttemptToOrphan:
+			same = sliceIs(g.AttemptToOrphan, pg.AttemptToOrphan)
+		case partInFlight:
+			same = sliceIs(g.InFlight, pg.InFlight)
+		case partAbsent:
+			same = sliceIs(g.Absent, pg.Absent)
+		case partMonitored:
+			same = g.Monitored == pg.Monitored
+		case partControllerWatch:
+			w, pw := &s.Controller.Watch, &p.Controller.Watch
+			same = objects && w.Queues == pw.Queues && sliceIs(w.Cache, pw.Cache)
+		case partOrphans:
+			same = sliceIs(s.Orphans, p.Orphans)
+		case partEvents:
+			same = sliceIs(s.Events, p.Events)
+		case partBudget:
+			same = s.Budget == p.Budget
+		}
+		if same {
+			b = append(b, d.b[d.parts[part]:d.parts[part+1]]...)
+		} else {
+			b = s.encPart(b, part)
 		}
 	}
-	b = s.encIdents(b, g.Absent)
-	b = binary.AppendUvarint(b, uint64(g.Monitored))
-	b = s.encWatcher(b, &s.Controller.Watch)
-	b = binary.AppendUvarint(b, uint64(len(s.Orphans)))
-	for _, o := range s.Orphans {
-		b = binary.AppendUvarint(b, uint64(o.Owner))
-		b = binary.AppendUvarint(b, uint64(o.Dep))
-		b = append(b, flags3(o.Ran, o.Seen, o.Switched))
-	}
-	b = binary.AppendUvarint(b, uint64(len(s.Events)))
-	for _, e := range s.Events {
-		b = encStr(b, e)
-	}
-	return binary.AppendUvarint(b, s.Budget)
+	return b
+}
+
+// sliceIs reports whether two slices are the same memory (so, under
+// copy-on-write, the same contents).
+func sliceIs[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 var fingerprintSeed = maphash.MakeSeed()
@@ -193,7 +310,61 @@ const (
 )
 
 func (s *State) encObject(b []byte, o *Object) []byte {
-	b = binary.AppendUvarint(b, uint64(o.UID))
+	return s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)), o)
+}
+
+// encCopy writes a watcher's copy of an object. A copy equal to the
+// stored object with its UID (the common case: an informer's cache holds
+// what the store holds) is written as just the UID with the low bit set.
+func (s *State) encCopy(b []byte, o *Object) []byte {
+	if st := objectByUID(s.Objects, o.UID); st != nil && sameObject(o, st) {
+		return binary.AppendUvarint(b, uint64(o.UID)<<1|1)
+	}
+	return s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)<<1), o)
+}
+
+// objectByUID finds an object in a list sorted by UID.
+func objectByUID(objs []Object, uid UID) *Object {
+	lo, hi := 0, len(objs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if objs[m].UID < uid {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(objs) && objs[lo].UID == uid {
+		return &objs[lo]
+	}
+	return nil
+}
+
+// sameObject reports whether two objects are equal in every field.
+// Copies usually share their slices, which then compare in O(1).
+func sameObject(a, b *Object) bool {
+	return a.UID == b.UID && a.Kind == b.Kind && a.RV == b.RV && a.Deleting == b.Deleting && a.Replicas == b.Replicas &&
+		a.Namespace == b.Namespace && a.Name == b.Name && a.Selector == b.Selector &&
+		sameSlice(a.Owners, b.Owners) && sameSlice(a.Finalizers, b.Finalizers) && sameSlice(a.Labels, b.Labels)
+}
+
+func sameSlice[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// encObjectBody writes an object after its UID.
+func (s *State) encObjectBody(b []byte, o *Object) []byte {
 	var f byte
 	if o.Deleting {
 		f |= objDeleting
@@ -267,13 +438,13 @@ func (s *State) encWatcher(b []byte, w *Watcher) []byte {
 			b = binary.AppendUvarint(b, uint64(len(q)))
 			for i := range q {
 				b = append(b, byte(q[i].Type))
-				b = s.encObject(b, &q[i].Obj)
+				b = s.encCopy(b, &q[i].Obj)
 			}
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(w.Cache)))
 	for i := range w.Cache {
-		b = s.encObject(b, &w.Cache[i])
+		b = s.encCopy(b, &w.Cache[i])
 	}
 	return b
 }
@@ -310,6 +481,12 @@ type Decoder struct {
 	strs  map[string]string
 	ws    workspace
 	state State
+	// the UID table last decoded, and its encoding
+	uidInfos []UIDInfo
+	uidBytes []byte
+	// where each part of the last decoded state's encoding starts (and,
+	// at numParts, where it ends)
+	parts [numParts + 1]int
 
 	b   []byte
 	i   int
@@ -329,75 +506,146 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 	s := &d.state
 	d.s = s
 
-	if n := d.count(); n > 0 {
-		s.UIDs = d.ws.uidInfos.take(n)
-		for i := range s.UIDs {
-			u := &s.UIDs[i]
-			u.Kind = KindID(d.byte())
-			if u.Kind != NoKind && int(u.Kind) >= NumKinds {
-				d.bad = true
-			}
-			u.Namespace, u.Name, u.Symbol = d.str(), d.str(), d.str()
-			u.Nth = d.int()
-		}
+	for part := range numParts {
+		d.parts[part] = d.i
+		d.decPart(s, part)
 	}
-	s.Objects = d.objects(d.count())
-	d.watcher(&s.GC.Watch)
-	g := &s.GC
-	if n := d.count(); n > 0 {
-		g.Nodes = d.ws.nodes.take(n)
-		for i := range g.Nodes {
-			nd := &g.Nodes[i]
-			nd.Identity = d.ident()
-			nd.Owners = d.refList()
-			nd.Dependents = d.uidList()
-			f := d.byte()
-			nd.Virtual, nd.BeingDeleted, nd.DeletingDependents = f&1 != 0, f&2 != 0, f&4 != 0
-		}
-	}
-	g.VirtualEvents = d.identList()
-	g.AttemptToDelete = d.identList()
-	g.AttemptToOrphan = d.identList()
-	if n := d.count(); n > 0 {
-		g.InFlight = d.ws.inflight.take(n)
-		for i := range g.InFlight {
-			f := &g.InFlight[i]
-			f.UID = UID(d.uvarint())
-			ws := d.ws.writes.take(d.count())
-			for j := range ws {
-				w := &ws[j]
-				w.Op, w.Policy = WriteOp(d.byte()), Policy(d.byte())
-				w.Item = d.ident()
-				w.RV = d.int()
-				w.Owners = d.refList()
-				w.Remove = d.uidList()
-			}
-			f.Writes = ws
-		}
-	}
-	g.Absent = d.identList()
-	g.Monitored = uint32(d.uvarint())
-	d.watcher(&s.Controller.Watch)
-	if n := d.count(); n > 0 {
-		s.Orphans = d.ws.orphans.take(n)
-		for i := range s.Orphans {
-			o := &s.Orphans[i]
-			o.Owner, o.Dep = UID(d.uvarint()), UID(d.uvarint())
-			f := d.byte()
-			o.Ran, o.Seen, o.Switched = f&1 != 0, f&2 != 0, f&4 != 0
-		}
-	}
-	if n := d.count(); n > 0 {
-		s.Events = d.ws.strs.take(n)
-		for i := range s.Events {
-			s.Events[i] = d.str()
-		}
-	}
-	s.Budget = d.uvarint()
+	d.parts[numParts] = d.i
 	if d.bad || d.i != len(d.b) {
 		return nil, ErrBadEncoding
 	}
 	return s, nil
+}
+
+func (d *Decoder) decPart(s *State, part int) {
+	g := &s.GC
+	switch part {
+	case partUIDs:
+		s.UIDs = d.uidTable()
+	case partObjects:
+		s.Objects = d.objects(d.count())
+	case partGCWatch:
+		d.watcher(&g.Watch)
+	case partNodes:
+		if n := d.count(); n > 0 {
+			g.Nodes = d.ws.nodes.take(n)
+			for i := range g.Nodes {
+				nd := &g.Nodes[i]
+				nd.Identity = d.ident()
+				nd.Owners = d.refList()
+				nd.Dependents = d.uidList()
+				f := d.byte()
+				nd.Virtual, nd.BeingDeleted, nd.DeletingDependents = f&1 != 0, f&2 != 0, f&4 != 0
+			}
+		}
+	case partVirtualEvents:
+		g.VirtualEvents = d.identList()
+	case partAttemptToDelete:
+		g.AttemptToDelete = d.identList()
+	case partAttemptToOrphan:
+		g.AttemptToOrphan = d.identList()
+	case partInFlight:
+		if n := d.count(); n > 0 {
+			g.InFlight = d.ws.inflight.take(n)
+			for i := range g.InFlight {
+				f := &g.InFlight[i]
+				f.UID = UID(d.uvarint())
+				ws := d.ws.writes.take(d.count())
+				for j := range ws {
+					w := &ws[j]
+					w.Op, w.Policy = WriteOp(d.byte()), Policy(d.byte())
+					w.Item = d.ident()
+					w.RV = d.int()
+					w.Owners = d.refList()
+					w.Remove = d.uidList()
+				}
+				f.Writes = ws
+			}
+		}
+	case partAbsent:
+		g.Absent = d.identList()
+	case partMonitored:
+		g.Monitored = uint32(d.uvarint())
+	case partControllerWatch:
+		d.watcher(&s.Controller.Watch)
+	case partOrphans:
+		if n := d.count(); n > 0 {
+			s.Orphans = d.ws.orphans.take(n)
+			for i := range s.Orphans {
+				o := &s.Orphans[i]
+				o.Owner, o.Dep = UID(d.uvarint()), UID(d.uvarint())
+				f := d.byte()
+				o.Ran, o.Seen, o.Switched = f&1 != 0, f&2 != 0, f&4 != 0
+			}
+		}
+	case partEvents:
+		if n := d.count(); n > 0 {
+			s.Events = d.ws.strs.take(n)
+			for i := range s.Events {
+				s.Events[i] = d.str()
+			}
+		}
+	case partBudget:
+		s.Budget = d.uvarint()
+	}
+}
+
+// uidTable decodes the UID table. It changes only when an object is
+// created, so the table last decoded is kept, outside the workspace,
+// and reused when its bytes recur: the model never writes a UID table in
+// place.
+func (d *Decoder) uidTable() []UIDInfo {
+	start := d.i
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	// Skip over the table to find its bytes.
+	for k := 0; k < n && !d.bad; k++ {
+		d.byte()
+		if l := d.uvarint(); l > 0 {
+			d.skip(int(l - 1))
+		}
+		d.skip(d.count())
+		d.skip(d.count())
+		d.int()
+	}
+	if d.bad {
+		return nil
+	}
+	raw := d.b[start:d.i]
+	if d.uidInfos != nil && string(raw) == string(d.uidBytes) {
+		return d.uidInfos
+	}
+	d.i = start
+	d.count()
+	uids := make([]UIDInfo, n)
+	prevNS := ""
+	for i := range uids {
+		u := &uids[i]
+		u.Kind = KindID(d.byte())
+		if u.Kind != NoKind && int(u.Kind) >= NumKinds {
+			d.bad = true
+		}
+		if l := d.uvarint(); l > 0 {
+			u.Namespace = d.strN(l - 1)
+			prevNS = u.Namespace
+		} else {
+			u.Namespace = prevNS
+		}
+		u.Name, u.Symbol = d.str(), d.str()
+		u.Nth = d.int()
+	}
+	d.uidInfos, d.uidBytes = uids, append(d.uidBytes[:0], raw...)
+	return uids
+}
+
+func (d *Decoder) skip(n int) {
+	if n < 0 || n > len(d.b)-d.i {
+		d.bad = true
+		return
+	}
+	d.i += n
 }
 
 func (d *Decoder) uvarint() uint64 {
@@ -446,13 +694,19 @@ func (d *Decoder) count() int {
 	return int(n)
 }
 
-func (d *Decoder) str() string {
-	n := d.count()
+func (d *Decoder) str() string { return d.strN(d.uvarint()) }
+
+// strN reads a string of n bytes, interned.
+func (d *Decoder) strN(n uint64) string {
 	if n == 0 {
 		return ""
 	}
-	raw := d.b[d.i : d.i+n]
-	d.i += n
+	if n > uint64(len(d.b)-d.i) {
+		d.bad = true
+		return ""
+	}
+	raw := d.b[d.i : d.i+int(n)]
+	d.i += int(n)
 	if s, ok := d.strs[string(raw)]; ok {
 		return s
 	}
@@ -472,6 +726,27 @@ func (d *Decoder) madeFor(u UID) *UIDInfo {
 
 func (d *Decoder) object(o *Object) {
 	o.UID = UID(d.uvarint())
+	d.objectBody(o)
+}
+
+// copyOf reads what encCopy wrote.
+func (d *Decoder) copyOf(o *Object) {
+	v := d.uvarint()
+	if v&1 != 0 {
+		st := objectByUID(d.s.Objects, UID(v>>1))
+		if st == nil {
+			d.bad = true
+			*o = Object{}
+			return
+		}
+		*o = *st
+		return
+	}
+	*o = Object{UID: UID(v >> 1)}
+	d.objectBody(o)
+}
+
+func (d *Decoder) objectBody(o *Object) {
 	o.Kind = KindID(d.byte())
 	if int(o.Kind) >= NumKinds {
 		d.bad = true
@@ -576,11 +851,14 @@ func (d *Decoder) watcher(w *Watcher) {
 			}
 			q := d.ws.events.take(d.count())
 			for i := range q {
-				q[i] = WatchEvent{Type: EventType(d.byte())}
-				d.object(&q[i].Obj)
+				q[i].Type = EventType(d.byte())
+				d.copyOf(&q[i].Obj)
 			}
 			w.Queues[k] = q
 		}
 	}
-	w.Cache = d.objects(d.count())
+	w.Cache = d.ws.objs.take(d.count())
+	for i := range w.Cache {
+		d.copyOf(&w.Cache[i])
+	}
 }

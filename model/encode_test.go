@@ -10,7 +10,8 @@ import (
 // switches and odd references (symbolic UIDs, a cross-namespace owner,
 // an unserved kind), Decode reads back exactly what Encode wrote, a state
 // decoded into a reused Decoder behaves like the original under every
-// enabled step, and the decoded state is not modified by Apply.
+// enabled step, the decoded state is not modified by Apply, and
+// EncodeNext encodes every successor exactly as Encode does.
 func TestEncodeRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	var dec Decoder
@@ -68,6 +69,11 @@ func TestEncodeRoundTrip(t *testing.T) {
 				}
 				if !a.Equal(b) {
 					t.Fatalf("%s: the decoded state steps elsewhere", st)
+				}
+				for _, x := range []*State{b, b.Canonical()} {
+					if got, want := dec.EncodeNext(nil, x), x.Encode(nil); string(got) != string(want) {
+						t.Fatalf("%s: EncodeNext differs from Encode:\n%q\n%q", st, got, want)
+					}
 				}
 				if string(d.Encode(nil)) != string(enc) {
 					t.Fatalf("%s modified the decoded state", st)

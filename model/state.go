@@ -49,8 +49,14 @@ type Object struct {
 // or for cluster-scoped kinds, kind/namespace/name otherwise.
 func (o *Object) Key() string { return ObjKey(o.Kind, o.Namespace, o.Name) }
 
-// ObjKey formats a trace key.
+// ObjKey formats a trace key. A namespaced kind without a namespace — the
+// virtual node of a cluster-scoped dependent's reference to a namespaced
+// owner kind, which the GC looks up at cluster scope — is spelled
+// kind//name, so that it does not read back as the default namespace.
 func ObjKey(k KindID, ns, name string) string {
+	if ns == "" && k != NoKind && k.Info().Namespaced {
+		return k.Info().Short + "//" + name
+	}
 	if ns == "" || ns == DefaultNamespace {
 		return k.Info().Short + "/" + name
 	}
@@ -286,13 +292,7 @@ func (s *State) Clone() *State {
 func (s *State) ownNodes() { s.GC.Nodes = cloneIn(s.ws.nodeArena(), s.GC.Nodes) }
 
 // Get returns the live object with this UID.
-func (s *State) Get(uid UID) *Object {
-	i, ok := slices.BinarySearchFunc(s.Objects, uid, func(o Object, u UID) int { return cmpUID(o.UID, u) })
-	if !ok {
-		return nil
-	}
-	return &s.Objects[i]
-}
+func (s *State) Get(uid UID) *Object { return objectByUID(s.Objects, uid) }
 
 // Lookup returns the live object of a kind, namespace and name.
 func (s *State) Lookup(k KindID, ns, name string) *Object {

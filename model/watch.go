@@ -19,13 +19,16 @@ func controllerWatches(k KindID) bool {
 
 // pop removes the head event of kind k, returning it with the cached
 // version it replaces (the informer's oldObj) and updating the cache.
-func (w *Watcher) pop(ws *workspace, k KindID) (ev WatchEvent, old *Object) {
-	ev = w.queue(k)[0]
-	w.setQueue(ws, k, w.queue(k)[1:])
+// Both point into the queue and cache the watcher had before: those are
+// never written again (copy-on-write), so the pointers stay valid and
+// the caller must only read through them.
+func (w *Watcher) pop(ws *workspace, k KindID) (ev *WatchEvent, old *Object) {
+	q := w.queue(k)
+	ev = &q[0]
+	w.setQueue(ws, k, q[1:])
 	i, found := slices.BinarySearchFunc(w.Cache, ev.Obj.UID, func(o Object, u UID) int { return cmpUID(o.UID, u) })
 	if found {
-		prev := w.Cache[i]
-		old = &prev
+		old = &w.Cache[i]
 	}
 	switch { // copy-on-write: states share caches
 	case ev.Type == Deleted && found:
@@ -130,8 +133,7 @@ func (m *Model) gcSync(s *State) {
 func (m *Model) gcDeliver(s *State, k KindID) {
 	s.ownNodes()
 	ev, old := s.GC.Watch.pop(s.ws, k)
-	obj := ev.Obj
-	m.processGraphChanges(s, graphEvent{typ: ev.Type, obj: &obj, old: old, ident: identityOf(&obj)})
+	m.processGraphChanges(s, graphEvent{typ: ev.Type, obj: &ev.Obj, old: old, ident: identityOf(&ev.Obj)})
 }
 
 // gcDeliverVirtual processes the head virtual delete event.

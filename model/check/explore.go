@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"runtime"
@@ -70,31 +71,32 @@ type Result struct {
 //  1. Expansion, in parallel: workers take blocks of frontier states in
 //     turn, decode each state from its compact encoding, check it, apply
 //     every enabled step, check each transition, canonicalise and encode
-//     the successor and fingerprint the encoding. A block's successors
-//     go to that block's output in (frontier position, action) order,
-//     minus those the block reached already; the visited set is not
-//     touched.
-//  2. Merge, on one thread: the outputs are read in block order, so in
-//     (frontier position, action) order, and each fingerprint is inserted
-//     into the visited set. The first insertion of a state wins: it
-//     records the state's parent and appends its encoding to the next
-//     frontier.
+//     the successor and fingerprint the encoding, then claim the
+//     fingerprint in the visited set with the successor's ord (its
+//     parent's frontier position and its action). A claim keeps the
+//     smallest ord offered; the worker whose claim is the first stores
+//     the encoding, so each state's encoding is stored once.
+//  2. Ordering: each worker sorts its new states by their final ords (in
+//     parallel; they are nearly sorted already), and the sorted lists are
+//     merged into the next frontier.
 //
-// The first occurrence in that order is the one a sequential BFS would
-// keep, so the states, their parents, the frontier order and therefore
-// the counterexamples are the same for any number of workers, without
-// locks. The frontier and the visited set hold no pointers (encodings in
-// one byte slice, fingerprints in flat arrays), so the garbage collector
-// has almost nothing to scan however large the search grows.
+// The smallest ord is the (frontier position, action) a sequential BFS
+// would reach the state by first, so the states, their parents, the
+// frontier order and therefore the counterexamples are the same for any
+// number of workers. The frontier and the visited set hold no pointers
+// (encodings in byte chunks, fingerprints and ords in flat arrays), so
+// the garbage collector has almost nothing to scan however large the
+// search grows.
 
 // blockSize is how many frontier states a worker takes at a time: small
-// enough to balance two workers, large enough that a block's successors
-// often meet their siblings' (diamonds) and are dropped before storage.
-const blockSize = 128
+// enough to balance the workers, large enough to make taking cheap.
+const blockSize = 64
 
 // An ord records how a state was first reached: its level, its parent's
 // position in the previous level's frontier and the action index among
 // the parent's successors. The root has level 0 and action rootAction.
+// Ords of a deeper level are larger, so keeping the smallest keeps BFS
+// order.
 const (
 	ordActionBits = 16
 	ordIndexBits  = 32
@@ -113,58 +115,81 @@ func unpackOrd(o uint64) (level, idx, act int) {
 	return int(o >> (ordIndexBits + ordActionBits)), int(o >> ordActionBits & maxIndex), int(o & rootAction)
 }
 
-// frontier is one BFS level: state i's encoding is data[offs[i]:offs[i+1]].
-type frontier struct {
-	data []byte
-	offs []int
-	fps  []uint64
+// outBuf is one worker's output for one level: the encodings of the
+// states it claimed first, in fixed-size chunks, and for each such state
+// its fingerprint, ord and place. The chunks are kept and refilled level
+// after level, so the output never copies a growing buffer and stays in
+// memory the process has touched already.
+type outBuf struct {
+	chunks [][]byte
+	used   int // chunks[:used] hold this level's encodings
+	items  []succ
 }
 
-func (f *frontier) len() int { return len(f.fps) }
+// chunkSize is the size of an output chunk; an encoding larger than
+// what is left in a chunk goes to the next one, and an encoding larger
+// than a chunk gets a chunk of its own.
+const chunkSize = 1 << 20
 
-func (f *frontier) enc(i int) []byte { return f.data[f.offs[i]:f.offs[i+1]] }
-
-func (f *frontier) add(enc []byte, fp uint64) {
-	f.data = append(f.data, enc...)
-	f.offs = append(f.offs, len(f.data))
-	f.fps = append(f.fps, fp)
-}
-
-// reuse empties f for a level of at most n states and bytes of
-// encodings, keeping its encoding buffer. The fingerprints are not
-// reused: levels keeps them.
-func (f *frontier) reuse(n, bytes int) {
-	if cap(f.data) < bytes {
-		f.data = make([]byte, 0, bytes)
+func (o *outBuf) reset() {
+	for i := range o.chunks[:o.used] {
+		o.chunks[i] = o.chunks[i][:0]
 	}
-	if cap(f.offs) < n+1 {
-		f.offs = make([]int, 0, n+1)
-	}
-	f.data, f.offs = f.data[:0], append(f.offs[:0], 0)
-	f.fps = make([]uint64, 0, n)
+	o.used, o.items = 0, o.items[:0]
 }
 
-// blockOut is what expanding one block produced: successors' encodings
-// back to back, and for each its fingerprint, parent and action, and end
-// offset in data.
-type blockOut struct {
-	data  []byte
-	items []succ
+// store appends an encoding and returns its chunk and offset.
+func (o *outBuf) store(enc []byte) (chunk, start uint32) {
+	if o.used == 0 || cap(o.chunks[o.used-1])-len(o.chunks[o.used-1]) < len(enc) {
+		if o.used == len(o.chunks) {
+			o.chunks = append(o.chunks, make([]byte, 0, max(chunkSize, len(enc))))
+		}
+		o.used++
+		if c := &o.chunks[o.used-1]; cap(*c) < len(enc) {
+			*c = make([]byte, 0, len(enc))
+		}
+	}
+	c := &o.chunks[o.used-1]
+	start = uint32(len(*c))
+	*c = append(*c, enc...)
+	return uint32(o.used - 1), start
 }
 
 type succ struct {
-	fp  uint64
-	idx uint32 // parent's frontier position
-	act uint16
-	end uint32
+	fp    uint64
+	ord   uint64
+	chunk uint32 // encoding: chunks[chunk][start:start+n]
+	start uint32
+	n     uint32
 }
 
-// worker is one expanding goroutine's reusable memory.
+// frontier is one BFS level. State i's encoding lives in the output
+// chunks of the worker that claimed it.
+type frontier struct {
+	chunks [][]byte
+	locs   []loc
+	fps    []uint64
+}
+
+type loc struct{ chunk, start, n uint32 }
+
+func (f *frontier) len() int { return len(f.fps) }
+
+func (f *frontier) enc(i int) []byte {
+	l := f.locs[i]
+	return f.chunks[l.chunk][l.start : l.start+l.n]
+}
+
+// worker is one expanding goroutine's reusable memory. Its two output
+// buffers alternate by level: one receives the states it claims, the
+// other holds the part of the frontier it claimed on the level before.
 type worker struct {
 	dec   model.Decoder
 	steps []model.Step
 	trans model.Transition
-	local fpSet
+	enc   []byte // scratch encoding
+	bufs  [2]outBuf
+	out   *outBuf // bufs[level%2]
 
 	generated int64
 }
@@ -294,13 +319,9 @@ func Run(scope Scope, opts Options) (*Result, error) {
 	start := time.Now()
 	rootEnc := e.init.Encode(nil)
 	rootFP := model.FingerprintBytes(rootEnc)
-	e.seen.insert(rootFP, packOrd(0, 0, rootAction))
+	e.seen.claim(rootFP, packOrd(0, 0, rootAction))
 	e.distinct.Store(1)
-	// Two frontiers, current and next, swapped after each level so that
-	// their buffers are reused.
-	var fr, nf frontier
-	fr.reuse(1, len(rootEnc))
-	fr.add(rootEnc, rootFP)
+	fr := frontier{chunks: [][]byte{rootEnc}, locs: []loc{{n: uint32(len(rootEnc))}}, fps: []uint64{rootFP}}
 
 	var depth atomic.Int64
 	queue := atomic.Int64{}
@@ -330,7 +351,6 @@ func Run(scope Scope, opts Options) (*Result, error) {
 	for i := range ws {
 		ws[i] = &worker{}
 	}
-	var outs []blockOut // reused from level to level
 	complete := true
 	level := 0
 	for fr.len() > 0 {
@@ -348,29 +368,27 @@ func Run(scope Scope, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("scope %s: more than %d states in one level", scope.Name, maxIndex)
 		}
 
-		// Phase 1: expand the level's blocks in parallel.
+		// Phase 1: expand the level's blocks in parallel; phase 2a: each
+		// worker reads the final ords of the states it claimed and sorts
+		// them.
 		nblocks := (fr.len() + blockSize - 1) / blockSize
-		for len(outs) < nblocks {
-			outs = append(outs, blockOut{})
-		}
 		var next atomic.Int64
 		var failed atomic.Value
 		var wg sync.WaitGroup
 		for _, w := range ws {
+			w.out = &w.bufs[level%2]
+			w.out.reset()
 			wg.Add(1)
 			go func(w *worker) {
 				defer wg.Done()
 				for {
 					b := int(next.Add(1) - 1)
 					if b >= nblocks || failed.Load() != nil {
-						return
+						break
 					}
-					out := &outs[b]
-					out.data, out.items = out.data[:0], out.items[:0]
-					w.local.reset()
 					w.generated = 0
 					for idx := b * blockSize; idx < min((b+1)*blockSize, fr.len()); idx++ {
-						if err := e.expand(w, &fr, idx, level, expand, out); err != nil {
+						if err := e.expand(w, &fr, idx, level, expand); err != nil {
 							failed.Store(err)
 							return
 						}
@@ -383,28 +401,45 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		if err, _ := failed.Load().(error); err != nil {
 			return nil, err
 		}
-
-		// Phase 2: merge in (frontier position, action) order.
-		total, bytes := 0, 0
-		for b := 0; b < nblocks; b++ {
-			total += len(outs[b].items)
-			bytes += len(outs[b].data)
+		for _, w := range ws {
+			wg.Add(1)
+			go func(w *worker) {
+				defer wg.Done()
+				items := w.out.items
+				for i := range items {
+					items[i].ord, _ = e.seen.get(items[i].fp)
+				}
+				slices.SortFunc(items, func(a, b succ) int { return cmp.Compare(a.ord, b.ord) })
+			}(w)
 		}
-		e.seen.reserve(total)
-		nf.reuse(total, bytes)
-		for b := 0; b < nblocks; b++ {
-			out := &outs[b]
-			prev := 0
-			for _, it := range out.items {
-				enc := out.data[prev:it.end]
-				prev = int(it.end)
-				if e.seen.insert(it.fp, packOrd(level+1, int(it.idx), int(it.act))) {
-					nf.add(enc, it.fp)
+		wg.Wait()
+
+		// Phase 2b: merge the workers' sorted lists into the next frontier.
+		total := 0
+		for _, w := range ws {
+			total += len(w.out.items)
+		}
+		nf := frontier{locs: make([]loc, total), fps: make([]uint64, total)}
+		base := make([]uint32, len(ws)) // worker w's chunks start at base[w] in nf.chunks
+		heads := make([]int, len(ws))
+		for wi, w := range ws {
+			base[wi] = uint32(len(nf.chunks))
+			nf.chunks = append(nf.chunks, w.out.chunks[:w.out.used]...)
+		}
+		for i := range total {
+			best := -1
+			for wi, w := range ws {
+				if h := heads[wi]; h < len(w.out.items) && (best < 0 || w.out.items[h].ord < ws[best].out.items[heads[best]].ord) {
+					best = wi
 				}
 			}
+			it := &ws[best].out.items[heads[best]]
+			heads[best]++
+			nf.locs[i] = loc{chunk: base[best] + it.chunk, start: it.start, n: it.n}
+			nf.fps[i] = it.fp
 		}
 		e.distinct.Store(int64(e.seen.len()))
-		fr, nf = nf, fr
+		fr = nf
 		if fr.len() > 0 {
 			level++
 		}
@@ -445,9 +480,9 @@ func Run(scope Scope, opts Options) (*Result, error) {
 }
 
 // expand checks frontier state idx and, when the level is expanded and
-// the constraints admit it, every transition out of it, appending the
-// successors its block has not produced yet to out.
-func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool, out *blockOut) error {
+// the constraints admit it, every transition out of it, claiming each
+// successor and storing those it claims first.
+func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) error {
 	s, err := w.dec.Decode(fr.enc(idx))
 	if err != nil {
 		return fmt.Errorf("internal error: %v", err)
@@ -466,26 +501,27 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool, 
 		if a >= maxActions {
 			return fmt.Errorf("scope %s: a state with more than %d successors", e.scope.Name, maxActions)
 		}
+		act := a
+		a++
 		w.generated++
-		e.checkTransition(w, s, n, st, r, level+1, fp, int32(a), order|uint64(a))
+		e.checkTransition(w, s, n, st, r, level+1, fp, int32(act), order|uint64(act))
 		// The frontier is canonical, and Canonical depends only on the
 		// UID table: a successor that shares its parent's table (no step
 		// but a create adds UIDs) is canonical already.
 		if e.scope.Symmetry && !sameUIDs(s, n) {
 			n = n.Canonical()
 		}
-		start := len(out.data)
-		out.data = n.Encode(out.data)
-		h := model.FingerprintBytes(out.data[start:])
-		if !w.local.add(h) {
-			out.data = out.data[:start]
-		} else {
-			if len(out.data) > math.MaxUint32 {
-				return fmt.Errorf("scope %s: a block's successors exceed 4 GiB", e.scope.Name)
-			}
-			out.items = append(out.items, succ{fp: h, idx: uint32(idx), act: uint16(a), end: uint32(len(out.data))})
+		// Encode into scratch memory that stays in the cache; only a
+		// state this worker claims first is copied out.
+		w.enc = w.dec.EncodeNext(w.enc[:0], n)
+		if len(w.enc) > math.MaxUint32 {
+			return fmt.Errorf("scope %s: a state encoding exceeds 4 GiB", e.scope.Name)
 		}
-		a++
+		h := model.FingerprintBytes(w.enc)
+		if e.seen.claim(h, packOrd(level+1, idx, act)) {
+			c, start := w.out.store(w.enc)
+			w.out.items = append(w.out.items, succ{fp: h, chunk: c, start: start, n: uint32(len(w.enc))})
+		}
 		return nil
 	}
 	for i := range e.ops {

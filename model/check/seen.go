@@ -1,71 +1,108 @@
 package check
 
-// seenTable is the visited set: fingerprint -> how the state was first
-// reached (a packed ord, see packOrd). It is an open-addressing hash table
-// with linear probing over one flat, pointer-free array, so that the
-// garbage collector never scans it and a probe touches one cache line.
-// It is written only by the level merge, which is single-threaded, and
-// read by the workers only between merges, so it needs no locks.
+import "sync"
+
+// seenTable is the visited set: fingerprint -> ord, how the state was
+// first reached (see packOrd). It is split into shards by the top bits of
+// the fingerprint, each an open-addressing hash table with linear probing
+// over one flat, pointer-free array behind its own mutex: the garbage
+// collector never scans it, a probe touches one cache line, and two
+// workers rarely want the same shard at once.
+//
+// Workers claim fingerprints while they expand a level; every claim keeps
+// the smallest ord offered, so when the level is done each state records
+// the first (frontier position, action) that reaches it, whatever order
+// the workers ran in. Between levels the table is read without locks.
 type seenTable struct {
+	shards [numShards]seenShard
+}
+
+const (
+	shardBits = 10
+	numShards = 1 << shardBits
+)
+
+type seenShard struct {
+	mu    sync.Mutex
 	slots []slot
 	n     int
 	// Fingerprint 0 marks an empty slot, so a state whose fingerprint is
-	// 0 is kept aside.
+	// 0 is kept aside (in shard 0).
 	zero    bool
 	zeroOrd uint64
+	_       [8]byte // 64 bytes: shards on separate cache lines
 }
 
 type slot struct{ fp, ord uint64 }
 
-const seenMinSlots = 1 << 10
+func newSeenTable() *seenTable { return &seenTable{} }
 
-func newSeenTable() *seenTable { return &seenTable{slots: make([]slot, seenMinSlots)} }
+func (t *seenTable) shard(fp uint64) *seenShard { return &t.shards[fp>>(64-shardBits)] }
 
-// len is the number of fingerprints stored.
+// len is the number of fingerprints stored; the table must be quiescent.
 func (t *seenTable) len() int {
-	if t.zero {
-		return t.n + 1
+	n := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		n += sh.n
+		if sh.zero {
+			n++
+		}
 	}
-	return t.n
+	return n
 }
 
-// insert stores fp with ord unless fp is already there; it reports
-// whether fp was new.
-func (t *seenTable) insert(fp, ord uint64) bool {
+// claim records that fp is reached with ord. It reports whether fp was
+// new; otherwise fp keeps the smaller of its ord and this one.
+func (t *seenTable) claim(fp, ord uint64) (fresh bool) {
+	sh := t.shard(fp)
+	sh.mu.Lock()
+	fresh = sh.claim(fp, ord)
+	sh.mu.Unlock()
+	return fresh
+}
+
+func (sh *seenShard) claim(fp, ord uint64) bool {
 	if fp == 0 {
-		if t.zero {
+		if sh.zero {
+			sh.zeroOrd = min(sh.zeroOrd, ord)
 			return false
 		}
-		t.zero, t.zeroOrd = true, ord
+		sh.zero, sh.zeroOrd = true, ord
 		return true
 	}
 	// Keep the load factor at most 1/2: linear probing stays short and
 	// the table costs 32 bytes per state.
-	if 2*(t.n+1) > len(t.slots) {
-		t.grow()
+	if 2*(sh.n+1) > len(sh.slots) {
+		sh.grow()
 	}
-	mask := uint64(len(t.slots) - 1)
+	mask := uint64(len(sh.slots) - 1)
 	for i := fp & mask; ; i = (i + 1) & mask {
-		sl := &t.slots[i]
+		sl := &sh.slots[i]
 		if sl.fp == fp {
+			sl.ord = min(sl.ord, ord)
 			return false
 		}
 		if sl.fp == 0 {
 			sl.fp, sl.ord = fp, ord
-			t.n++
+			sh.n++
 			return true
 		}
 	}
 }
 
-// get returns fp's ord; fp must be stored.
+// get returns fp's ord. The table must be quiescent.
 func (t *seenTable) get(fp uint64) (uint64, bool) {
+	sh := t.shard(fp)
 	if fp == 0 {
-		return t.zeroOrd, t.zero
+		return sh.zeroOrd, sh.zero
 	}
-	mask := uint64(len(t.slots) - 1)
+	if sh.n == 0 {
+		return 0, false
+	}
+	mask := uint64(len(sh.slots) - 1)
 	for i := fp & mask; ; i = (i + 1) & mask {
-		sl := &t.slots[i]
+		sl := &sh.slots[i]
 		if sl.fp == fp {
 			return sl.ord, true
 		}
@@ -75,75 +112,18 @@ func (t *seenTable) get(fp uint64) (uint64, bool) {
 	}
 }
 
-func (t *seenTable) grow() {
-	old := t.slots
-	t.slots = make([]slot, 2*len(old))
-	mask := uint64(len(t.slots) - 1)
+func (sh *seenShard) grow() {
+	old := sh.slots
+	sh.slots = make([]slot, max(2*len(old), 64))
+	mask := uint64(len(sh.slots) - 1)
 	for _, sl := range old {
 		if sl.fp == 0 {
 			continue
 		}
 		i := sl.fp & mask
-		for t.slots[i].fp != 0 {
+		for sh.slots[i].fp != 0 {
 			i = (i + 1) & mask
 		}
-		t.slots[i] = sl
-	}
-}
-
-// reserve grows the table ahead of n more insertions, so that the merge
-// does not rehash in the middle of a level.
-func (t *seenTable) reserve(n int) {
-	for 2*(t.n+n) > len(t.slots) {
-		t.grow()
-	}
-}
-
-// fpSet is a worker's scratch set of the fingerprints one block of the
-// frontier has produced, to drop successors the same block reached
-// already before they are stored. reset is O(1): a slot is live only if
-// its stamp is the current generation.
-type fpSet struct {
-	keys  []uint64
-	stamp []uint32
-	gen   uint32
-	n     int
-}
-
-func (s *fpSet) reset() {
-	s.n = 0
-	s.gen++
-	if s.gen == 0 { // wrapped: old stamps could look current
-		clear(s.stamp)
-		s.gen = 1
-	}
-}
-
-// add inserts k and reports whether it was absent.
-func (s *fpSet) add(k uint64) bool {
-	if 2*(s.n+1) > len(s.keys) {
-		s.grow()
-	}
-	mask := uint64(len(s.keys) - 1)
-	for i := k & mask; ; i = (i + 1) & mask {
-		if s.stamp[i] != s.gen {
-			s.stamp[i], s.keys[i] = s.gen, k
-			s.n++
-			return true
-		}
-		if s.keys[i] == k {
-			return false
-		}
-	}
-}
-
-func (s *fpSet) grow() {
-	keys, stamp, gen := s.keys, s.stamp, s.gen
-	size := max(2*len(keys), 256)
-	s.keys, s.stamp, s.gen, s.n = make([]uint64, size), make([]uint32, size), 1, 0
-	for i, k := range keys {
-		if stamp[i] == gen {
-			s.add(k)
-		}
+		sh.slots[i] = sl
 	}
 }
