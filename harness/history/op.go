@@ -80,17 +80,22 @@ type Op struct {
 	Subresource string // "status", "scale", ... or ""
 
 	// Sent is the object a create or update sent (UID and RV as sent,
-	// often empty); Delete the options of a delete; Body the raw request
-	// body of an update or patch, for display; PatchType its content type.
+	// often empty) or, for a JSON merge or strategic merge patch, the
+	// patch read as an object: partial, only its UID and RV (the patch's
+	// preconditions) are meaningful. Delete holds the options of a delete;
+	// Body the raw request body of an update or patch, for display;
+	// PatchType its content type.
 	Sent      *Object
 	Delete    *DeleteOptions
 	Body      []byte
 	PatchType string
 
 	// Code is the HTTP status; 0 when no response came (timeout, broken
-	// connection): the request may or may not have been applied.
-	Code   int
-	Reason string // metav1.StatusReason of a refusal
+	// connection): the request may or may not have been applied. Observed
+	// ops carry 200.
+	Code    int
+	Reason  string // metav1.StatusReason of a refusal
+	Message string // the refusal's metav1.Status message
 	// Got is the object the server returned for a successful write (its
 	// state right after the write) or, for an Observed op, the state the
 	// watch showed. Removed says the write removed the object from the
@@ -101,7 +106,11 @@ type Op struct {
 
 	// Call and Return bound the instant the server applied the request,
 	// in Unix nanoseconds: when it received it and when it answered (audit
-	// RequestReceived and ResponseComplete's StageTimestamp).
+	// RequestReceived and ResponseComplete's StageTimestamp). A
+	// client-side recording uses the client's send and receive times,
+	// which enclose the server's. An ambiguous op may have been applied
+	// after Return (the server may still act on a request whose client
+	// gave up), so the checker treats its Return as unbounded.
 	Call, Return int64
 }
 

@@ -1,0 +1,261 @@
+package history
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// wireObject is the part of an API object's JSON the history keeps.
+type wireObject struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name              string            `json:"name"`
+		Namespace         string            `json:"namespace"`
+		UID               string            `json:"uid"`
+		ResourceVersion   string            `json:"resourceVersion"`
+		Labels            map[string]string `json:"labels"`
+		Finalizers        []string          `json:"finalizers"`
+		DeletionTimestamp *string           `json:"deletionTimestamp"`
+		DeletionGrace     *int64            `json:"deletionGracePeriodSeconds"`
+		OwnerReferences   []struct {
+			APIVersion         string `json:"apiVersion"`
+			Kind               string `json:"kind"`
+			Name               string `json:"name"`
+			UID                string `json:"uid"`
+			Controller         *bool  `json:"controller"`
+			BlockOwnerDeletion *bool  `json:"blockOwnerDeletion"`
+		} `json:"ownerReferences"`
+	} `json:"metadata"`
+	Spec struct {
+		Replicas   json.RawMessage `json:"replicas"`
+		Finalizers []string        `json:"finalizers"` // a Namespace's
+	} `json:"spec"`
+	// Status fields, when the body is a metav1.Status.
+	Status  json.RawMessage `json:"status"`
+	Reason  string          `json:"reason"`
+	Message string          `json:"message"`
+	Details *struct {
+		Name string `json:"name"`
+		UID  string `json:"uid"`
+	} `json:"details"`
+}
+
+// decodeObject reads an object of kind k from its JSON. A missing
+// resourceVersion is 0; one that is not an unsigned integer is an error.
+// Replicas is spec.replicas for workload kinds, else -1.
+func decodeObject(k model.KindID, raw []byte) (*Object, error) {
+	var w wireObject
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", k.Info().Kind, err)
+	}
+	return fromWire(k, &w)
+}
+
+func fromWire(k model.KindID, w *wireObject) (*Object, error) {
+	m := &w.Metadata
+	o := &Object{Kind: k, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
+		Finalizers: m.Finalizers, Deleting: m.DeletionTimestamp != nil, Replicas: -1}
+	if !k.Info().Namespaced {
+		o.Namespace = ""
+	}
+	rv, err := parseRV(m.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	o.RV = rv
+	if len(m.Labels) > 0 {
+		o.Labels = m.Labels
+	}
+	for _, r := range m.OwnerReferences {
+		o.Owners = append(o.Owners, Ref{APIVersion: r.APIVersion, Kind: r.Kind, Name: r.Name, UID: r.UID,
+			Controller: r.Controller != nil && *r.Controller, Block: r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion})
+	}
+	if k.Info().Workload && len(w.Spec.Replicas) > 0 && string(w.Spec.Replicas) != "null" {
+		n, err := strconv.Atoi(string(w.Spec.Replicas))
+		if err != nil {
+			return nil, fmt.Errorf("spec.replicas %s: not an integer", w.Spec.Replicas)
+		}
+		o.Replicas = n
+	}
+	return o, nil
+}
+
+// parseRV reads a resourceVersion: kube-apiserver's are etcd revisions,
+// unsigned integers. "" is 0 (none sent).
+func parseRV(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	rv, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("resourceVersion %q is not an unsigned integer", s)
+	}
+	return rv, nil
+}
+
+// isJSONObject reports whether raw is a JSON object (not an array, as a
+// JSON patch is, nor YAML, as an apply patch may be).
+func isJSONObject(raw []byte) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+// response is what a write's response body says.
+type response struct {
+	obj *Object // the object returned, nil for a Status
+	// gone says obj, returned by an update, was removed from storage:
+	// ShouldDeleteDuringUpdate held (see outcome).
+	gone    bool
+	status  bool   // the body is a metav1.Status
+	uid     string // Status details.uid (an immediate DELETE names the removed object)
+	reason  string
+	message string
+}
+
+// decodeResponse reads a response body: an object of kind k or a
+// metav1.Status.
+func decodeResponse(k model.KindID, raw []byte) (response, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return response{}, nil
+	}
+	var w wireObject
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return response{}, fmt.Errorf("decode response: %w", err)
+	}
+	if w.Kind == "Status" {
+		r := response{status: true, reason: w.Reason, message: w.Message}
+		if w.Details != nil {
+			r.uid = w.Details.UID
+		}
+		return r, nil
+	}
+	o, err := fromWire(k, &w)
+	if err != nil {
+		return response{}, err
+	}
+	m := &w.Metadata
+	gone := m.DeletionTimestamp != nil && len(m.Finalizers) == 0 && (m.DeletionGrace == nil || *m.DeletionGrace == 0) &&
+		(k.Info().Kind != "Namespace" || len(w.Spec.Finalizers) == 0)
+	return response{obj: o, gone: gone}, nil
+}
+
+// wireDeleteOptions is metav1.DeleteOptions as JSON.
+type wireDeleteOptions struct {
+	PropagationPolicy *string `json:"propagationPolicy"`
+	OrphanDependents  *bool   `json:"orphanDependents"`
+	Preconditions     *struct {
+		UID             *string `json:"uid"`
+		ResourceVersion *string `json:"resourceVersion"`
+	} `json:"preconditions"`
+}
+
+// decodeDeleteOptions reads a DELETE's options from its body and from the
+// query of its URI, where propagationPolicy and orphanDependents may be
+// given instead (the body wins when both are).
+func decodeDeleteOptions(body []byte, requestURI string) (*DeleteOptions, error) {
+	opts := &DeleteOptions{}
+	if u, err := url.ParseRequestURI(requestURI); err == nil {
+		q := u.Query()
+		opts.Propagation = q.Get("propagationPolicy")
+		if v := q.Get("orphanDependents"); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("orphanDependents=%q in the query is not a boolean", v)
+			}
+			opts.Orphan = &b
+		}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return opts, nil
+	}
+	var w wireDeleteOptions
+	if err := json.Unmarshal(body, &w); err != nil {
+		return nil, fmt.Errorf("decode DeleteOptions: %w", err)
+	}
+	if w.PropagationPolicy != nil {
+		opts.Propagation = *w.PropagationPolicy
+	}
+	if w.OrphanDependents != nil {
+		opts.Orphan = w.OrphanDependents
+	}
+	if p := w.Preconditions; p != nil {
+		if p.UID != nil {
+			opts.PreconditionUID = *p.UID
+		}
+		if p.ResourceVersion != nil {
+			opts.PreconditionRV = *p.ResourceVersion
+		}
+	}
+	return opts, nil
+}
+
+// outcome fills an op's response fields (Code, Reason, Message, Got,
+// Removed) from the status code and response body, using what the API
+// server was found to answer (kube-apiserver v1.36, pinned by
+// TestDeleteResponses):
+//
+//   - a DELETE that removes the object at once answers 200 with a
+//     metav1.Status naming its UID;
+//   - a DELETE that only sets deletionTimestamp (finalizers remain)
+//     answers 200, or 202 when the deprecated orphanDependents=false was
+//     sent, with the object as stored; a repeated DELETE that changes
+//     nothing answers the same with the resourceVersion unchanged;
+//   - an update or patch that removes the last finalizer of an object
+//     being deleted answers 200 with the object as the request left it:
+//     deletionTimestamp set, no finalizers, the resourceVersion it had.
+//     Such an answer means removal exactly when ShouldDeleteDuringUpdate
+//     holds: deletionGracePeriodSeconds is unset or 0 (a Pod waiting out
+//     a grace period stays) and, for a Namespace, spec.finalizers is
+//     empty too.
+func (op *Op) outcome(code int, body []byte) error {
+	op.Code = code
+	resp, err := decodeResponse(op.Kind, body)
+	if err != nil {
+		return err
+	}
+	op.Reason, op.Message = resp.reason, resp.message
+	if !op.OK() {
+		return nil
+	}
+	switch {
+	case op.Verb == Delete && resp.status:
+		op.Removed = true
+		op.Got = &Object{Kind: op.Kind, Namespace: op.Namespace, Name: op.Name, UID: resp.uid, Replicas: -1}
+	case resp.obj != nil:
+		op.Got = resp.obj
+		if op.Name == "" {
+			op.Name = resp.obj.Name
+		}
+		op.Removed = (op.Verb == Update || op.Verb == Patch) && op.Subresource == "" && resp.gone
+	}
+	return nil
+}
+
+// sent decodes a request body into Sent: the object a create or update
+// sent, or the metadata of a JSON merge or strategic merge patch (whose
+// uid and resourceVersion act as preconditions). Other bodies (JSON
+// patches, apply YAML) leave Sent nil.
+func (op *Op) sent(body []byte) error {
+	switch op.Verb {
+	case Create, Update, Patch:
+	default:
+		return nil
+	}
+	if !isJSONObject(body) {
+		return nil
+	}
+	o, err := decodeObject(op.Kind, body)
+	if err != nil {
+		return err
+	}
+	op.Sent = o
+	if op.Name == "" {
+		op.Name = o.Name
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package history
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cascade-k8s/cascade/harness/controlplane"
+	"github.com/cascade-k8s/cascade/impl/adopter"
+	"github.com/cascade-k8s/cascade/impl/gc"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+func mustKind(t *testing.T, short string) model.KindID {
+	t.Helper()
+	k, ok := model.KindByShort(short)
+	if !ok {
+		t.Fatalf("no kind %s", short)
+	}
+	return k
+}
+
+func TestScope(t *testing.T) {
+	s := Scope{Prefix: "run1"}
+	cases := []struct {
+		kind, ns, name string
+		in             bool
+	}{
+		{"cm", "run1-default", "a", true},
+		{"cm", "run10-default", "a", false},
+		{"cm", "default", "run1-a", false},
+		{"ns", "", "run1-default", true},
+		{"ns", "", "default", false},
+		{"pv", "", "run1-vol", true},
+		{"gizmo", "", "vol", false},
+		{"crd", "", "run1-herds.cascade.dev", false},
+	}
+	for _, c := range cases {
+		if got := s.Contains(mustKind(t, c.kind), c.ns, c.name); got != c.in {
+			t.Errorf("Contains(%s %s/%s) = %v, want %v", c.kind, c.ns, c.name, got, c.in)
+		}
+	}
+	if k, ok := KindOf("apps", "replicasets"); !ok || k.Info().Short != "rs" {
+		t.Errorf("KindOf(apps, replicasets) = %v, %v", k, ok)
+	}
+	if _, ok := KindOf("", "replicasets"); ok {
+		t.Error("KindOf matched replicasets in the core group")
+	}
+}
+
+func TestAuditActor(t *testing.T) {
+	kcm := "kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/0000000/"
+	cases := []struct {
+		user, ua, want string
+	}{
+		{"cascade-driver", "cascade-driver/client-3", "client-3"},
+		{"cascade-limited", "cascade-driver/client-12 (linux/amd64)", "client-12"},
+		{controlplane.ControllerManagerUser, kcm + "generic-garbage-collector", "gc"},
+		{controlplane.ControllerManagerUser, kcm + "replicaset-controller", "controller/replicaset-controller"},
+		{"admin", ImplGCUserAgent, "gc"},
+		{"admin", gc.UserAgent, "gc"},
+		{"admin", ImplAdopterUserAgent + "/v0", "controller/adopter"},
+		{"admin", adopter.UserAgent, "controller/adopter"},
+		{"admin", "cascade-gcx", "other/admin"},
+		{"someone", "kubectl/v1.36.3", "other/someone"},
+	}
+	for _, c := range cases {
+		if got := AuditActor(controlplane.AuditRecord{Username: c.user, UserAgent: c.ua}); got != c.want {
+			t.Errorf("AuditActor(%q, %q) = %q, want %q", c.user, c.ua, got, c.want)
+		}
+	}
+}
+
+func TestAssignLanes(t *testing.T) {
+	ops := []Op{{Actor: "other/x"}, {Actor: "client-10"}, {Actor: "gc"}, {Actor: "controller/b"}, {Actor: "client-2"},
+		{Actor: "cluster"}, {Actor: "controller/a"}, {Actor: "client-2"}}
+	actors := AssignLanes(ops)
+	want := []string{"client-2", "client-10", "gc", "controller/a", "controller/b", "other/x", "cluster"}
+	if !slices.Equal(actors, want) {
+		t.Fatalf("lanes %v, want %v", actors, want)
+	}
+	for _, op := range ops {
+		if actors[op.ClientID] != op.Actor {
+			t.Errorf("op of %s in lane %d (%s)", op.Actor, op.ClientID, actors[op.ClientID])
+		}
+	}
+}
+
+func TestParsePath(t *testing.T) {
+	cases := []struct {
+		path                string
+		kind, ns, name, sub string
+		ok                  bool
+	}{
+		{"/api/v1/namespaces/n1/configmaps", "cm", "n1", "", "", true},
+		{"/api/v1/namespaces/n1/configmaps/a", "cm", "n1", "a", "", true},
+		{"/api/v1/namespaces/n1/pods/p/status", "pod", "n1", "p", "status", true},
+		{"/api/v1/namespaces/n1", "ns", "", "n1", "", true},
+		{"/api/v1/namespaces/n1/finalize", "ns", "", "n1", "finalize", true},
+		{"/api/v1/namespaces", "ns", "", "", "", true},
+		{"/apis/apps/v1/namespaces/n1/replicasets/r/scale", "rs", "n1", "r", "scale", true},
+		{"/apis/cascade.dev/v1/gizmos/g", "gizmo", "", "g", "", true},
+		{"/api/v1/persistentvolumes/v", "pv", "", "v", "", true},
+		{"/apis/coordination.k8s.io/v1/namespaces/n1/leases/l", "", "", "", "", false},
+		{"/healthz", "", "", "", "", false},
+	}
+	for _, c := range cases {
+		got, ok := parsePath(c.path)
+		if ok != c.ok {
+			t.Errorf("%s: ok %v, want %v", c.path, ok, c.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if got.kind.Info().Short != c.kind || got.namespace != c.ns || got.name != c.name || got.subresource != c.sub {
+			t.Errorf("%s: %s %q %q %q", c.path, got.kind.Info().Short, got.namespace, got.name, got.subresource)
+		}
+	}
+}
+
+// record is a synthetic audit record of a ConfigMap write in namespace
+// run1-default.
+func record(verb, name, uri string, code int, req, resp string) controlplane.AuditRecord {
+	at := time.Unix(1000, 0)
+	return controlplane.AuditRecord{Level: "RequestResponse", Stage: controlplane.StageResponseComplete, Verb: verb,
+		RequestURI: uri, UserAgent: "cascade-driver/client-0", Username: "cascade-driver", APIVersion: "v1",
+		Resource: "configmaps", Namespace: "run1-default", Name: name, Code: code,
+		RequestReceived: at, StageTimestamp: at.Add(time.Millisecond),
+		RequestObject: json.RawMessage(req), ResponseObject: json.RawMessage(resp)}
+}
+
+func TestFromAuditRecords(t *testing.T) {
+	s := Scope{Prefix: "run1"}
+	created := `{"kind":"ConfigMap","metadata":{"name":"a","namespace":"run1-default","uid":"u1","resourceVersion":"7",` +
+		`"finalizers":["x.io/y"],"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"o","uid":"u0","blockOwnerDeletion":true}]}}`
+	recs := []controlplane.AuditRecord{
+		record("create", "a", "/api/v1/namespaces/run1-default/configmaps", 201, `{"metadata":{"name":"a"}}`, created),
+		record("get", "a", "/api/v1/namespaces/run1-default/configmaps/a", 200, "", created),
+		record("delete", "a", "/api/v1/namespaces/run1-default/configmaps/a?propagationPolicy=Foreground", 200,
+			`{"kind":"DeleteOptions","preconditions":{"uid":"u1","resourceVersion":"7"}}`,
+			strings.Replace(created, `"resourceVersion":"7",`, `"resourceVersion":"8","deletionTimestamp":"2026-01-01T00:00:00Z",`, 1)),
+		record("patch", "a", "/api/v1/namespaces/run1-default/configmaps/a", 200, `{"metadata":{"resourceVersion":"8","finalizers":null}}`,
+			`{"kind":"ConfigMap","metadata":{"name":"a","namespace":"run1-default","uid":"u1","resourceVersion":"8","deletionTimestamp":"2026-01-01T00:00:00Z","deletionGracePeriodSeconds":0}}`),
+		record("delete", "b", "/api/v1/namespaces/run1-default/configmaps/b", 404, `{}`,
+			`{"kind":"Status","status":"Failure","reason":"NotFound","message":"configmaps \"b\" not found","code":404}`),
+		record("delete", "c", "/api/v1/namespaces/run1-default/configmaps/c", 200, `{"orphanDependents":true}`,
+			`{"kind":"Status","status":"Success","details":{"name":"c","kind":"configmaps","uid":"u3"}}`),
+	}
+	other := record("create", "z", "/api/v1/namespaces/other/configmaps", 201, `{}`, created)
+	other.Namespace = "other"
+	recs = append(recs, other)
+	ops, err := FromAudit(recs, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 5 {
+		t.Fatalf("want 5 ops (reads and other namespaces left out), got %d: %v", len(ops), ops)
+	}
+	c := ops[0]
+	if c.Verb != Create || c.Actor != "client-0" || c.Got.UID != "u1" || c.Got.RV != 7 || !slices.Equal(c.Got.Finalizers, []string{"x.io/y"}) ||
+		len(c.Got.Owners) != 1 || !c.Got.Owners[0].Block || c.Got.Owners[0].Controller || c.Call != time.Unix(1000, 0).UnixNano() {
+		t.Errorf("create: %+v got %+v", c, c.Got)
+	}
+	d := ops[1]
+	if d.Delete == nil || d.Delete.Propagation != "Foreground" || d.Delete.PreconditionUID != "u1" || d.Delete.PreconditionRV != "7" ||
+		d.Removed || !d.Got.Deleting || d.Got.RV != 8 {
+		t.Errorf("foreground delete: %+v %+v", d, d.Delete)
+	}
+	if p := ops[2]; !p.Removed || p.Sent == nil || p.Sent.RV != 8 || p.PatchType != "application/merge-patch+json" {
+		t.Errorf("finalizer-removing patch: %+v", p)
+	}
+	if nf := ops[3]; nf.Code != 404 || nf.Reason != "NotFound" || nf.Got != nil {
+		t.Errorf("404: %+v", nf)
+	}
+	if rm := ops[4]; !rm.Removed || rm.Got == nil || rm.Got.UID != "u3" || rm.Delete.Orphan == nil || !*rm.Delete.Orphan {
+		t.Errorf("immediate delete: %+v", rm)
+	}
+
+	bad := record("update", "a", "/api/v1/namespaces/run1-default/configmaps/a", 200, `{}`,
+		`{"kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"abc"}}`)
+	if _, err := FromAudit([]controlplane.AuditRecord{bad}, s); err == nil || !strings.Contains(err.Error(), `"abc"`) ||
+		!strings.Contains(err.Error(), "audit record 0") {
+		t.Errorf("want an error naming the record and the resourceVersion, got %v", err)
+	}
+	herd := record("create", "h", "/apis/cascade.dev/v1/namespaces/run1-default/herds", 201, `{}`,
+		`{"kind":"Herd","metadata":{"name":"h","namespace":"run1-default","uid":"u9","resourceVersion":"3"},"spec":{"replicas":2}}`)
+	herd.APIGroup, herd.Resource = "cascade.dev", "herds"
+	crd := record("delete", "herds.cascade.dev", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/herds.cascade.dev", 200, `{}`, `{}`)
+	crd.APIGroup, crd.Resource, crd.Namespace = "apiextensions.k8s.io", "customresourcedefinitions", ""
+	if ops, err := FromAudit([]controlplane.AuditRecord{herd}, s); err != nil || len(ops) != 1 || ops[0].Got.Replicas != 2 {
+		t.Errorf("herd create: %v %+v", err, ops)
+	}
+	if _, err := FromAudit([]controlplane.AuditRecord{herd, crd}, s); err == nil || !strings.Contains(err.Error(), "herds") {
+		t.Errorf("want an error about the CRD deletion, got %v", err)
+	}
+	meta := record("delete", "a", "/api/v1/namespaces/run1-default/configmaps/a", 200, "", "")
+	meta.Level = "Metadata"
+	if _, err := FromAudit([]controlplane.AuditRecord{meta}, s); err == nil || !strings.Contains(err.Error(), "RequestResponse") {
+		t.Errorf("want an error about the audit level, got %v", err)
+	}
+}
