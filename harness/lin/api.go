@@ -1,0 +1,302 @@
+package lin
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// The API server's semantics of update, patch, delete and observed
+// writes: what a response promises about the state it was applied to,
+// and the state it leaves ("checks only what the API promises", see
+// DESIGN.md "Checking real targets").
+
+func (c *checker) update(s *store, cur *entry, in *input) ([]outcome, string) {
+	op := in.op
+	pre := preconditionsOf(op)
+	switch {
+	case op.Ambiguous():
+		outs := []outcome{unchanged}
+		if cur != nil && pre.mismatch(cur) != "uid" && pre.mismatch(cur) != "rv" {
+			obj := *cur.obj
+			outs = append(outs, outcome{e: c.vague(s, cur, in, &obj, cur.flags|rvUnknown|contentUnknown), changed: true, applied: true})
+			if !cur.known() || cur.obj.Deleting {
+				outs = append(outs, outcome{changed: true, applied: true}) // it emptied the finalizers
+			}
+		}
+		return outs, ""
+	case op.OK():
+		if cur == nil {
+			return nil, fmt.Sprintf("the %s succeeded while no %s was live", op.Verb, in.key)
+		}
+		if m := pre.mismatch(cur); m == "uid" || m == "rv" {
+			return nil, fmt.Sprintf("the %s succeeded although its %s precondition failed (%s)", op.Verb, m, liveDesc(cur))
+		}
+		got := op.Got
+		if got == nil {
+			if op.Removed {
+				return []outcome{{changed: true, applied: true}}, ""
+			}
+			obj := *cur.obj
+			return []outcome{{e: c.vague(s, cur, in, &obj, cur.flags|rvUnknown|contentUnknown), changed: true, applied: true}}, ""
+		}
+		if cur.flags&uidUnknown == 0 && got.UID != cur.obj.UID {
+			return nil, fmt.Sprintf("the %s returned uid %s while %s", op.Verb, short(got.UID), liveDesc(cur))
+		}
+		if op.Subresource == "scale" {
+			// The answer is a Scale: only replicas and the resourceVersion.
+			if !cur.known() || !rvAfter(cur, got.RV) && got.RV != cur.obj.RV {
+				return c.vagueUpdate(s, cur, in)
+			}
+			obj := *cur.obj
+			obj.RV, obj.Replicas = got.RV, got.Replicas
+			return []outcome{{e: c.entryFor(s, cur, in, &obj, objHash(&obj), cur.flags&^(uidUnknown|rvUnknown)), changed: true, applied: true}}, ""
+		}
+		got, h := adopt(cur, in)
+		if why := legalUpdate(cur, got, op.Removed); why != "" {
+			return nil, why
+		}
+		if op.Removed {
+			return []outcome{{changed: true, applied: true}}, ""
+		}
+		return []outcome{{e: c.entryFor(s, cur, in, got, h, 0), changed: true, applied: true}}, ""
+	case op.Code == 404:
+		if cur != nil && (pre.uid == "" || pre.mismatch(cur) == "") {
+			return nil, fmt.Sprintf("the %s answered NotFound while %s", op.Verb, liveDesc(cur))
+		}
+	case op.Code == 409:
+		if cur == nil {
+			return nil, fmt.Sprintf("the %s answered Conflict while no %s was live", op.Verb, in.key)
+		}
+		if pre.mismatch(cur) == "" {
+			return nil, fmt.Sprintf("the %s answered Conflict although its preconditions held (%s)", op.Verb, liveDesc(cur))
+		}
+	}
+	return []outcome{unchanged}, ""
+}
+
+func (c *checker) vagueUpdate(s *store, cur *entry, in *input) ([]outcome, string) {
+	obj := *cur.obj
+	return []outcome{{e: c.vague(s, cur, in, &obj, cur.flags|rvUnknown|contentUnknown), changed: true, applied: true}}, ""
+}
+
+// legalUpdate checks a successful update's answer against the live
+// entry: an update cannot set or clear deletionTimestamp, cannot add a
+// finalizer to an object being deleted (kubernetes#32339, fixed by
+// #32354), removes the object exactly when it empties the finalizers of
+// an object being deleted, and yields a larger resourceVersion unless it
+// changed nothing.
+func legalUpdate(cur *entry, got *history.Object, removed bool) string {
+	if cur.known() {
+		if got.Deleting != cur.obj.Deleting {
+			return "an update cannot set or clear deletionTimestamp"
+		}
+		if cur.obj.Deleting {
+			for _, f := range got.Finalizers {
+				if !cur.obj.HasFinalizer(f) {
+					return fmt.Sprintf("an update added finalizer %q to an object being deleted [%s]", f, model.PropNoFinalizerAfterDeletion)
+				}
+			}
+		}
+	}
+	if got.HasFinalizer(model.FinalizerOrphan) && got.HasFinalizer(model.FinalizerForeground) {
+		return "the update left both orphan and foregroundDeletion, which validation forbids"
+	}
+	if removed {
+		// The answer is the object as the update left it, at the version
+		// the update read; a concurrent write may have superseded it.
+		if !got.Deleting || len(got.Finalizers) > 0 {
+			return "an update removed an object it did not leave being deleted without finalizers"
+		}
+		return ""
+	}
+	switch {
+	case cur.flags&rvUnknown != 0:
+		if !rvAfter(cur, got.RV) {
+			return fmt.Sprintf("the update returned rv %d, not after rv %d", got.RV, cur.obj.RV)
+		}
+	case got.RV == cur.obj.RV:
+		if cur.known() && !sameContent(cur.obj, got) {
+			return fmt.Sprintf("the update changed the object but kept rv %d", got.RV)
+		}
+	case got.RV < cur.obj.RV:
+		return fmt.Sprintf("the update returned rv %d, before the live rv %d (resourceVersion went backwards)", got.RV, cur.obj.RV)
+	}
+	return ""
+}
+
+func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
+	op := in.op
+	opts := op.Delete
+	if opts == nil {
+		opts = &history.DeleteOptions{}
+	}
+	pre := preconditionsOf(op)
+	switch {
+	case op.Ambiguous():
+		outs := []outcome{unchanged}
+		if cur != nil && pre.mismatch(cur) != "uid" && pre.mismatch(cur) != "rv" && !(cur.known() && opts.Orphan != nil && opts.Propagation != "") {
+			if !cur.known() {
+				obj := *cur.obj
+				outs = append(outs, outcome{changed: true, applied: true},
+					outcome{e: c.vague(s, cur, in, &obj, cur.flags|rvUnknown), changed: true, applied: true})
+				return outs, ""
+			}
+			fins := deletionFinalizers(cur.obj, opts)
+			if len(fins) == 0 {
+				outs = append(outs, outcome{changed: true, applied: true})
+			}
+			if len(fins) > 0 || graceful(in.key.Kind) || in.key.Kind.Info().Kind == "Namespace" {
+				obj := *cur.obj
+				obj.Deleting, obj.Finalizers = true, fins
+				outs = append(outs, outcome{e: c.vague(s, cur, in, &obj, cur.flags|rvUnknown), changed: true, applied: true})
+			}
+		}
+		return outs, ""
+	case op.OK():
+		if cur == nil {
+			return nil, fmt.Sprintf("the delete succeeded while no %s was live", in.key)
+		}
+		if m := pre.mismatch(cur); m == "uid" || m == "rv" {
+			return nil, fmt.Sprintf("the delete succeeded although its %s precondition failed (%s)", m, liveDesc(cur))
+		}
+		if opts.Orphan != nil && opts.Propagation != "" {
+			return nil, "the delete succeeded with both orphanDependents and propagationPolicy, which validation forbids"
+		}
+		if op.Got != nil && op.Got.UID != "" && cur.flags&uidUnknown == 0 && op.Got.UID != cur.obj.UID {
+			return nil, fmt.Sprintf("the delete answered uid %s while %s", short(op.Got.UID), liveDesc(cur))
+		}
+		if op.Removed {
+			if why := legalDelete(cur, op, nil, opts); why != "" {
+				return nil, why
+			}
+			return []outcome{{changed: true, applied: true}}, ""
+		}
+		if op.Got == nil {
+			obj := *cur.obj
+			obj.Deleting = true
+			return []outcome{{e: c.vague(s, cur, in, &obj, cur.flags|rvUnknown|contentUnknown), changed: true, applied: true}}, ""
+		}
+		got, h := adopt(cur, in)
+		if why := legalDelete(cur, op, got, opts); why != "" {
+			return nil, why
+		}
+		return []outcome{{e: c.entryFor(s, cur, in, got, h, 0), changed: true, applied: true}}, ""
+	case op.Code == 404:
+		if cur != nil && (pre.uid == "" || pre.mismatch(cur) == "") {
+			return nil, fmt.Sprintf("the delete answered NotFound while %s", liveDesc(cur))
+		}
+	case op.Code == 409:
+		if cur == nil {
+			return nil, fmt.Sprintf("the delete answered Conflict while no %s was live", in.key)
+		}
+		if pre.mismatch(cur) == "" {
+			return nil, fmt.Sprintf("the delete answered Conflict although its preconditions held (%s)", liveDesc(cur))
+		}
+	case webhookDenial(op):
+		if cur == nil {
+			return nil, fmt.Sprintf("an admission webhook denied the delete while no %s was live", in.key)
+		}
+		if cur.known() && !protected(cur.obj) {
+			return nil, fmt.Sprintf("an admission webhook denied the delete of %s, which is being deleted or lacks %s=Always|Cascading",
+				in.key, model.ProtectionLabel)
+		}
+	}
+	return []outcome{unchanged}, ""
+}
+
+// legalDelete checks a successful DELETE's answer against the live entry
+// (model/apiserver.go delete): the object leaves storage exactly when no
+// finalizer remains after deletionFinalizers; otherwise it is being
+// deleted with exactly those finalizers, its owners and labels untouched,
+// at a larger resourceVersion unless nothing changed.
+func legalDelete(cur *entry, op *history.Op, got *history.Object, opts *history.DeleteOptions) string {
+	if !cur.known() {
+		return ""
+	}
+	k := cur.key.Kind
+	fins := deletionFinalizers(cur.obj, opts)
+	if op.Removed {
+		if len(fins) > 0 {
+			return fmt.Sprintf("the delete removed the object while finalizers %v remained [%s]", fins, model.PropNoRemovalWithFinalizers)
+		}
+		return ""
+	}
+	if got == nil {
+		return ""
+	}
+	if !got.Deleting {
+		return "the delete answered an object not being deleted"
+	}
+	switch {
+	case len(fins) == 0 && !graceful(k) && k.Info().Kind != "Namespace":
+		return "the delete kept an object that had no finalizers left"
+	case !sameSet(got.Finalizers, fins) && !(graceful(k) && cur.obj.Deleting && slices.Equal(got.Finalizers, cur.obj.Finalizers)):
+		return fmt.Sprintf("the delete left finalizers %v, the API server's choice is %v", got.Finalizers, fins)
+	case !slices.Equal(got.Owners, cur.obj.Owners):
+		return "the delete changed ownerReferences"
+	}
+	switch {
+	case cur.flags&rvUnknown != 0:
+		if !rvAfter(cur, got.RV) {
+			return fmt.Sprintf("the delete returned rv %d, not after rv %d", got.RV, cur.obj.RV)
+		}
+	case got.RV == cur.obj.RV:
+		if !sameContent(cur.obj, got) {
+			return fmt.Sprintf("the delete changed the object but kept rv %d", got.RV)
+		}
+	case got.RV < cur.obj.RV:
+		return fmt.Sprintf("the delete returned rv %d, before the live rv %d (resourceVersion went backwards)", got.RV, cur.obj.RV)
+	}
+	return ""
+}
+
+// observed: the watch showed a state no recorded op explains; it must be
+// a legal successor of the live entry.
+func (c *checker) observed(s *store, cur *entry, in *input) ([]outcome, string) {
+	op := in.op
+	got := op.Got
+	if got == nil {
+		return nil, "an observed op without an object"
+	}
+	if op.Removed {
+		switch {
+		case cur == nil:
+			return nil, fmt.Sprintf("observed the deletion of %s while none was live", in.key)
+		case cur.flags&uidUnknown == 0 && got.UID != cur.obj.UID:
+			return nil, fmt.Sprintf("observed the deletion of uid %s while %s", short(got.UID), liveDesc(cur))
+		case got.RV != 0 && !rvAfter(cur, got.RV):
+			return nil, fmt.Sprintf("observed the deletion at rv %d, not after rv %d", got.RV, cur.obj.RV)
+		}
+		return []outcome{{changed: true, applied: true}}, ""
+	}
+	if cur == nil {
+		return []outcome{{e: c.entryFor(s, nil, in, got, in.gotHash, 0), changed: true, applied: true}}, ""
+	}
+	switch {
+	case cur.flags&uidUnknown == 0 && got.UID != cur.obj.UID:
+		return nil, fmt.Sprintf("observed uid %s while %s, with no deletion between", short(got.UID), liveDesc(cur))
+	case !rvAfter(cur, got.RV):
+		return nil, fmt.Sprintf("observed rv %d, not after the live rv %d (resourceVersion went backwards)", got.RV, cur.obj.RV)
+	case cur.known() && cur.obj.Deleting && !got.Deleting:
+		return nil, "observed deletionTimestamp cleared"
+	}
+	got, h := adopt(cur, in)
+	return []outcome{{e: c.entryFor(s, cur, in, got, h, 0), changed: true, applied: true}}, ""
+}
+
+// adopt returns the object an answer leaves and its hash. An answer
+// without spec (a metadata client's PartialObjectMetadata, as both GCs
+// use) says nothing of a workload's spec.replicas, which then carries
+// over from the live entry.
+func adopt(cur *entry, in *input) (*history.Object, uint64) {
+	got := in.op.Got
+	if got.Replicas == -1 && in.key.Kind.Info().Workload && cur != nil && cur.known() && cur.obj.Replicas != -1 {
+		cp := *got
+		cp.Replicas = cur.obj.Replicas
+		return &cp, objHash(&cp)
+	}
+	return got, in.gotHash
+}

@@ -1,0 +1,395 @@
+package lin
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+const ms = int64(time.Millisecond)
+
+func label(k, v string) func(*history.Object) {
+	return func(o *history.Object) { o.Labels = map[string]string{k: v} }
+}
+
+func TestLegalConcurrentHistory(t *testing.T) {
+	b := newBuilder(t)
+	o, d := key("cm", "owner"), key("cm", "dep")
+	b.create("client-0", o, 0, 10*ms, nil)
+	b.create("client-1", d, 5*ms, 15*ms, nil, b.ref(o, false, false))
+	// Called in one order, linearized in the other: both are concurrent.
+	b.write("client-1", o, 22*ms, 30*ms, label("a", "1"))
+	b.write("client-0", o, 20*ms, 32*ms, label("a", "2"))
+	b.del("client-0", o, 40*ms, 50*ms, "Background")
+	// The GC's delete overlaps the owner's: it is legal only if it took
+	// effect after the owner left.
+	b.del("gc", d, 45*ms, 60*ms, "Background")
+	b.create("client-1", o, 55*ms, 70*ms, nil)
+	b.refused("client-2", history.Create, o, 72*ms, 78*ms, 409, "AlreadyExists")
+	b.refused("client-2", history.Delete, d, 75*ms, 80*ms, 404, "NotFound")
+	expectOk(t, b.check())
+}
+
+func TestGCDeleteWithSolidOwner(t *testing.T) {
+	t.Run("owner live", func(t *testing.T) {
+		b := newBuilder(t)
+		o, d := key("cm", "owner"), key("cm", "dep")
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, false))
+		gc := b.del("gc", d, 30*ms, 40*ms, "Background")
+		expectIllegal(t, b.check(), gc, "gc deleted cm/ns/dep", "cm/ns/owner", model.PropNoSolidOwnerCollected)
+	})
+	t.Run("owner deleted concurrently", func(t *testing.T) {
+		b := newBuilder(t)
+		o, d := key("cm", "owner"), key("cm", "dep")
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, false))
+		b.del("client-1", o, 25*ms, 35*ms, "Background")
+		b.del("gc", d, 30*ms, 40*ms, "Background")
+		expectOk(t, b.check())
+	})
+	t.Run("owner with another uid", func(t *testing.T) {
+		b := newBuilder(t)
+		o, d := key("cm", "owner"), key("cm", "dep")
+		b.create("client-0", o, 0, 10*ms, nil)
+		r := b.ref(o, false, false)
+		r.UID = "someone-else"
+		b.create("client-0", d, 11*ms, 20*ms, nil, r)
+		b.del("gc", d, 30*ms, 40*ms, "Background")
+		expectOk(t, b.check())
+	})
+}
+
+func TestResourceVersionBackwards(t *testing.T) {
+	b := newBuilder(t)
+	o := key("cm", "a")
+	b.create("client-0", o, 0, 10*ms, nil)
+	w := b.write("client-0", o, 20*ms, 30*ms, label("a", "1"))
+	b.ops[w].Got.RV = 50 // the create answered 101
+	expectIllegal(t, b.check(), w, "backwards", PropAPISemantics)
+}
+
+func TestMaybeAppliedCreate(t *testing.T) {
+	maybe := func(b *builder, k history.Key) {
+		sent := &history.Object{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Replicas: -1}
+		b.add(history.Op{Actor: "client-0", Verb: history.Create, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,
+			Sent: sent, Code: 0, Call: 0, Return: 10 * ms})
+	}
+	k := key("cm", "a")
+	t.Run("applied: a later create finds it", func(t *testing.T) {
+		b := newBuilder(t)
+		maybe(b, k)
+		b.refused("client-1", history.Create, k, 20*ms, 30*ms, 409, "AlreadyExists")
+		expectOk(t, b.check())
+	})
+	t.Run("applied: a later delete removes it", func(t *testing.T) {
+		b := newBuilder(t)
+		maybe(b, k)
+		b.add(history.Op{Actor: "client-1", Verb: history.Delete, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,
+			Delete: &history.DeleteOptions{}, Code: 200, Removed: true,
+			Got:  &history.Object{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, UID: "server-chose", Replicas: -1},
+			Call: 20 * ms, Return: 30 * ms})
+		expectOk(t, b.check())
+	})
+	t.Run("not applied: a later create succeeds", func(t *testing.T) {
+		b := newBuilder(t)
+		maybe(b, k)
+		b.create("client-1", k, 20*ms, 30*ms, nil)
+		expectOk(t, b.check())
+	})
+	t.Run("both at once is illegal", func(t *testing.T) {
+		b := newBuilder(t)
+		maybe(b, k)
+		b.refused("client-1", history.Create, k, 20*ms, 30*ms, 409, "AlreadyExists")
+		c := b.create("client-2", k, 40*ms, 50*ms, nil)
+		expectIllegal(t, b.check(), c, "the create succeeded while cm/ns/a")
+	})
+}
+
+func TestKnownOrphanRace(t *testing.T) {
+	o, p := key("cm", "owner"), key("pod", "p")
+	t.Run("dependent created during the orphaning", func(t *testing.T) {
+		b := newBuilder(t)
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.del("client-0", o, 20*ms, 30*ms, "Orphan")
+		b.create("client-1", p, 25*ms, 35*ms, nil, b.ref(o, false, false))
+		gc := b.write("gc", o, 40*ms, 45*ms, withoutFinalizer(model.FinalizerOrphan))
+		expectKnown(t, b.check(), gc, "kubernetes#26120")
+	})
+	t.Run("dependent long known", func(t *testing.T) {
+		b := newBuilder(t)
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.create("client-1", p, 11*ms, 20*ms, nil, b.ref(o, false, false))
+		b.del("client-0", o, 3000*ms, 3010*ms, "Orphan")
+		gc := b.write("gc", o, 3040*ms, 3045*ms, withoutFinalizer(model.FinalizerOrphan))
+		expectIllegal(t, b.check(), gc, model.PropOrphanRespected, "pod/ns/p")
+	})
+	t.Run("same resource, written before the orphaning was sent", func(t *testing.T) {
+		// One watch delivers both in order: the GC saw the dependent.
+		b := newBuilder(t)
+		d := key("cm", "dep")
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.create("client-1", d, 11*ms, 15*ms, nil, b.ref(o, false, false))
+		b.del("client-0", o, 20*ms, 30*ms, "Orphan")
+		gc := b.write("gc", o, 40*ms, 45*ms, withoutFinalizer(model.FinalizerOrphan))
+		expectIllegal(t, b.check(), gc, model.PropOrphanRespected)
+	})
+	t.Run("orphaned first", func(t *testing.T) {
+		b := newBuilder(t)
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.create("client-1", p, 11*ms, 20*ms, nil, b.ref(o, false, false))
+		b.del("client-0", o, 3000*ms, 3010*ms, "Orphan")
+		b.write("gc", p, 3020*ms, 3030*ms, withRefs())
+		b.write("gc", o, 3040*ms, 3045*ms, withoutFinalizer(model.FinalizerOrphan))
+		expectOk(t, b.check())
+	})
+}
+
+func TestKnownForegroundRace(t *testing.T) {
+	o, p := key("cm", "owner"), key("pod", "p")
+	t.Run("blocking dependent created during the deletion", func(t *testing.T) {
+		b := newBuilder(t)
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.del("client-0", o, 20*ms, 30*ms, "Foreground")
+		b.create("client-1", p, 25*ms, 35*ms, nil, b.ref(o, true, false))
+		gc := b.write("gc", o, 40*ms, 45*ms, withoutFinalizer(model.FinalizerForeground))
+		expectKnown(t, b.check(), gc, "kubernetes#26120")
+	})
+	t.Run("blocking dependent long known", func(t *testing.T) {
+		b := newBuilder(t)
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.create("client-1", p, 11*ms, 20*ms, nil, b.ref(o, true, false))
+		b.del("client-0", o, 3000*ms, 3010*ms, "Foreground")
+		gc := b.write("gc", o, 3040*ms, 3045*ms, withoutFinalizer(model.FinalizerForeground))
+		expectIllegal(t, b.check(), gc, model.PropForegroundWaits)
+	})
+	t.Run("non-blocking dependent does not hold it", func(t *testing.T) {
+		b := newBuilder(t)
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.create("client-1", p, 11*ms, 20*ms, nil, b.ref(o, false, false))
+		b.del("client-0", o, 3000*ms, 3010*ms, "Foreground")
+		b.write("gc", o, 3040*ms, 3045*ms, withoutFinalizer(model.FinalizerForeground))
+		expectOk(t, b.check())
+	})
+}
+
+func TestKnownAdoptionRace(t *testing.T) {
+	r, p := key("rs", "r"), key("pod", "p")
+	setup := func(b *builder) {
+		b.create("client-0", r, 0, 10*ms, []string{"cascade.dev/hold"})
+		b.create("client-0", p, 0, 10*ms, nil)
+		b.del("client-1", r, 20*ms, 30*ms, "Background")
+	}
+	t.Run("adoption racing with the deletion", func(t *testing.T) {
+		b := newBuilder(t)
+		setup(b)
+		a := b.write("controller/replicaset-controller", p, 35*ms, 40*ms, withRefs(b.ref(r, true, true)))
+		expectKnown(t, b.check(), a, "kubernetes#42938")
+	})
+	t.Run("adoption long after", func(t *testing.T) {
+		b := newBuilder(t)
+		setup(b)
+		a := b.write("controller/replicaset-controller", p, 3000*ms, 3010*ms, withRefs(b.ref(r, true, true)))
+		expectIllegal(t, b.check(), a, PropAdoption)
+	})
+	t.Run("a client may add the reference", func(t *testing.T) {
+		b := newBuilder(t)
+		setup(b)
+		b.write("client-0", p, 3000*ms, 3010*ms, withRefs(b.ref(r, true, true)))
+		expectOk(t, b.check())
+	})
+}
+
+func TestKnownPolicySwitchRace(t *testing.T) {
+	o, d := key("cm", "owner"), key("cm", "dep")
+	t.Run("foreground switched to orphan", func(t *testing.T) {
+		b := newBuilder(t)
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, true, false))
+		b.del("client-0", o, 30*ms, 40*ms, "Foreground")
+		b.del("client-1", o, 50*ms, 60*ms, "Orphan")
+		gc := b.del("gc", d, 65*ms, 70*ms, "Background")
+		expectKnown(t, b.check(), gc, "kubernetes#32339")
+	})
+	t.Run("orphan from the start", func(t *testing.T) {
+		b := newBuilder(t)
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, true, false))
+		b.del("client-1", o, 50*ms, 60*ms, "Orphan")
+		gc := b.del("gc", d, 65*ms, 70*ms, "Background")
+		expectIllegal(t, b.check(), gc, model.PropNoSolidOwnerCollected)
+	})
+}
+
+// TestGCWrites covers the rules on GC patches and deletes one by one; each
+// case is illegal or Ok as the comment says.
+func TestGCWrites(t *testing.T) {
+	o, d := key("cm", "owner"), key("cm", "dep")
+	cases := []struct {
+		name  string
+		build func(b *builder) int // returns the op that must be the culprit, -1 if Ok
+		words []string
+	}{
+		{"removing the reference to a solid owner", func(b *builder) int {
+			b.create("client-0", o, 0, 10*ms, nil)
+			b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, false))
+			return b.write("gc", d, 30*ms, 40*ms, withRefs())
+		}, []string{PropGCWrites, "solid owner"}},
+		{"removing a dangling reference (Ok)", func(b *builder) int {
+			b.create("client-0", o, 0, 10*ms, nil)
+			b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, false))
+			b.del("client-0", o, 21*ms, 25*ms, "Background")
+			b.write("gc", d, 30*ms, 40*ms, withRefs())
+			return -1
+		}, nil},
+		{"unblocking without a waiting owner", func(b *builder) int {
+			b.create("client-0", o, 0, 10*ms, nil)
+			b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, true, false))
+			return b.write("gc", d, 30*ms, 40*ms, withRefs(b.ref(o, false, false)))
+		}, []string{PropGCWrites, "blockOwnerDeletion=false"}},
+		{"unblocking with a waiting owner (Ok)", func(b *builder) int {
+			b.create("client-0", o, 0, 10*ms, nil)
+			b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, true, false))
+			b.del("client-0", o, 21*ms, 25*ms, "Foreground")
+			b.write("gc", d, 30*ms, 40*ms, withRefs(b.ref(o, false, false)))
+			return -1
+		}, nil},
+		{"adding a label", func(b *builder) int {
+			b.create("client-0", o, 0, 10*ms, nil)
+			return b.write("gc", o, 30*ms, 40*ms, label("x", "y"))
+		}, []string{PropGCWrites, "labels"}},
+		{"removing a user finalizer", func(b *builder) int {
+			b.create("client-0", o, 0, 10*ms, []string{"cascade.dev/hold"})
+			b.del("client-0", o, 11*ms, 20*ms, "Background")
+			return b.write("gc", o, 30*ms, 40*ms, withoutFinalizer("cascade.dev/hold"))
+		}, []string{PropGCWrites, "cascade.dev/hold"}},
+		{"removing orphan from an object not being deleted", func(b *builder) int {
+			b.create("client-0", o, 0, 10*ms, []string{model.FinalizerOrphan})
+			return b.write("gc", o, 30*ms, 40*ms, withoutFinalizer(model.FinalizerOrphan))
+		}, []string{PropGCWrites, "not being deleted"}},
+		{"deleting an object without owners", func(b *builder) int {
+			b.create("client-0", o, 0, 10*ms, nil)
+			return b.del("gc", o, 30*ms, 40*ms, "Background")
+		}, []string{model.PropNoSolidOwnerCollected, "no ownerReferences"}},
+		{"deleting a cluster-scoped object through a namespaced owner kind", func(b *builder) int {
+			pv := key("pv", "vol")
+			b.create("client-0", o, 0, 10*ms, nil)
+			r := b.ref(o, false, false)
+			b.create("client-0", pv, 11*ms, 20*ms, nil, r)
+			b.del("client-0", o, 21*ms, 25*ms, "Background")
+			return b.del("gc", pv, 30*ms, 40*ms, "Background")
+		}, []string{PropGCResolvable}},
+		{"deleting through a kind nobody serves", func(b *builder) int {
+			b.create("client-0", d, 0, 10*ms, nil, history.Ref{APIVersion: "example.com/v1", Kind: "Nothing", Name: "x", UID: "u-x"})
+			return b.del("gc", d, 30*ms, 40*ms, "Background")
+		}, []string{PropGCResolvable, "Nothing"}},
+		{"a delete that orphans the dependents of a cascade", func(b *builder) int {
+			b.create("client-0", o, 0, 10*ms, nil)
+			b.create("client-0", d, 11*ms, 20*ms, []string{"cascade.dev/hold"}, b.ref(o, false, false))
+			b.del("client-0", o, 21*ms, 25*ms, "Background")
+			return b.del("gc", d, 30*ms, 40*ms, "Orphan")
+		}, []string{model.PropNeverSilentlyOrphaned}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuilder(t)
+			culprit := tc.build(b)
+			r := b.check()
+			if culprit < 0 {
+				expectOk(t, r)
+				return
+			}
+			expectIllegal(t, r, culprit, tc.words...)
+		})
+	}
+}
+
+func TestAPIAnswers(t *testing.T) {
+	o := key("cm", "a")
+	t.Run("finalizer added while being deleted", func(t *testing.T) {
+		b := newBuilder(t)
+		b.create("client-0", o, 0, 10*ms, []string{"cascade.dev/hold"})
+		b.del("client-0", o, 11*ms, 20*ms, "Background")
+		w := b.write("client-0", o, 30*ms, 40*ms, func(x *history.Object) { x.Finalizers = append(x.Finalizers, "cascade.dev/more") })
+		expectIllegal(t, b.check(), w, model.PropNoFinalizerAfterDeletion)
+	})
+	t.Run("delete removed an object with a user finalizer", func(t *testing.T) {
+		b := newBuilder(t)
+		b.create("client-0", o, 0, 10*ms, []string{"cascade.dev/hold"})
+		dl := b.refused("client-0", history.Delete, o, 11*ms, 20*ms, 200, "")
+		b.ops[dl].Removed = true
+		b.ops[dl].Got = &history.Object{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, UID: b.live[o].UID}
+		expectIllegal(t, b.check(), dl, model.PropNoRemovalWithFinalizers)
+	})
+	t.Run("protection webhook", func(t *testing.T) {
+		for _, labelled := range []bool{false, true} {
+			b := newBuilder(t)
+			b.create("client-0", o, 0, 10*ms, nil)
+			if labelled {
+				b.write("client-0", o, 11*ms, 12*ms, label(model.ProtectionLabel, model.ProtectAlways))
+			}
+			dl := b.refused("client-0", history.Delete, o, 20*ms, 30*ms, 403, "Forbidden")
+			b.ops[dl].Message = `admission webhook "vdeletion.cascade.dev" denied the request: forbidden by deletion protection`
+			if labelled {
+				expectOk(t, b.check())
+			} else {
+				expectIllegal(t, b.check(), dl, model.ProtectionLabel)
+			}
+		}
+	})
+	t.Run("a metadata-only answer keeps the replicas", func(t *testing.T) {
+		// Both GCs write through a metadata client, whose answers carry no
+		// spec; a no-op patch answers the live resourceVersion.
+		b := newBuilder(t)
+		rs := key("rs", "r")
+		b.create("client-0", rs, 0, 10*ms, nil)
+		b.ops[0].Got.Replicas = 2
+		noop := b.write("gc", rs, 20*ms, 30*ms, func(*history.Object) {})
+		g := *b.ops[0].Got
+		g.Replicas = -1
+		b.ops[noop].Got = &g
+		expectOk(t, b.check())
+		b.ops[noop].Got.Labels = map[string]string{"changed": "yes"}
+		expectIllegal(t, b.check(), noop, "kept rv")
+	})
+	t.Run("empty history", func(t *testing.T) {
+		expectOk(t, Check(nil, Options{}))
+	})
+	t.Run("conflict needs a failed precondition", func(t *testing.T) {
+		b := newBuilder(t)
+		b.create("client-0", o, 0, 10*ms, nil)
+		ok := b.refused("client-0", history.Patch, o, 20*ms, 30*ms, 409, "Conflict")
+		b.ops[ok].Sent = &history.Object{RV: 7}
+		bad := b.refused("client-1", history.Patch, o, 40*ms, 50*ms, 409, "Conflict")
+		b.ops[bad].Sent = &history.Object{RV: b.live[o].RV}
+		expectIllegal(t, b.check(), bad, "Conflict although its preconditions held")
+	})
+}
+
+func TestVisualize(t *testing.T) {
+	b := newBuilder(t)
+	o, p := key("cm", "owner"), key("pod", "p")
+	b.create("client-0", o, 0, 10*ms, nil)
+	b.del("client-0", o, 20*ms, 30*ms, "Orphan")
+	b.create("client-1", p, 25*ms, 35*ms, nil, b.ref(o, false, false))
+	b.write("gc", o, 40*ms, 45*ms, withoutFinalizer(model.FinalizerOrphan))
+	r := b.check()
+	path := filepath.Join(t.TempDir(), "history.html")
+	if err := r.Visualize(path); err != nil {
+		t.Fatal(err)
+	}
+	html, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"known kubernetes#26120", "0=client-0 1=client-1 2=gc", "gc patch cm/ns/owner"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("the visualization lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,314 @@
+package lin
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// Names of the rules the checker adds to the model's properties (the
+// others it reports under model.Prop* names).
+const (
+	// PropAPISemantics: every answer is one the API server could give on
+	// the state the op linearizes at.
+	PropAPISemantics = "the API server's answers are linearizable"
+	// PropGCWrites: a GC patch only removes dangling or waiting
+	// ownerReferences or those of an owner orphaning, unblocks references
+	// only of an object with a waiting owner, removes only its own
+	// finalizers from an object being deleted, and adds nothing.
+	PropGCWrites = "the GC writes only what it may"
+	// PropGCResolvable: the GC never deletes or unreferences an object
+	// through a reference it cannot resolve (a kind nobody serves, or a
+	// cluster-scoped dependent naming a namespaced owner kind).
+	PropGCResolvable = "the GC never acts on an unresolvable reference"
+	// PropAdoption: a controller adopts (adds a controller
+	// ownerReference) only to an owner that is not being deleted
+	// (RecheckDeletionTimestamp, kubernetes#42938).
+	PropAdoption = "no adoption by an owner being deleted"
+)
+
+// violation is a broken rule; known names the upstream issue when a
+// documented race explains it.
+type violation struct {
+	property, message, known string
+}
+
+func (v *violation) String() string {
+	s := v.message + " [" + v.property + "]"
+	if v.known != "" {
+		s += " (known upstream race " + v.known + ")"
+	}
+	return s
+}
+
+// rules checks an applied op of the GC or a controller on the state s it
+// linearizes at: cur is the key's entry before, next after (nil: absent).
+// Facts an ambiguous write left uncertain are not judged.
+func (c *checker) rules(s *store, cur, next *entry, in *input) *violation {
+	op := in.op
+	switch {
+	case op.Actor == history.ActorGC:
+		if op.Verb == history.Create {
+			return &violation{PropGCWrites, fmt.Sprintf("gc created %s", in.key), ""}
+		}
+		if cur == nil || !cur.known() || (next != nil && !next.known()) {
+			return nil
+		}
+		if op.Verb == history.Delete {
+			return c.gcDelete(s, cur, next, in)
+		}
+		return c.gcPatch(s, cur, next, in)
+	case strings.HasPrefix(op.Actor, "controller/"):
+		if (op.Verb == history.Update || op.Verb == history.Patch) && cur != nil && cur.known() && next != nil && next.known() {
+			return c.adoption(s, cur, next, in)
+		}
+	}
+	return nil
+}
+
+// racy reports whether the write at m may not yet have been seen by the
+// component that sent in: it returned less than the race window before
+// in was sent (or never returned).
+func (c *checker) racy(m mark, in *input) bool {
+	return m >= 0 && c.ins[m].ret > in.op.Call-c.window
+}
+
+// gcDelete: a GC DELETE lands only on an object with ownerReferences, all
+// of which resolve and none to a solid owner (model checkSolidOwner,
+// upstream attemptToDeleteItem's default arm), and never puts the orphan
+// finalizer on (model checkSilentOrphan).
+func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
+	d := cur.obj
+	if len(d.Owners) == 0 {
+		return &violation{model.PropNoSolidOwnerCollected, fmt.Sprintf("gc deleted %s, which has no ownerReferences", in.key), ""}
+	}
+	var solid []*entry
+	for i := range d.Owners {
+		r := &d.Owners[i]
+		switch st, o := resolve(s, d, r); st {
+		case refUnresolvable:
+			return &violation{PropGCResolvable, fmt.Sprintf("gc deleted %s through its reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), ""}
+		case refUncertain:
+			return nil
+		case refSolid:
+			solid = append(solid, o)
+		}
+	}
+	if len(solid) > 0 {
+		o := solid[0]
+		v := &violation{model.PropNoSolidOwnerCollected, fmt.Sprintf("gc deleted %s while its owner %s (uid %s) was live and not waiting for dependents",
+			in.key, o.key, short(o.obj.UID)), ""}
+		// kubernetes#32339, DELETE path: the owner was in foreground
+		// deletion (the GC decided on a waiting owner) and a DELETE
+		// switched it to orphan within the race window before the GC's
+		// DELETE was sent.
+		if c.lenient && all(solid, func(o *entry) bool {
+			return o.obj.Deleting && o.obj.HasFinalizer(model.FinalizerOrphan) && o.prov != nil && o.prov.fgSeen && c.racy(o.prov.orphan, in)
+		}) {
+			v.known = "kubernetes#32339"
+			v.message += "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
+		}
+		return v
+	}
+	if next != nil && next.obj.HasFinalizer(model.FinalizerOrphan) && !d.HasFinalizer(model.FinalizerOrphan) {
+		return &violation{model.PropNeverSilentlyOrphaned, fmt.Sprintf("gc's delete of %s put the orphan finalizer on it", in.key), ""}
+	}
+	return nil
+}
+
+// gcPatch: what a GC update or patch may change (upstream
+// attemptToDeleteItem's patch arms, unblockOwnerReferences,
+// orphanDependents, removeFinalizer).
+func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
+	d := cur.obj
+	var after []string
+	if next != nil {
+		nx := next.obj
+		after = nx.Finalizers
+		for _, r := range nx.Owners {
+			prev, had := findRef(d.Owners, r.UID)
+			switch {
+			case !had:
+				return &violation{PropGCWrites, fmt.Sprintf("gc added an ownerReference to %s %s on %s", r.Kind, r.Name, in.key), ""}
+			case prev == r:
+			case prev.Block && !r.Block && prev.Controller == r.Controller && prev.Kind == r.Kind && prev.Name == r.Name && prev.APIVersion == r.APIVersion:
+				if !hasWaitingOwner(s, d) {
+					return &violation{PropGCWrites, fmt.Sprintf("gc set blockOwnerDeletion=false on %s's reference to %s, and no owner of it was waiting for dependents", in.key, r.Name), ""}
+				}
+			default:
+				return &violation{PropGCWrites, fmt.Sprintf("gc changed %s's ownerReference to %s", in.key, r.Name), ""}
+			}
+		}
+		for i := range d.Owners {
+			r := &d.Owners[i]
+			if _, kept := findRef(nx.Owners, r.UID); kept {
+				continue
+			}
+			switch st, o := resolve(s, d, r); st {
+			case refUnresolvable:
+				return &violation{PropGCResolvable, fmt.Sprintf("gc removed %s's reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), ""}
+			case refSolid:
+				if !(o.obj.Deleting && o.obj.HasFinalizer(model.FinalizerOrphan)) {
+					return &violation{PropGCWrites, fmt.Sprintf("gc removed %s's reference to %s, a solid owner that is not orphaning", in.key, o.key), ""}
+				}
+			}
+		}
+		if !maps.Equal(d.Labels, nx.Labels) {
+			return &violation{PropGCWrites, fmt.Sprintf("gc changed the labels of %s", in.key), ""}
+		}
+	}
+	for _, f := range after {
+		if !d.HasFinalizer(f) {
+			return &violation{PropGCWrites, fmt.Sprintf("gc added finalizer %q to %s", f, in.key), ""}
+		}
+	}
+	for _, f := range d.Finalizers {
+		if slices.Contains(after, f) {
+			continue
+		}
+		switch {
+		case f != model.FinalizerOrphan && f != model.FinalizerForeground:
+			return &violation{PropGCWrites, fmt.Sprintf("gc removed finalizer %q from %s", f, in.key), ""}
+		case !d.Deleting:
+			return &violation{PropGCWrites, fmt.Sprintf("gc removed %s from %s, which is not being deleted", f, in.key), ""}
+		}
+		block := f == model.FinalizerForeground
+		deps := referrers(s, cur, block)
+		if len(deps) == 0 {
+			continue
+		}
+		v := &violation{model.PropOrphanRespected, fmt.Sprintf("gc removed orphan from %s while %s still references it", in.key, deps[0].e.key), ""}
+		m, late := noMark, lateOrphan
+		if cur.prov != nil {
+			m = cur.prov.orphan
+		}
+		if block {
+			v = &violation{model.PropForegroundWaits, fmt.Sprintf("gc removed foregroundDeletion from %s while %s, a blocking dependent, exists", in.key, deps[0].e.key), ""}
+			late = lateForeground
+			if cur.prov != nil {
+				m = cur.prov.fg
+			}
+		}
+		// kubernetes#26120 (item 1; the synchronous-GC design's
+		// "unhandled cases" for foreground): the GC acts on the
+		// dependents in its graph, and may not have observed every
+		// dependent's reference when it processed the owner's deletion.
+		// That is possible only if the reference was written after the
+		// owner's finalizer in the linearization, or, through another
+		// resource's watch (which nothing orders against the owner's),
+		// less than the race window before it.
+		if c.lenient && m >= 0 && all(deps, func(d depRef) bool { return c.unobserved(d, cur, m, late) }) {
+			v.known = "kubernetes#26120"
+			v.message += "; the GC had not observed it when it processed the deletion"
+		}
+		return v
+	}
+	return nil
+}
+
+// adoption: a controller's write adding a controller ownerReference to an
+// owner being deleted (upstream's RecheckDeletionTimestamp refuses
+// those). Known as kubernetes#42938's residual race when the owner's
+// deletion started within the race window before the write: between the
+// controller's recheck GET and its PATCH.
+func (c *checker) adoption(s *store, cur, next *entry, in *input) *violation {
+	for i := range next.obj.Owners {
+		r := &next.obj.Owners[i]
+		if !r.Controller {
+			continue
+		}
+		if prev, had := findRef(cur.obj.Owners, r.UID); had && prev.Controller {
+			continue
+		}
+		st, o := resolve(s, next.obj, r)
+		if (st != refSolid && st != refWaiting) || !o.obj.Deleting {
+			continue
+		}
+		v := &violation{PropAdoption, fmt.Sprintf("%s adopted %s to %s, which was being deleted", in.op.Actor, in.key, o.key), ""}
+		if c.lenient && o.prov != nil && c.racy(o.prov.delStart, in) {
+			v.known = "kubernetes#42938"
+			v.message += "; the deletion started between the controller's recheck and its write"
+		}
+		return v
+	}
+	return nil
+}
+
+// depRef is a dependent's reference to an owner: the entry and the index
+// of the reference.
+type depRef struct {
+	e *entry
+	i int
+}
+
+// referrers lists the live objects (other than owner) with a reference to
+// the owner's UID, only blocking ones if block: the dependents the GC's
+// graph would hold for it (blockingDependents).
+func referrers(s *store, owner *entry, block bool) []depRef {
+	var out []depRef
+	s.each(func(e *entry) bool {
+		if e == owner || !e.known() {
+			return true
+		}
+		for i, r := range e.obj.Owners {
+			if r.UID == owner.obj.UID && (r.Block || !block) {
+				out = append(out, depRef{e, i})
+			}
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b depRef) int {
+		if keyLess(a.e.key, b.e.key) {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// unobserved reports whether the GC may not have seen d's reference when
+// it processed the owner's write at m (see gcPatch): the reference was
+// written when the owner already carried the finalizer (bit late), or,
+// for a dependent of another resource, less than the race window before
+// m was sent.
+func (c *checker) unobserved(d depRef, owner *entry, m mark, late uint8) bool {
+	if d.e.prov == nil {
+		return false
+	}
+	rp := d.e.prov.refs[d.i]
+	if rp.late&late != 0 {
+		return true
+	}
+	return d.e.key.Kind != owner.key.Kind && rp.by >= 0 && c.ins[rp.by].ret > c.ops[m].Call-c.window
+}
+
+func hasWaitingOwner(s *store, d *history.Object) bool {
+	for i := range d.Owners {
+		if st, _ := resolve(s, d, &d.Owners[i]); st == refWaiting || st == refUncertain {
+			return true
+		}
+	}
+	return false
+}
+
+func findRef(refs []history.Ref, uid string) (history.Ref, bool) {
+	for _, r := range refs {
+		if r.UID == uid {
+			return r, true
+		}
+	}
+	return history.Ref{}, false
+}
+
+func all[T any](xs []T, f func(T) bool) bool {
+	for _, x := range xs {
+		if !f(x) {
+			return false
+		}
+	}
+	return true
+}

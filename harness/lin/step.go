@@ -1,0 +1,278 @@
+package lin
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// input is a porcupine Operation's Input: one op of the history with what
+// the step needs precomputed. The Output is unused (nil): the op carries
+// its own outcome.
+type input struct {
+	id      int
+	op      *history.Op
+	key     history.Key
+	kh      uint64
+	gotHash uint64
+	ret     int64 // Return, unbounded for ambiguous ops
+}
+
+// checker holds one check's history and mode.
+type checker struct {
+	ops    []history.Op
+	ins    []*input
+	window int64
+	// lenient: a rule broken in a way a documented upstream race explains
+	// is a Known finding, not an illegal step. Entries then carry
+	// provenance, which strict mode leaves out so that more states merge.
+	lenient bool
+	// collect: attach Known findings to the states (replays only).
+	collect bool
+}
+
+// outcome is one possible effect of an op on its key.
+type outcome struct {
+	e       *entry // the key's entry afterwards; nil: absent
+	changed bool   // false: the state stays as it was
+	applied bool   // the op took effect, so the GC and controller rules judge it
+}
+
+var unchanged = outcome{}
+
+// step returns the states s may move to by op in, or none and why not.
+func (c *checker) step(s *store, in *input) ([]*store, string) {
+	cur := s.get(in.key, in.kh)
+	outs, why := c.api(s, cur, in)
+	if len(outs) == 0 {
+		return nil, why
+	}
+	var next []*store
+	for _, o := range outs {
+		t := s
+		if o.changed {
+			t = s.with(in.key, in.kh, o.e)
+		}
+		if o.applied {
+			v := c.rules(s, cur, o.e, in)
+			if v != nil && !(c.lenient && v.known != "") {
+				why = v.String()
+				continue
+			}
+			if v != nil && c.collect {
+				if t == s {
+					cp := *s
+					t = &cp
+				}
+				t.found = &finding{k: Known{Issue: v.known, Property: v.property, Op: in.id, Message: v.message}, next: t.found}
+			}
+		}
+		next = append(next, t)
+	}
+	if len(next) == 0 {
+		return nil, why
+	}
+	return next, ""
+}
+
+// entryFor builds the entry a write leaves: obj (hash h) with provenance
+// carried over from cur where the facts did not change.
+func (c *checker) entryFor(s *store, cur *entry, in *input, obj *history.Object, h uint64, flags uint8) *entry {
+	var p *prov
+	if c.lenient {
+		p = c.provFor(s, cur, in, obj)
+	}
+	return newEntry(in.key, in.kh, obj, h, flags, p)
+}
+
+func (c *checker) provFor(s *store, cur *entry, in *input, obj *history.Object) *prov {
+	now := mark(in.id)
+	var old *history.Object
+	var op *prov
+	if cur != nil && cur.known() && cur.obj.UID == obj.UID && cur.prov != nil {
+		old, op = cur.obj, cur.prov
+	}
+	p := &prov{delStart: noMark, orphan: noMark, fg: noMark}
+	p.refs = make([]refProv, len(obj.Owners))
+	for i := range obj.Owners {
+		r := &obj.Owners[i]
+		p.refs[i] = refProv{by: now, late: lateness(s, obj, r)}
+		if old != nil {
+			for j, q := range old.Owners {
+				if q == *r {
+					p.refs[i] = op.refs[j]
+				}
+			}
+		}
+	}
+	if obj.Deleting {
+		p.delStart = now
+		if old != nil && old.Deleting {
+			p.delStart, p.fgSeen = op.delStart, op.fgSeen
+		}
+	}
+	carry := func(f string, m mark) mark {
+		if !obj.HasFinalizer(f) {
+			return noMark
+		}
+		if old != nil && old.HasFinalizer(f) && old.Deleting == obj.Deleting {
+			return m
+		}
+		return now
+	}
+	if op != nil {
+		p.orphan, p.fg = carry(model.FinalizerOrphan, op.orphan), carry(model.FinalizerForeground, op.fg)
+	} else {
+		p.orphan, p.fg = carry(model.FinalizerOrphan, noMark), carry(model.FinalizerForeground, noMark)
+	}
+	if obj.Deleting && obj.HasFinalizer(model.FinalizerForeground) {
+		p.fgSeen = true
+	}
+	return p
+}
+
+// lateness says what the owner reference r of obj names was doing in s,
+// the state the write of r takes effect on (see refProv.late).
+func lateness(s *store, obj *history.Object, r *history.Ref) uint8 {
+	st, o := resolve(s, obj, r)
+	if (st != refSolid && st != refWaiting) || !o.obj.Deleting {
+		return 0
+	}
+	var late uint8
+	if o.obj.HasFinalizer(model.FinalizerOrphan) {
+		late |= lateOrphan
+	}
+	if o.obj.HasFinalizer(model.FinalizerForeground) {
+		late |= lateForeground
+	}
+	return late
+}
+
+// vague builds an entry for an ambiguous write's applied branch: the
+// object as far as it is known, with the uncertain facts flagged.
+func (c *checker) vague(s *store, cur *entry, in *input, obj *history.Object, flags uint8) *entry {
+	cp := *obj
+	if cur != nil && flags&rvUnknown != 0 {
+		cp.RV = cur.obj.RV // lower bound
+	}
+	return c.entryFor(s, cur, in, &cp, objHash(&cp), flags)
+}
+
+// rvAfter reports whether rv may follow the entry's resourceVersion.
+func rvAfter(cur *entry, rv uint64) bool { return rv > cur.obj.RV }
+
+// effectiveReturn is the op's Return for the checker: an ambiguous op may
+// take effect any time after its Call.
+func effectiveReturn(op *history.Op) int64 {
+	if op.Ambiguous() {
+		return math.MaxInt64
+	}
+	return op.Return
+}
+
+func (c *checker) api(s *store, cur *entry, in *input) ([]outcome, string) {
+	switch in.op.Verb {
+	case history.Create:
+		return c.create(s, cur, in)
+	case history.Update, history.Patch:
+		return c.update(s, cur, in)
+	case history.Delete:
+		return c.delete(s, cur, in)
+	case history.Observed:
+		return c.observed(s, cur, in)
+	}
+	return nil, fmt.Sprintf("unknown verb %q", in.op.Verb)
+}
+
+func liveDesc(e *entry) string {
+	if e.flags&uidUnknown != 0 {
+		return "an object of unknown uid was live"
+	}
+	return "uid " + short(e.obj.UID) + " was live at rv " + strconv.FormatUint(e.obj.RV, 10)
+}
+
+func (c *checker) create(s *store, cur *entry, in *input) ([]outcome, string) {
+	op := in.op
+	switch {
+	case op.Ambiguous():
+		outs := []outcome{unchanged}
+		if cur == nil {
+			obj := &history.Object{Kind: in.key.Kind, Namespace: in.key.Namespace, Name: in.key.Name, Replicas: -1}
+			flags := uidUnknown | rvUnknown
+			if op.Sent != nil {
+				cp := *op.Sent
+				cp.UID, cp.RV, cp.Deleting = "", 0, false
+				obj = &cp
+			} else {
+				flags |= contentUnknown
+			}
+			outs = append(outs, outcome{e: c.vague(s, nil, in, obj, flags), changed: true, applied: true})
+		}
+		return outs, ""
+	case op.OK():
+		if cur != nil {
+			return nil, fmt.Sprintf("the create succeeded while %s (%s)", in.key, liveDesc(cur))
+		}
+		if op.Got == nil {
+			obj := &history.Object{Kind: in.key.Kind, Namespace: in.key.Namespace, Name: in.key.Name, Replicas: -1}
+			return []outcome{{e: c.vague(s, nil, in, obj, uidUnknown|rvUnknown|contentUnknown), changed: true, applied: true}}, ""
+		}
+		if op.Got.Deleting {
+			return nil, "the create returned an object being deleted"
+		}
+		return []outcome{{e: c.entryFor(s, nil, in, op.Got, in.gotHash, 0), changed: true, applied: true}}, ""
+	case op.Code == 409 && op.Reason == "AlreadyExists":
+		if cur == nil {
+			return nil, fmt.Sprintf("the create answered AlreadyExists while no %s was live", in.key)
+		}
+	}
+	return []outcome{unchanged}, ""
+}
+
+// preconditions are a write's uid and resourceVersion preconditions.
+type preconditions struct {
+	uid   string
+	rv    uint64
+	rvSet bool
+	rvRaw string
+}
+
+func preconditionsOf(op *history.Op) preconditions {
+	var p preconditions
+	switch {
+	case op.Verb == history.Delete && op.Delete != nil:
+		p.uid, p.rvRaw = op.Delete.PreconditionUID, op.Delete.PreconditionRV
+		if p.rvRaw != "" {
+			p.rvSet = true
+			p.rv, _ = strconv.ParseUint(p.rvRaw, 10, 64)
+		}
+	case op.Sent != nil:
+		p.uid, p.rv, p.rvSet = op.Sent.UID, op.Sent.RV, op.Sent.RV != 0
+	}
+	return p
+}
+
+// mismatch says which precondition of p the live entry fails: "uid",
+// "rv", "" (none), or "?" when the entry's facts are unknown.
+func (p preconditions) mismatch(cur *entry) string {
+	if p.uid != "" {
+		if cur.flags&uidUnknown != 0 {
+			return "?"
+		}
+		if cur.obj.UID != p.uid {
+			return "uid"
+		}
+	}
+	if p.rvSet {
+		if cur.flags&rvUnknown != 0 {
+			return "?"
+		}
+		if cur.obj.RV != p.rv || strconv.FormatUint(cur.obj.RV, 10) != p.rvRaw && p.rvRaw != "" {
+			return "rv"
+		}
+	}
+	return ""
+}
