@@ -66,8 +66,8 @@ var auditWriteVerbs = map[string]Verb{"create": Create, "update": Update, "patch
 
 // FromAudit builds the history of one run from the API server's audit
 // records (controlplane.ControlPlane.AuditRecords): every write (create,
-// update, patch, delete, subresources included) of an object of a model
-// kind in scope that completed (stage ResponseComplete) or made the server
+// update, patch, delete, subresources included; dry runs left out) of an
+// object of a model kind in scope that completed (stage ResponseComplete) or made the server
 // panic (stage Panic, a maybe-applied op), in record order, with lanes
 // assigned (AssignLanes). CRD requests are setup and left out.
 //
@@ -103,6 +103,9 @@ func FromAudit(records []controlplane.AuditRecord, s Scope) ([]Op, error) {
 		}
 		verb, write := auditWriteVerbs[rec.Verb]
 		if !write {
+			continue
+		}
+		if dryRun(rec.RequestURI, verb, rec.RequestObject) {
 			continue
 		}
 		if verb == Create && rec.Subresource != "" {

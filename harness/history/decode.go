@@ -154,6 +154,22 @@ type wireDeleteOptions struct {
 	} `json:"preconditions"`
 }
 
+// dryRun reports a dry-run request (dryRun=All in the query, or in a
+// DELETE's options): the server answers as if it wrote, and writes
+// nothing, so a history leaves it out.
+func dryRun(requestURI string, verb Verb, body []byte) bool {
+	if u, err := url.ParseRequestURI(requestURI); err == nil && len(u.Query()["dryRun"]) > 0 {
+		return true
+	}
+	if verb != Delete || !isJSONObject(body) {
+		return false
+	}
+	var w struct {
+		DryRun []string `json:"dryRun"`
+	}
+	return json.Unmarshal(body, &w) == nil && len(w.DryRun) > 0
+}
+
 // decodeDeleteOptions reads a DELETE's options from its body and from the
 // query of its URI, where propagationPolicy and orphanDependents may be
 // given instead (the body wins when both are).

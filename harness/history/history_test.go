@@ -149,6 +149,10 @@ func TestFromAuditRecords(t *testing.T) {
 		record("delete", "c", "/api/v1/namespaces/run1-default/configmaps/c", 200, `{"orphanDependents":true}`,
 			`{"kind":"Status","status":"Success","details":{"name":"c","kind":"configmaps","uid":"u3"}}`),
 	}
+	dry := record("delete", "a", "/api/v1/namespaces/run1-default/configmaps/a", 200, `{"dryRun":["All"]}`,
+		`{"kind":"Status","status":"Success","details":{"name":"a","kind":"configmaps","uid":"u1"}}`)
+	dryPatch := record("patch", "a", "/api/v1/namespaces/run1-default/configmaps/a?dryRun=All", 200, `{}`, created)
+	recs = append(recs, dry, dryPatch)
 	other := record("create", "z", "/api/v1/namespaces/other/configmaps", 201, `{}`, created)
 	other.Namespace = "other"
 	recs = append(recs, other)
@@ -157,7 +161,7 @@ func TestFromAuditRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(ops) != 5 {
-		t.Fatalf("want 5 ops (reads and other namespaces left out), got %d: %v", len(ops), ops)
+		t.Fatalf("want 5 ops (reads, dry runs and other namespaces left out), got %d: %v", len(ops), ops)
 	}
 	c := ops[0]
 	if c.Verb != Create || c.Actor != "client-0" || c.Got.UID != "u1" || c.Got.RV != 7 || !slices.Equal(c.Got.Finalizers, []string{"x.io/y"}) ||

@@ -36,7 +36,7 @@ func NewRecorder(s Scope) *Recorder { return &Recorder{scope: s} }
 // (create, update, patch, delete, subresources included) to an object of
 // a model kind in scope as an op of actor, with the request and response
 // bodies, the status code and the client's send and receive times. Reads
-// pass through unrecorded. The copy asks for JSON, so that responses can
+// and dry runs pass through unrecorded. The copy asks for JSON, so that responses can
 // be decoded whatever the client's default.
 //
 // A request whose user agent is the driver's client N
@@ -153,7 +153,7 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		t.r.add(op, fmt.Errorf("history: %s %s: request body: %w", req.Method, req.URL.Path, err))
 		return t.next.RoundTrip(req)
 	}
-	if !t.r.scope.Contains(op.Kind, op.Namespace, op.Name) {
+	if !t.r.scope.Contains(op.Kind, op.Namespace, op.Name) || dryRun(req.URL.RequestURI(), verb, body) {
 		return t.next.RoundTrip(req)
 	}
 	if verb == Delete {
