@@ -49,14 +49,8 @@ type Object struct {
 // or for cluster-scoped kinds, kind/namespace/name otherwise.
 func (o *Object) Key() string { return ObjKey(o.Kind, o.Namespace, o.Name) }
 
-// ObjKey formats a trace key. A namespaced kind without a namespace — the
-// virtual node of a cluster-scoped dependent's reference to a namespaced
-// owner kind, which the GC looks up at cluster scope — is spelled
-// kind//name, so that it does not read back as the default namespace.
+// ObjKey formats a trace key.
 func ObjKey(k KindID, ns, name string) string {
-	if ns == "" && k != NoKind && k.Info().Namespaced {
-		return k.Info().Short + "//" + name
-	}
 	if ns == "" || ns == DefaultNamespace {
 		return k.Info().Short + "/" + name
 	}

@@ -276,8 +276,8 @@ func (m *Model) applyController(s *State, st Step) (Result, error) {
 func identKey(id Identity) string {
 	k := id.Kind
 	if kid, ok := KindByName(id.Kind); ok {
-		if !kid.Info().Namespaced && id.Namespace != "" {
-			return identTarget(id).String()
+		if (!kid.Info().Namespaced && id.Namespace != "") || (kid.Info().Namespaced && id.Namespace == "") {
+			return identTarget(id).String() // spelled apart from the default namespace (Target.String)
 		}
 		k = kid.Info().Short
 	}
@@ -296,44 +296,23 @@ func (s *State) identMatches(id Identity, st Step) bool {
 }
 
 // identKeyIs reports identKey(*id) == t.String() without building either
-// string in the common cases (the checker asks this for every queued item
-// of every GC step). Both keys end in "/" followed by the name, so when
-// neither name contains a slash, different names mean different keys. A
-// served kind's key starts with its short name, unique among kinds. Then
-// both spell the namespace the same way: omitted when empty, and when it
-// is "default" for a namespaced kind. Everything else (unserved kinds,
-// slashes in names) compares the strings.
+// string when the names alone tell them apart (the checker asks this for
+// every queued item of every GC step). Every key spelling ends in "/"
+// followed by the name (t.Name is the whole key of an unserved kind), so
+// when neither name contains a slash, different names mean different
+// keys; otherwise the strings are compared.
 func identKeyIs(id *Identity, t *Target) bool {
-	if t.Kind == NoKind || strings.IndexByte(id.Name, '/') >= 0 || strings.IndexByte(t.Name, '/') >= 0 {
-		return identKey(*id) == t.String()
-	}
-	if id.Name != t.Name {
+	if t.Kind != NoKind && id.Name != t.Name && strings.IndexByte(id.Name, '/') < 0 && strings.IndexByte(t.Name, '/') < 0 {
 		return false
 	}
-	k, served := KindByName(id.Kind)
-	if !served {
-		return identKey(*id) == t.String()
-	}
-	if k != t.Kind {
-		return false
-	}
-	namespaced := k.Info().Namespaced
-	return keyNamespace(id.Namespace, namespaced) == keyNamespace(t.Namespace, namespaced)
-}
-
-// keyNamespace is the namespace as a trace key spells it.
-func keyNamespace(ns string, namespaced bool) string {
-	if namespaced && ns == DefaultNamespace {
-		return ""
-	}
-	return ns
+	return identKey(*id) == t.String()
 }
 
 // identKeysEqual reports identKey(*a) == identKey(*b), building the keys
 // only when the cheap tests cannot tell (see identKeyIs).
 func identKeysEqual(a, b *Identity) bool {
 	if a.Kind == b.Kind && a.Namespace == b.Namespace && a.Name == b.Name {
-		return true
+		return true // identKey reads nothing else
 	}
 	if a.Name != b.Name && strings.IndexByte(a.Name, '/') < 0 && strings.IndexByte(b.Name, '/') < 0 {
 		return false
