@@ -478,9 +478,18 @@ func Decode(enc []byte) (*State, error) {
 // append by the model always copies, as copy-on-write requires. Empty
 // slices decode as nil. A Decoder is not safe for concurrent use.
 type Decoder struct {
-	strs  map[string]string
+	strs map[string]string
+	// ws is where states derived from the decoded one allocate; it is
+	// reset at every Decode. pws[p] holds the decoded part p; it is reset
+	// when part p is decoded again.
 	ws    workspace
+	pws   [numParts]workspace
+	cur   *workspace
 	state State
+	// prev[p] is part p's encoding in the last decode, valid if that
+	// decode succeeded.
+	prev  [numParts][]byte
+	valid bool
 	// the UID table last decoded, and its encoding
 	uidInfos []UIDInfo
 	uidBytes []byte
@@ -502,16 +511,40 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 	}
 	d.ws.reset()
 	d.b, d.i, d.bad = enc, 0, false
-	d.state = State{ws: &d.ws}
+	// d.state keeps the parts of the state decoded last: a part whose
+	// bytes recur is not decoded again (frontier neighbours are mostly
+	// siblings that differ in a part or two).
 	s := &d.state
+	s.ws = &d.ws
 	d.s = s
-
+	var uids, objects bool // the UID table and the objects are the last decode's
 	for part := range numParts {
-		d.parts[part] = d.i
+		start := d.i
+		d.parts[part] = start
+		if part == partUIDs {
+			s.UIDs, uids = d.uidTable()
+			continue
+		}
+		// Every part reads names from the UID table, and the watchers'
+		// copies of stored objects share the objects' memory.
+		reuse := d.valid && uids && (objects || part != partGCWatch && part != partControllerWatch)
+		if prev := d.prev[part]; reuse && len(prev) <= len(d.b)-start && string(d.b[start:start+len(prev)]) == string(prev) {
+			// The part encodings are self-delimiting, so equal leading
+			// bytes are the whole part.
+			d.i += len(prev)
+			if part == partObjects {
+				objects = true
+			}
+			continue
+		}
+		d.cur = &d.pws[part]
+		d.cur.reset()
 		d.decPart(s, part)
+		d.prev[part] = append(d.prev[part][:0], d.b[start:d.i]...)
 	}
 	d.parts[numParts] = d.i
-	if d.bad || d.i != len(d.b) {
+	d.valid = !d.bad && d.i == len(d.b)
+	if !d.valid {
 		return nil, ErrBadEncoding
 	}
 	return s, nil
@@ -521,14 +554,15 @@ func (d *Decoder) decPart(s *State, part int) {
 	g := &s.GC
 	switch part {
 	case partUIDs:
-		s.UIDs = d.uidTable()
+		s.UIDs, _ = d.uidTable()
 	case partObjects:
 		s.Objects = d.objects(d.count())
 	case partGCWatch:
 		d.watcher(&g.Watch)
 	case partNodes:
+		g.Nodes = nil
 		if n := d.count(); n > 0 {
-			g.Nodes = d.ws.nodes.take(n)
+			g.Nodes = d.cur.nodes.take(n)
 			for i := range g.Nodes {
 				nd := &g.Nodes[i]
 				nd.Identity = d.ident()
@@ -545,12 +579,13 @@ func (d *Decoder) decPart(s *State, part int) {
 	case partAttemptToOrphan:
 		g.AttemptToOrphan = d.identList()
 	case partInFlight:
+		g.InFlight = nil
 		if n := d.count(); n > 0 {
-			g.InFlight = d.ws.inflight.take(n)
+			g.InFlight = d.cur.inflight.take(n)
 			for i := range g.InFlight {
 				f := &g.InFlight[i]
 				f.UID = UID(d.uvarint())
-				ws := d.ws.writes.take(d.count())
+				ws := d.cur.writes.take(d.count())
 				for j := range ws {
 					w := &ws[j]
 					w.Op, w.Policy = WriteOp(d.byte()), Policy(d.byte())
@@ -569,8 +604,9 @@ func (d *Decoder) decPart(s *State, part int) {
 	case partControllerWatch:
 		d.watcher(&s.Controller.Watch)
 	case partOrphans:
+		s.Orphans = nil
 		if n := d.count(); n > 0 {
-			s.Orphans = d.ws.orphans.take(n)
+			s.Orphans = d.cur.orphans.take(n)
 			for i := range s.Orphans {
 				o := &s.Orphans[i]
 				o.Owner, o.Dep = UID(d.uvarint()), UID(d.uvarint())
@@ -579,8 +615,9 @@ func (d *Decoder) decPart(s *State, part int) {
 			}
 		}
 	case partEvents:
+		s.Events = nil
 		if n := d.count(); n > 0 {
-			s.Events = d.ws.strs.take(n)
+			s.Events = d.cur.strs.take(n)
 			for i := range s.Events {
 				s.Events[i] = d.str()
 			}
@@ -594,11 +631,13 @@ func (d *Decoder) decPart(s *State, part int) {
 // created, so the table last decoded is kept, outside the workspace,
 // and reused when its bytes recur: the model never writes a UID table in
 // place.
-func (d *Decoder) uidTable() []UIDInfo {
+func (d *Decoder) uidTable() (uids []UIDInfo, same bool) {
 	start := d.i
 	n := d.count()
 	if n == 0 {
-		return nil
+		same = d.uidInfos == nil
+		d.uidInfos, d.uidBytes = nil, d.uidBytes[:0]
+		return nil, same
 	}
 	// Skip over the table to find its bytes.
 	for k := 0; k < n && !d.bad; k++ {
@@ -611,15 +650,15 @@ func (d *Decoder) uidTable() []UIDInfo {
 		d.int()
 	}
 	if d.bad {
-		return nil
+		return nil, false
 	}
 	raw := d.b[start:d.i]
 	if d.uidInfos != nil && string(raw) == string(d.uidBytes) {
-		return d.uidInfos
+		return d.uidInfos, true
 	}
 	d.i = start
 	d.count()
-	uids := make([]UIDInfo, n)
+	uids = make([]UIDInfo, n)
 	prevNS := ""
 	for i := range uids {
 		u := &uids[i]
@@ -637,7 +676,7 @@ func (d *Decoder) uidTable() []UIDInfo {
 		u.Nth = d.int()
 	}
 	d.uidInfos, d.uidBytes = uids, append(d.uidBytes[:0], raw...)
-	return uids
+	return uids, false
 }
 
 func (d *Decoder) skip(n int) {
@@ -763,13 +802,13 @@ func (d *Decoder) objectBody(o *Object) {
 		o.Owners = d.refList()
 	}
 	if f&objFinalizers != 0 {
-		o.Finalizers = d.ws.strs.take(d.count())
+		o.Finalizers = d.cur.strs.take(d.count())
 		for i := range o.Finalizers {
 			o.Finalizers[i] = d.str()
 		}
 	}
 	if f&objLabels != 0 {
-		o.Labels = d.ws.labels.take(d.count())
+		o.Labels = d.cur.labels.take(d.count())
 		for i := range o.Labels {
 			o.Labels[i] = Label{d.str(), d.str()}
 		}
@@ -784,7 +823,7 @@ func (d *Decoder) objectBody(o *Object) {
 }
 
 func (d *Decoder) objects(n int) []Object {
-	os := d.ws.objs.take(n)
+	os := d.cur.objs.take(n)
 	for i := range os {
 		os[i] = Object{}
 		d.object(&os[i])
@@ -793,7 +832,7 @@ func (d *Decoder) objects(n int) []Object {
 }
 
 func (d *Decoder) refList() []OwnerRef {
-	rs := d.ws.refs.take(d.count())
+	rs := d.cur.refs.take(d.count())
 	for i := range rs {
 		v := d.uvarint()
 		r := OwnerRef{UID: UID(v >> refBits), Controller: v&refController != 0, Block: v&refBlock != 0}
@@ -809,7 +848,7 @@ func (d *Decoder) refList() []OwnerRef {
 }
 
 func (d *Decoder) uidList() []UID {
-	us := d.ws.uids.take(d.count())
+	us := d.cur.uids.take(d.count())
 	for i := range us {
 		us[i] = UID(d.uvarint())
 	}
@@ -829,7 +868,7 @@ func (d *Decoder) ident() Identity {
 }
 
 func (d *Decoder) identList() []Identity {
-	ids := d.ws.idents.take(d.count())
+	ids := d.cur.idents.take(d.count())
 	for i := range ids {
 		ids[i] = d.ident()
 	}
@@ -837,19 +876,20 @@ func (d *Decoder) identList() []Identity {
 }
 
 func (d *Decoder) watcher(w *Watcher) {
+	*w = Watcher{}
 	mask := d.uvarint()
 	if mask >= 1<<NumKinds {
 		d.bad = true
 		return
 	}
 	if mask != 0 {
-		w.Queues = &d.ws.queues.take(1)[0]
+		w.Queues = &d.cur.queues.take(1)[0]
 		*w.Queues = [NumKinds][]WatchEvent{}
 		for k := range w.Queues {
 			if mask&(1<<k) == 0 {
 				continue
 			}
-			q := d.ws.events.take(d.count())
+			q := d.cur.events.take(d.count())
 			for i := range q {
 				q[i].Type = EventType(d.byte())
 				d.copyOf(&q[i].Obj)
@@ -857,7 +897,7 @@ func (d *Decoder) watcher(w *Watcher) {
 			w.Queues[k] = q
 		}
 	}
-	w.Cache = d.ws.objs.take(d.count())
+	w.Cache = d.cur.objs.take(d.count())
 	for i := range w.Cache {
 		d.copyOf(&w.Cache[i])
 	}
