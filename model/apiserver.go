@@ -92,6 +92,13 @@ func (t Target) String() string {
 	if t.Namespace != "" && (t.Namespace != DefaultNamespace || !t.Kind.Info().Namespaced) {
 		return t.Kind.Info().Short + "/" + t.Namespace + "/" + t.Name
 	}
+	// And a GC identity of a namespaced kind may have none: the virtual
+	// node of a cluster-scoped dependent's reference, looked up at cluster
+	// scope. kind//name keeps it from reading back as the default
+	// namespace.
+	if t.Namespace == "" && t.Kind.Info().Namespaced {
+		return t.Kind.Info().Short + "//" + t.Name
+	}
 	return ObjKey(t.Kind, t.Namespace, t.Name)
 }
 

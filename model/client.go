@@ -63,7 +63,13 @@ func (m *Model) applyClient(s *State, st Step) (Result, error) {
 			if err != nil {
 				return Result{}, err
 			}
-			o.Owners = append(o.Owners, ref)
+			// the API server drops a reference equal to an earlier one
+			// before validating, with a warning (dedupOwnerReferences in
+			// k8s.io/apiserver/pkg/endpoints/handlers/rest.go); refs to
+			// one UID that differ in a field all stay
+			if !slices.Contains(o.Owners, ref) {
+				o.Owners = append(o.Owners, ref)
+			}
 		}
 		return m.create(s, rq, o), nil
 	case OpDelete:

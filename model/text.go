@@ -165,7 +165,8 @@ func parseController(toks []token) (Step, error) {
 // whole (GC items can name such owners).
 func parseKey(t token, allowUnserved bool) (Target, error) {
 	parts := strings.Split(t.text, "/")
-	if len(parts) < 2 || len(parts) > 3 || slicesContainsEmpty(parts) {
+	clusterScope := len(parts) == 3 && parts[1] == "" && parts[0] != "" && parts[2] != "" // kind//name (see ObjKey)
+	if len(parts) < 2 || len(parts) > 3 || (slicesContainsEmpty(parts) && !clusterScope) {
 		return Target{}, synErr(t, "expected kind/name or kind/namespace/name, got %q", t.text)
 	}
 	k, known := KindByShort(parts[0])
@@ -183,6 +184,9 @@ func parseKey(t token, allowUnserved bool) (Target, error) {
 	ns, name := DefaultNamespace, parts[len(parts)-1]
 	if len(parts) == 3 {
 		ns = parts[1]
+	}
+	if clusterScope && !k.Info().Namespaced {
+		return Target{}, synErr(t, "%s is cluster-scoped: write %s/%s", parts[0], parts[0], name)
 	}
 	if !k.Info().Namespaced {
 		if len(parts) == 3 && !allowUnserved {

@@ -35,6 +35,8 @@ func (d *Driver) RealKey(key string) (string, error) {
 	}
 	short := k.Info().Short
 	switch {
+	case k.Info().Namespaced && len(parts) == 3 && ns == "":
+		return short + "//" + name, nil // at cluster scope (model.ObjKey)
 	case k.Info().Namespaced:
 		if ns == "" {
 			ns = model.DefaultNamespace

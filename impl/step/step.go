@@ -118,8 +118,8 @@ func ParseKey(s string) (Key, error) {
 	if len(parts) < 2 || len(parts) > 3 {
 		return Key{}, fmt.Errorf("expected kind/name or kind/namespace/name, got %q", s)
 	}
-	for _, p := range parts {
-		if p == "" {
+	for i, p := range parts {
+		if p == "" && !(i == 1 && len(parts) == 3) { // kind//name: a namespaced kind at cluster scope
 			return Key{}, fmt.Errorf("expected kind/name or kind/namespace/name, got %q", s)
 		}
 	}
@@ -149,6 +149,10 @@ func (k Key) String() string {
 		prefix = kind.Short
 	}
 	switch {
+	case k.Namespace == "" && known && kind.Namespaced:
+		// a namespaced kind at cluster scope: the virtual node of a
+		// cluster-scoped dependent's reference (model.ObjKey)
+		return prefix + "//" + k.Name
 	case k.Namespace == "":
 		return prefix + "/" + k.Name
 	case known && !kind.Namespaced:
