@@ -23,7 +23,7 @@ import (
 // bodies: everything the harness creates, deletes or watches being
 // collected.
 var RequestResponseResources = []auditv1.GroupResources{
-	{Group: "", Resources: withSubresources("pods", "configmaps", "secrets", "replicationcontrollers", "services", "namespaces")},
+	{Group: "", Resources: withSubresources("pods", "configmaps", "secrets", "replicationcontrollers", "services", "namespaces", "persistentvolumes")},
 	{Group: "apps", Resources: withSubresources("deployments", "replicasets", "statefulsets", "daemonsets")},
 	{Group: "batch", Resources: withSubresources("jobs", "cronjobs")},
 	{Group: "apiextensions.k8s.io", Resources: withSubresources("customresourcedefinitions")},

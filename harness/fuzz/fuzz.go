@@ -35,6 +35,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,7 +64,13 @@ type Config struct {
 	Progress io.Writer
 	// FailFile replays a rapid fail file instead of generating runs.
 	FailFile string
+	// Deadline, if set, ends fuzzing: runs that would start after it
+	// pass at once without taking a step.
+	Deadline time.Time
 }
+
+// expired reports whether cfg's deadline has passed.
+func (cfg Config) expired() bool { return !cfg.Deadline.IsZero() && time.Now().After(cfg.Deadline) }
 
 // Failure describes a failing run after shrinking.
 type Failure struct {
@@ -86,10 +93,11 @@ type Failure struct {
 // Report is the outcome of Run.
 type Report struct {
 	Target  string
-	Mode    string // stepped or concurrent
-	Checks  int    // runs that completed and passed
-	Steps   int    // actions taken over all runs
-	Ops     int    // history operations checked (concurrent)
+	Inject  []string // impl's injected bugs
+	Mode    string   // stepped or concurrent
+	Checks  int      // runs that completed and passed
+	Steps   int      // actions taken over all runs
+	Ops     int      // history operations checked (concurrent)
 	Known   []string
 	Elapsed time.Duration
 	Failure *Failure
@@ -115,8 +123,15 @@ var rapidMu sync.Mutex
 // message of a failure ("" if every check passed) and the fail file rapid
 // wrote.
 func runRapid(name string, cfg Config, prop func(*rapid.T)) (msg, failFile string, err error) {
+	// outside `go test`: rapid reads testing.Short(), which needs the
+	// testing flags registered and the command line parsed
+	if flag.Lookup("test.short") == nil {
+		testing.Init()
+	}
 	if !flag.Parsed() {
-		testing.Init() // rapid reads testing.Short()
+		if err := flag.CommandLine.Parse(nil); err != nil {
+			return "", "", err
+		}
 	}
 	set := map[string]string{
 		"rapid.checks":     strconv.Itoa(max(cfg.Checks, 1)),
@@ -148,6 +163,18 @@ func runRapid(name string, cfg Config, prop func(*rapid.T)) (msg, failFile strin
 }
 
 var failFileRE = regexp.MustCompile(`-rapid\.failfile="([^"]+)"`)
+
+var uidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// stable is a failure message as rapid sees it: without the run's name
+// prefix and real UIDs, which differ from one run to the next. rapid
+// shrinks a failure only towards runs that fail with the same message.
+func stable(msg string, d interface{ Prefix() string }) string {
+	if d != nil {
+		msg = strings.ReplaceAll(msg, d.Prefix()+"-", "")
+	}
+	return uidRE.ReplaceAllString(msg, "UID")
+}
 
 // tb is the rapid.TB of a run outside `go test`: it records failures and
 // ends the checking goroutine on FailNow, as testing.T does.

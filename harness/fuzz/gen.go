@@ -1,6 +1,7 @@
 package fuzz
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,6 +33,23 @@ var DefaultUniverse = Universe{
 	Names:      []string{"a", "b", "c"},
 	Namespaces: []string{"default", "ns2"},
 	Protection: true,
+}
+
+// Validate checks that the universe names kinds random steps can create.
+func (u Universe) Validate() error {
+	if len(u.Kinds) == 0 || len(u.Names) == 0 || len(u.Namespaces) == 0 {
+		return errors.New("fuzz: the universe needs kinds, names and namespaces")
+	}
+	for _, k := range u.Kinds {
+		kind, ok := model.KindByShort(k)
+		switch {
+		case !ok:
+			return fmt.Errorf("fuzz: unknown kind %q (short names as in traces: cm, secret, pod, rc, rs, deploy, pv, ...)", k)
+		case kind.Info().Custom, k == "crd", k == "ns", k == "event":
+			return fmt.Errorf("fuzz: kind %q cannot be fuzzed: random runs leave CRDs, namespaces and events to setup", k)
+		}
+	}
+	return nil
 }
 
 // Finalizer is the user finalizer random steps add and remove.

@@ -84,7 +84,7 @@ type steppedRun struct {
 func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error) {
 	rapidMu.Lock()
 	defer rapidMu.Unlock()
-	rep := &Report{Target: env.Target, Mode: "stepped"}
+	rep := &Report{Target: env.Target, Inject: env.Inject, Mode: "stepped"}
 	start := time.Now()
 	var last *runFailure
 	var foundAt time.Time
@@ -95,6 +95,9 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 	}
 	defer func() { _ = it.Stop() }()
 	prop := func(t *rapid.T) {
+		if cfg.expired() && foundAt.IsZero() {
+			return
+		}
 		n++
 		r := &steppedRun{ctx: ctx, env: env, cfg: cfg, m: &model.Model{Bugs: env.Bugs}, s: model.NewState(), it: it}
 		r.fail = func(kind, summary string) {
@@ -102,7 +105,7 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 				foundAt = time.Now()
 			}
 			last = &runFailure{kind: kind, summary: summary, trace: r.trace(kind, summary), steps: len(r.done)}
-			t.Fatalf("%s: %s", kind, summary)
+			t.Fatalf("%s: %s", kind, stable(summary, r.d))
 		}
 		r.run(t)
 		rep.Steps += len(r.done)

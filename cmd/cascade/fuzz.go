@@ -1,0 +1,163 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cascade-k8s/cascade/harness/fuzz"
+	"github.com/cascade-k8s/cascade/harness/target"
+	"github.com/cascade-k8s/cascade/impl/bugs"
+)
+
+type fuzzFlags struct {
+	target, kubeconfig, context, binDir, out, failFile string
+	inject, kinds                                      []string
+	seed                                               uint64
+	checks, steps, clients                             int
+	shrinkTime                                         time.Duration
+	json                                               bool
+}
+
+func newFuzzCmd() *cobra.Command {
+	f := &fuzzFlags{}
+	cmd := &cobra.Command{
+		Use:   "fuzz --target T",
+		Short: "Randomized conformance: rapid-generated runs judged by the model, linearizability and liveness",
+		Long: `fuzz draws random runs of trace commands with rapid and judges each against the
+model. A failing run is shrunk and written to --out as failure.trace (replay it
+with 'cascade replay'), rapid's fail file (--failfile replays it) and, for
+concurrent runs, history.html (porcupine's view of the recorded history).
+
+  --target impl-stepped  stepped runs: rapid chooses client steps and the GC's
+                         internal steps (deliver, attemptToDelete, send, ...);
+                         impl takes each in lockstep with the model, and after
+                         every step the real state must equal the model's, the
+                         answers must agree and the safety properties hold.
+  --target upstream|impl|kubeconfig
+                         concurrent runs: --clients driver clients send their
+                         steps at once while the GC runs by itself. The
+                         recorded history (the audit log on envtest; on
+                         kubeconfig the driver's own requests plus a watch)
+                         must be linearizable with every GC and controller
+                         write permitted where it lands, and once the cluster
+                         is quiet its state must be live (garbage collected,
+                         no GC finalizer stuck).
+
+--inject switches on a catalogued bug in impl (impl, impl-stepped); fuzzing
+should then fail. Progress goes to stderr, the summary to stdout (--json for
+JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runFuzz(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.target, "target", "", "upstream, impl, impl-stepped or kubeconfig (required)")
+	fl.StringSliceVar(&f.inject, "inject", nil, "bug to switch on in impl ('cascade check --list-bugs'); repeatable")
+	fl.Uint64Var(&f.seed, "seed", 0, "rapid's seed (0: random; the summary prints the one to reproduce with)")
+	fl.IntVar(&f.checks, "checks", 20, "number of random runs")
+	fl.IntVar(&f.steps, "steps", 30, "average number of steps per run")
+	fl.IntVar(&f.clients, "clients", 4, "concurrent driver clients (concurrent runs)")
+	fl.DurationVar(&f.shrinkTime, "shrink-time", time.Minute, "time budget for shrinking a failing run")
+	fl.StringSliceVar(&f.kinds, "kinds", fuzz.DefaultUniverse.Kinds, "kinds random steps create (short names)")
+	fl.StringVar(&f.out, "out", "out/fuzz", "directory for failure artifacts")
+	fl.StringVar(&f.failFile, "failfile", "", "replay a rapid fail file written by an earlier failure")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the kubeconfig target (default: $KUBECONFIG, ~/.kube/config)")
+	fl.StringVar(&f.context, "context", "", "context of the kubeconfig target (default: the current one)")
+	fl.StringVar(&f.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager for envtest targets")
+	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
+	return cmd
+}
+
+func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
+	if f.target == "" {
+		return usageErr("fuzz needs --target (upstream, impl, impl-stepped or kubeconfig)")
+	}
+	if f.target == target.Model {
+		return usageErr("the model is fuzzing's oracle, not a target: use upstream, impl, impl-stepped or kubeconfig")
+	}
+	if f.checks <= 0 || f.steps <= 0 || f.clients <= 0 {
+		return usageErr("--checks, --steps and --clients must be positive")
+	}
+	inject, err := bugs.Parse(f.inject)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	u := fuzz.DefaultUniverse
+	u.Kinds = f.kinds
+	if err := u.Validate(); err != nil {
+		return usageErr("%v", err)
+	}
+	spec := target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Log: cmd.ErrOrStderr()}
+	if f.target != target.Kubeconfig {
+		spec.Audit = true
+	}
+	if err := spec.Validate(); err != nil {
+		return usageErr("%v", err)
+	}
+	ctx := cmd.Context()
+	t, err := target.Start(ctx, spec)
+	var inErr *target.InputError
+	if errors.As(err, &inErr) {
+		return usageErr("%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = t.Close() }()
+	cfg := fuzz.Config{Checks: f.checks, Steps: f.steps, Seed: f.seed, Clients: f.clients, ShrinkTime: f.shrinkTime,
+		Universe: u, Out: f.out, Progress: cmd.ErrOrStderr(), FailFile: f.failFile}
+	rep, err := fuzz.OnTarget(ctx, t, cfg)
+	if ctx.Err() != nil {
+		return errInterrupted
+	}
+	if err != nil {
+		return err
+	}
+	if err := printFuzz(cmd.OutOrStdout(), rep, f.json); err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return errViolation
+	}
+	return nil
+}
+
+func printFuzz(w io.Writer, rep *fuzz.Report, asJSON bool) error {
+	if asJSON {
+		e := json.NewEncoder(w)
+		e.SetIndent("", "  ")
+		return e.Encode(rep)
+	}
+	fmt.Fprintf(w, "target %s (%s runs): %d runs passed, %d steps", rep.Target, rep.Mode, rep.Checks, rep.Steps)
+	if rep.Ops > 0 {
+		fmt.Fprintf(w, ", %d history operations checked", rep.Ops)
+	}
+	fmt.Fprintf(w, " in %s\n", rep.Elapsed.Round(time.Millisecond))
+	for _, k := range rep.Known {
+		fmt.Fprintf(w, "known upstream race: %s\n", k)
+	}
+	if f := rep.Failure; f != nil {
+		fmt.Fprintf(w, "FAILED (%s) after %s, shrunk to %d steps, seed %d:\n  %s\n", f.Kind, f.FoundAfter.Round(time.Millisecond), f.Steps, f.Seed, strings.ReplaceAll(f.Summary, "\n", "\n  "))
+		for _, a := range []struct{ what, path string }{{"trace", f.Trace}, {"history", f.History}, {"rapid fail file", f.FailFile}} {
+			if a.path != "" {
+				fmt.Fprintf(w, "  %s: %s\n", a.what, a.path)
+			}
+		}
+		if f.Trace != "" {
+			fmt.Fprintf(w, "  replay: cascade replay --target %s %s%s\n", rep.Target, injectFlag(rep), f.Trace)
+		}
+	}
+	return nil
+}
+
+func injectFlag(rep *fuzz.Report) string {
+	if len(rep.Inject) == 0 {
+		return ""
+	}
+	return "--inject " + strings.Join(rep.Inject, ",") + " "
+}

@@ -1,0 +1,276 @@
+package fuzz
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"pgregory.net/rapid"
+
+	"github.com/cascade-k8s/cascade/harness/controlplane"
+	"github.com/cascade-k8s/cascade/harness/driver"
+	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/harness/lin"
+	"github.com/cascade-k8s/cascade/harness/replay"
+	"github.com/cascade-k8s/cascade/model"
+	"github.com/cascade-k8s/cascade/traces"
+)
+
+// ConcurrentEnv is what a concurrent run needs from its target.
+type ConcurrentEnv struct {
+	Target string
+	Admin  *rest.Config
+	// Settler waits until the target has gone quiet after a run
+	// (replay.DefaultQuiet: no change for a window).
+	Settler replay.Target
+	// Audit returns the audit records written since its last call
+	// (envtest targets). nil makes runs record their own requests
+	// client-side and observe everyone else's writes by watch.
+	Audit func(ctx context.Context) ([]controlplane.AuditRecord, error)
+	// Inject names impl's injected bugs, for reports.
+	Inject []string
+	// LinTimeout bounds porcupine per run.
+	LinTimeout time.Duration
+}
+
+// sent is one client step of a concurrent run as it was executed.
+type sent struct {
+	client int
+	line   string
+	step   model.Step
+	at     time.Time
+	res    model.Result
+	err    error
+}
+
+// concurrentRun is one rapid check of a concurrent run.
+type concurrentRun struct {
+	ctx     context.Context
+	env     ConcurrentEnv
+	cfg     Config
+	program [][]string // per client, its steps in order
+	sent    []sent
+	fail    func(kind, summary string, write func(string) (string, error))
+	ops     int
+	known   []string
+}
+
+// RunConcurrent runs cfg.Checks concurrent runs against env.
+func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report, error) {
+	rapidMu.Lock()
+	defer rapidMu.Unlock()
+	if cfg.Clients <= 0 {
+		cfg.Clients = 1
+	}
+	if env.Audit != nil {
+		if _, err := env.Audit(ctx); err != nil { // skip what came before
+			return nil, fmt.Errorf("fuzz: audit log: %w", err)
+		}
+	}
+	rep := &Report{Target: env.Target, Inject: env.Inject, Mode: "concurrent"}
+	start := time.Now()
+	var last *runFailure
+	var foundAt time.Time
+	n := 0
+	prop := func(t *rapid.T) {
+		if cfg.expired() && foundAt.IsZero() {
+			return
+		}
+		n++
+		r := &concurrentRun{ctx: ctx, env: env, cfg: cfg, program: make([][]string, cfg.Clients)}
+		r.fail = func(kind, summary string, write func(string) (string, error)) {
+			if foundAt.IsZero() {
+				foundAt = time.Now()
+			}
+			last = &runFailure{kind: kind, summary: summary, trace: r.trace(kind, summary), steps: len(r.sent), write: write}
+			// the failure's kind only: its details name real objects and
+			// times, and rapid shrinks only towards the same message
+			t.Fatalf("%s", kind)
+		}
+		r.run(t)
+		rep.Steps += len(r.sent)
+		rep.Ops += r.ops
+		rep.Known = append(rep.Known, r.known...)
+		if foundAt.IsZero() {
+			rep.Checks++
+			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable, quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	msg, failFile, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
+	rep.Elapsed = time.Since(start)
+	if err != nil || msg == "" {
+		return rep, err
+	}
+	return rep, finish(cfg, rep, last, foundAt, start, msg, failFile)
+}
+
+// run draws a program, runs it with one goroutine per client, waits for
+// quiet, and checks the history and the final state.
+func (r *concurrentRun) run(t *rapid.T) {
+	g := &gen{u: r.cfg.Universe}
+	actions := map[string]func(*rapid.T){}
+	for verb, draw := range g.verbs() {
+		actions[verb] = func(t *rapid.T) {
+			c := rapid.IntRange(0, r.cfg.Clients-1).Draw(t, "client")
+			r.program[c] = append(r.program[c], draw(t))
+		}
+	}
+	t.Repeat(actions)
+
+	prefix := "cascade-" + driver.NewRunID()
+	scope := history.Scope{Prefix: prefix}
+	admin := r.env.Admin
+	var rec *history.Recorder
+	var obs *history.Observer
+	if r.env.Audit == nil {
+		rec = history.NewRecorder(scope)
+		admin = rec.Wrap(r.env.Admin, history.ClientActor(0))
+		var err error
+		if obs, err = history.NewObserver(r.env.Admin, scope); err != nil {
+			t.Fatalf("error: %v", err)
+		}
+		if err := obs.Start(r.ctx); err != nil {
+			t.Fatalf("error: %v", err)
+		}
+		defer func() { _ = obs.Stop() }()
+	}
+	d, err := driver.New(admin, nil, prefix)
+	if err != nil {
+		t.Fatalf("error: %v", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), time.Minute)
+		defer cancel()
+		_ = d.Cleanup(ctx)
+	}()
+	r.execute(d)
+	if err := r.env.Settler.Settle(r.ctx, d); err != nil {
+		r.fail("liveness", fmt.Sprintf("the cluster did not go quiet: %v", err), nil)
+	}
+
+	var ops []history.Op
+	if r.env.Audit != nil {
+		recs, err := r.env.Audit(r.ctx)
+		if err != nil {
+			r.fail("error", fmt.Sprintf("audit log: %v", err), nil)
+		}
+		if ops, err = history.FromAudit(recs, scope); err != nil {
+			r.fail("error", fmt.Sprintf("history: %v", err), nil)
+		}
+	} else {
+		if err := obs.Stop(); err != nil {
+			r.fail("error", fmt.Sprintf("watch: %v", err), nil)
+		}
+		if err := rec.Err(); err != nil {
+			r.fail("error", fmt.Sprintf("recording: %v", err), nil)
+		}
+		mine := rec.Ops()
+		ops = history.Merge(mine, obs.Ops(mine))
+	}
+	history.AssignLanes(ops)
+	r.ops = len(ops)
+	res := lin.Check(ops, lin.Options{Timeout: r.env.LinTimeout})
+	for _, k := range res.Known {
+		r.known = append(r.known, k.Issue+": "+k.Message)
+	}
+	if res.Verdict != porcupine.Ok {
+		kind := "linearizability"
+		if res.Verdict == porcupine.Unknown {
+			kind = "error" // timed out: no verdict
+		}
+		r.fail(kind, res.Summary, func(dir string) (string, error) {
+			path := filepath.Join(dir, "history.html")
+			return path, res.Visualize(path)
+		})
+	}
+
+	dyn, err := dynamic.NewForConfig(r.env.Admin)
+	if err != nil {
+		r.fail("error", err.Error(), nil)
+	}
+	objs, err := listRun(r.ctx, dyn, prefix)
+	if err != nil {
+		r.fail("error", err.Error(), nil)
+	}
+	if v := checkLiveness(objs); v != nil {
+		r.fail("liveness", fmt.Sprintf("once quiet: %s", v), nil)
+	}
+}
+
+// execute runs every client's steps in order, the clients at once.
+func (r *concurrentRun) execute(d *driver.Driver) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for c, steps := range r.program {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := driver.WithClient(r.ctx, c)
+			for _, line := range steps {
+				st, err := model.ParseStep(line)
+				if err != nil {
+					continue // cannot happen: the generator writes trace syntax
+				}
+				s := sent{client: c, line: line, step: st, at: time.Now()}
+				s.res, s.err = d.Do(ctx, st, nil)
+				mu.Lock()
+				r.sent = append(r.sent, s)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	slices.SortStableFunc(r.sent, func(a, b sent) int { return a.at.Compare(b.at) })
+}
+
+// trace writes the run as a trace: its steps in the order they were sent
+// (steps that could not be sent — an owner never created — left out),
+// then settle, expecting what the model does when it takes them one at a
+// time. Concurrent runs are not replayed exactly by a sequential trace;
+// the description says which clients sent what, and the history's
+// visualization shows the real interleaving.
+func (r *concurrentRun) trace(kind, summary string) string {
+	m := &model.Model{}
+	s := model.NewState()
+	var cmds []string
+	var out []string
+	for _, x := range r.sent {
+		if x.err != nil {
+			continue
+		}
+		n, res, err := m.Apply(s, x.step)
+		if err != nil {
+			continue
+		}
+		s = n
+		cmds = append(cmds, x.line)
+		if !res.OK() {
+			out = append(out, "! "+x.line+" -> "+res.String())
+		}
+	}
+	if n, _, err := m.Settle(s); err == nil {
+		s = n
+	}
+	cmds = append(cmds, "settle")
+	out = append(out, s.Dump()...)
+	desc := []string{
+		fmt.Sprintf("A concurrent run of `cascade fuzz --target %s` (%d clients) that failed (%s):", r.env.Target, r.cfg.Clients, kind),
+		firstLine(summary),
+		"The steps are in the order the clients sent them; the expected output is the model's, taking them one at a time.",
+	}
+	for c, steps := range r.program {
+		desc = append(desc, fmt.Sprintf("client %d sent: %s", c, strings.Join(steps, "; ")))
+	}
+	if len(r.env.Inject) > 0 {
+		desc = append(desc, "impl ran with injected bug(s) "+strings.Join(r.env.Inject, ","))
+	}
+	headers := []traces.Header{{Key: traces.HeaderFoundBy, Value: "cascade fuzz --target " + r.env.Target}}
+	return traces.Format(desc, headers, []traces.Written{{Commands: cmds, Output: out}})
+}

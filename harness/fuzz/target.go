@@ -1,0 +1,58 @@
+package fuzz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cascade-k8s/cascade/harness/target"
+	"github.com/cascade-k8s/cascade/impl"
+	"github.com/cascade-k8s/cascade/impl/bugs"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// OnTarget runs cfg's random runs on a started target: stepped on
+// impl-stepped, concurrent on upstream, impl and kubeconfig. The model
+// target has nothing to fuzz against (it is the oracle).
+func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error) {
+	inject := t.Spec.Inject.Names()
+	switch t.Spec.Name {
+	case target.ImplStepped:
+		env := SteppedEnv{
+			Target: t.Spec.Name, Admin: t.Admin, Limited: t.Limited, Inject: inject,
+			Bugs: modelFaults(t.Spec.Inject),
+			Start: func(ctx context.Context) (*impl.Target, error) {
+				return t.StartStepped(ctx, t.Spec.Inject, false, true)
+			},
+		}
+		return RunStepped(ctx, env, cfg)
+	case target.Upstream, target.Impl, target.Kubeconfig:
+		env := ConcurrentEnv{Target: t.Spec.Name, Admin: t.Admin, Settler: t.Settler(), Inject: inject, LinTimeout: time.Minute}
+		if t.CP != nil && t.CP.AuditLog() != "" {
+			audit, closeAudit, err := AuditFollower(t.CP, 300*time.Millisecond)
+			if err != nil {
+				return nil, err
+			}
+			defer func() { _ = closeAudit() }()
+			env.Audit = audit
+		}
+		return RunConcurrent(ctx, env, cfg)
+	}
+	return nil, errors.New("fuzz: the model is the oracle of fuzzing, not a target (use upstream, impl, impl-stepped or kubeconfig)")
+}
+
+// modelFaults are the injected bugs the model of a stepped run must share:
+// those that are informer faults rather than GC logic, whose steps only
+// exist when the switch is on.
+func modelFaults(set bugs.Set) model.BugSet {
+	var out model.BugSet
+	if set.Has(bugs.LostFirstUpdate) {
+		b, err := model.BugByName(string(bugs.LostFirstUpdate))
+		if err != nil {
+			panic(fmt.Sprintf("fuzz: impl and model bug names drifted: %v", err))
+		}
+		out = out.With(b)
+	}
+	return out
+}
