@@ -143,14 +143,17 @@ func (m *Model) create(s *State, rq request, o Object) Result {
 			return r
 		}
 	}
-	if s.Lookup(o.Kind, o.Namespace, o.Name) != nil {
-		return fail(409, "AlreadyExists", "%s %q already exists", info.Resource, o.Name)
-	}
+	// Store.Create validates (BeforeCreate) and runs validating
+	// admission before it writes to etcd, which is where an existing key
+	// is found: an invalid create of a taken name is 422, not 409.
 	if r := validateMeta(&o, nil); !r.OK() {
 		return r
 	}
 	if r := admitOwnerRefs(rq, &o, nil); !r.OK() {
 		return r
+	}
+	if s.Lookup(o.Kind, o.Namespace, o.Name) != nil {
+		return fail(409, "AlreadyExists", "%s %q already exists", info.Resource, o.Name)
 	}
 	// rest.BeforeCreate clears deletionTimestamp.
 	o.Deleting = false
