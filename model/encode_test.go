@@ -147,8 +147,9 @@ func normalize(s *State) *State {
 	return &c
 }
 
-// TestIdentKeyShortcuts: identKeyIs and identKeysEqual agree with the
-// string comparisons they replace, over served and unserved kinds,
+// TestIdentKeyShortcuts: identKeyIs (with and without the workspace's
+// memo of keys) and identKeysEqual agree with the string comparisons they
+// replace, over served and unserved kinds,
 // namespaced and cluster-scoped, every namespace spelling and names with
 // and without slashes.
 func TestIdentKeyShortcuts(t *testing.T) {
@@ -174,10 +175,14 @@ func TestIdentKeyShortcuts(t *testing.T) {
 	for _, n := range []string{"Frob/a", "Frob/ns1/a", "a"} {
 		targets = append(targets, Target{Kind: NoKind, Name: n})
 	}
+	memo := &workspace{} // twice through it: misses, then hits
 	for i := range ids {
 		for j := range targets {
-			if got, want := identKeyIs(&ids[i], &targets[j]), identKey(ids[i]) == targets[j].String(); got != want {
-				t.Errorf("identKeyIs(%+v, %+v) = %v, want %v", ids[i], targets[j], got, want)
+			want := identKey(ids[i]) == targets[j].String()
+			for _, w := range []*workspace{nil, memo, memo} {
+				if got := w.identKeyIs(&ids[i], &targets[j]); got != want {
+					t.Errorf("identKeyIs(%+v, %+v) = %v, want %v", ids[i], targets[j], got, want)
+				}
 			}
 		}
 		for j := range ids {

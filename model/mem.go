@@ -32,6 +32,69 @@ type workspace struct {
 	inflight arena[InFlight]
 	writes   arena[Write]
 	orphans  arena[OrphanWatch]
+
+	keys keyMemo
+}
+
+// keyMemo remembers the trace keys of identities and targets: the GC's
+// steps compare them for every queued item, and building them allocates.
+// identKey and Target.String are pure, so an entry whose inputs are equal
+// to the ones asked about holds the answer. The memo is direct-mapped by
+// a cheap hash; a collision only costs a recomputation. It outlives
+// workspace resets.
+type keyMemo struct {
+	ids     [256]identKeyEntry
+	targets [256]targetKeyEntry
+}
+
+type identKeyEntry struct {
+	kind, namespace, name, key string
+}
+
+type targetKeyEntry struct {
+	t   Target
+	key string
+	set bool
+}
+
+// memoSlot mixes the lengths and last bytes of a key's parts.
+func memoSlot(a, b, c string) uint {
+	h := uint(len(a))*7 + uint(len(b))*131 + uint(len(c))*31
+	if len(c) > 0 {
+		h += uint(c[len(c)-1]) * 17
+	}
+	if len(c) > 1 {
+		h += uint(c[len(c)-2]) * 3
+	}
+	return h & 255
+}
+
+// identKey is identKey(*id), memoised.
+func (w *workspace) identKey(id *Identity) string {
+	if w == nil {
+		return identKey(*id)
+	}
+	e := &w.keys.ids[memoSlot(id.Kind, id.Namespace, id.Name)]
+	if e.key != "" && e.kind == id.Kind && e.namespace == id.Namespace && e.name == id.Name {
+		return e.key
+	}
+	k := identKey(*id)
+	*e = identKeyEntry{kind: id.Kind, namespace: id.Namespace, name: id.Name, key: k}
+	return k
+}
+
+// targetKey is t.String(), memoised.
+func (w *workspace) targetKey(t *Target) string {
+	if w == nil {
+		return t.String()
+	}
+	e := &w.keys.targets[(memoSlot("", t.Namespace, t.Name)+uint(t.Kind)*5)&255]
+	if e.set && e.t == *t {
+		return e.key
+	}
+	k := t.String()
+	*e = targetKeyEntry{t: *t, key: k, set: true}
+	return k
 }
 
 func (w *workspace) reset() {

@@ -124,7 +124,7 @@ func gcDeleteTarget(t *Transition) (*Object, bool) {
 		return nil, false
 	}
 	for _, f := range t.Prev.GC.InFlight {
-		if w := f.Writes[0]; w.Op == WriteDelete && t.Prev.identMatches(w.Item, t.Step) {
+		if w := &f.Writes[0]; w.Op == WriteDelete && t.Prev.identMatches(&w.Item, &t.Step) {
 			if o := t.Prev.Get(w.Item.UID); o != nil {
 				return o, true
 			}

@@ -188,7 +188,7 @@ func (m *Model) applyGC(s *State, st Step) (Result, error) {
 		m.gcSync(s)
 		return ok(200), nil
 	case OpDeliverVirtual:
-		if len(g.VirtualEvents) == 0 || !s.identMatches(g.VirtualEvents[0], st) {
+		if len(g.VirtualEvents) == 0 || !s.identMatches(&g.VirtualEvents[0], &st) {
 			return Result{}, notEnabled("next virtual delete event is not for %s", st.Target)
 		}
 		m.gcDeliverVirtual(s)
@@ -198,7 +198,7 @@ func (m *Model) applyGC(s *State, st Step) (Result, error) {
 		if st.Op == OpAttemptToOrphan {
 			set = g.AttemptToOrphan
 		}
-		uid, err := s.findItem(set, st)
+		uid, err := s.findItem(set, &st)
 		if err != nil {
 			return Result{}, err
 		}
@@ -214,7 +214,7 @@ func (m *Model) applyGC(s *State, st Step) (Result, error) {
 	case OpSend:
 		var uid UID
 		for _, f := range g.InFlight {
-			if s.identMatches(f.Writes[0].Item, st) {
+			if s.identMatches(&f.Writes[0].Item, &st) {
 				if uid != 0 {
 					return Result{}, notEnabled("%s names several in-flight items; add uid=", st.Target)
 				}
@@ -288,11 +288,11 @@ func identKey(id Identity) string {
 }
 
 // identMatches reports whether a step names an identity.
-func (s *State) identMatches(id Identity, st Step) bool {
+func (s *State) identMatches(id *Identity, st *Step) bool {
 	if st.UIDLabel != "" && st.UIDLabel != s.UIDLabel(id.UID) {
 		return false
 	}
-	return identKeyIs(&id, &st.Target)
+	return s.ws.identKeyIs(id, &st.Target)
 }
 
 // identKeyIs reports identKey(*id) == t.String() without building either
@@ -301,11 +301,12 @@ func (s *State) identMatches(id Identity, st Step) bool {
 // followed by the name (t.Name is the whole key of an unserved kind), so
 // when neither name contains a slash, different names mean different
 // keys; otherwise the strings are compared.
-func identKeyIs(id *Identity, t *Target) bool {
+// The strings come from the workspace's memo when there is one.
+func (w *workspace) identKeyIs(id *Identity, t *Target) bool {
 	if t.Kind != NoKind && id.Name != t.Name && strings.IndexByte(id.Name, '/') < 0 && strings.IndexByte(t.Name, '/') < 0 {
 		return false
 	}
-	return identKey(*id) == t.String()
+	return w.identKey(id) == w.targetKey(t)
 }
 
 // identKeysEqual reports identKey(*a) == identKey(*b), building the keys
@@ -321,18 +322,20 @@ func identKeysEqual(a, b *Identity) bool {
 }
 
 // findItem resolves a step's key to the one queued UID it names.
-func (s *State) findItem(set []Identity, st Step) (UID, error) {
-	var found []UID
-	for _, id := range set {
-		if s.identMatches(id, st) {
-			found = append(found, id.UID)
+func (s *State) findItem(set []Identity, st *Step) (UID, error) {
+	var found UID
+	n := 0
+	for i := range set {
+		if s.identMatches(&set[i], st) {
+			found = set[i].UID
+			n++
 		}
 	}
-	switch len(found) {
+	switch n {
 	case 0:
 		return 0, notEnabled("%s is not queued", st.Target)
 	case 1:
-		return found[0], nil
+		return found, nil
 	}
 	return 0, notEnabled("%s names several queued items; add uid=", st.Target)
 }
