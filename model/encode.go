@@ -442,9 +442,19 @@ func (s *State) encWatcher(b []byte, w *Watcher) []byte {
 			}
 		}
 	}
+	// The cache and the store are both sorted by UID: walk them together.
 	b = binary.AppendUvarint(b, uint64(len(w.Cache)))
+	objs := s.Objects
 	for i := range w.Cache {
-		b = s.encCopy(b, &w.Cache[i])
+		o := &w.Cache[i]
+		for len(objs) > 0 && objs[0].UID < o.UID {
+			objs = objs[1:]
+		}
+		if len(objs) > 0 && sameObject(o, &objs[0]) {
+			b = binary.AppendUvarint(b, uint64(o.UID)<<1|1)
+		} else {
+			b = s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)<<1), o)
+		}
 	}
 	return b
 }

@@ -378,11 +378,26 @@ func (s *State) UIDByLabel(label string) (UID, bool) {
 
 // node returns the graph node for a UID.
 func (g *GC) node(uid UID) *Node {
-	i, ok := slices.BinarySearchFunc(g.Nodes, uid, func(n Node, u UID) int { return cmpUID(n.UID, u) })
-	if !ok {
-		return nil
+	if i, ok := nodeIndex(g.Nodes, uid); ok {
+		return &g.Nodes[i]
 	}
-	return &g.Nodes[i]
+	return nil
+}
+
+// nodeIndex is slices.BinarySearchFunc by UID, written out: the generic
+// one calls its comparison through a pointer, and the graph is searched
+// several times in every GC step.
+func nodeIndex(nodes []Node, uid UID) (int, bool) {
+	lo, hi := 0, len(nodes)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if nodes[m].UID < uid {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(nodes) && nodes[lo].UID == uid
 }
 
 // Node returns the graph node for a UID, or nil.
@@ -392,7 +407,7 @@ func (g *GC) Node(uid UID) *Node { return g.node(uid) }
 // (ownNodes).
 func (s *State) putNode(n Node) {
 	g := &s.GC
-	i, ok := slices.BinarySearchFunc(g.Nodes, n.UID, func(x Node, u UID) int { return cmpUID(x.UID, u) })
+	i, ok := nodeIndex(g.Nodes, n.UID)
 	if ok {
 		g.Nodes[i] = n
 		return
