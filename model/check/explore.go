@@ -184,14 +184,32 @@ func (f *frontier) enc(i int) []byte {
 // buffers alternate by level: one receives the states it claims, the
 // other holds the part of the frontier it claimed on the level before.
 type worker struct {
+	seen  *seenTable
 	dec   model.Decoder
 	steps []model.Step
 	trans model.Transition
 	enc   []byte // scratch encoding
-	bufs  [2]outBuf
-	out   *outBuf // bufs[level%2]
+	// the successor whose claim waits for the next one to be computed
+	pending               bool
+	pendingFP, pendingOrd uint64
+	pendingEnc            []byte
+	bufs                  [2]outBuf
+	out                   *outBuf // bufs[level%2]
 
 	generated int64
+}
+
+// claimPending claims the pending successor and stores its encoding if
+// the claim is the first.
+func (w *worker) claimPending() {
+	if !w.pending {
+		return
+	}
+	w.pending = false
+	if w.seen.claim(w.pendingFP, w.pendingOrd) {
+		c, start := w.out.store(w.pendingEnc)
+		w.out.items = append(w.out.items, succ{fp: w.pendingFP, chunk: c, start: start, n: uint32(len(w.pendingEnc))})
+	}
 }
 
 // explorer holds one run.
@@ -349,7 +367,7 @@ func Run(scope Scope, opts Options) (*Result, error) {
 
 	ws := make([]*worker, workers)
 	for i := range ws {
-		ws[i] = &worker{}
+		ws[i] = &worker{seen: e.seen}
 	}
 	complete := true
 	level := 0
@@ -512,18 +530,20 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 			n = n.Canonical()
 		}
 		// Encode into scratch memory that stays in the cache; only a
-		// state this worker claims first is copied out.
+		// state this worker claims first is copied out. The claim waits
+		// until the next successor is computed (see touch).
+		w.claimPending()
 		w.enc = w.dec.EncodeNext(w.enc[:0], n)
 		if len(w.enc) > math.MaxUint32 {
 			return fmt.Errorf("scope %s: a state encoding exceeds 4 GiB", e.scope.Name)
 		}
 		h := model.FingerprintBytes(w.enc)
-		if e.seen.claim(h, packOrd(level+1, idx, act)) {
-			c, start := w.out.store(w.enc)
-			w.out.items = append(w.out.items, succ{fp: h, chunk: c, start: start, n: uint32(len(w.enc))})
-		}
+		e.seen.touch(h)
+		w.pending, w.pendingFP, w.pendingOrd = true, h, packOrd(level+1, idx, act)
+		w.enc, w.pendingEnc = w.pendingEnc, w.enc
 		return nil
 	}
+	defer w.claimPending()
 	for i := range e.ops {
 		if s.Budget&(1<<i) != 0 {
 			continue

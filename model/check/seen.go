@@ -1,6 +1,9 @@
 package check
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // seenTable is the visited set: fingerprint -> ord, how the state was
 // first reached (see packOrd). It is split into shards by the top bits of
@@ -23,8 +26,11 @@ const (
 )
 
 type seenShard struct {
-	mu    sync.Mutex
-	slots []slot
+	mu sync.Mutex
+	// slots is replaced, never resized in place, when the shard grows,
+	// and published atomically so that touch may read it without the
+	// lock; claim writes fingerprints atomically for the same reason.
+	slots atomic.Pointer[[]slot]
 	n     int
 	// Fingerprint 0 marks an empty slot, so a state whose fingerprint is
 	// 0 is kept aside (in shard 0).
@@ -73,21 +79,39 @@ func (sh *seenShard) claim(fp, ord uint64) bool {
 	}
 	// Keep the load factor at most 1/2: linear probing stays short and
 	// the table costs 32 bytes per state.
-	if 2*(sh.n+1) > len(sh.slots) {
-		sh.grow()
+	slots := sh.table()
+	if 2*(sh.n+1) > len(slots) {
+		slots = sh.grow()
 	}
-	mask := uint64(len(sh.slots) - 1)
+	mask := uint64(len(slots) - 1)
 	for i := fp & mask; ; i = (i + 1) & mask {
-		sl := &sh.slots[i]
+		sl := &slots[i]
 		if sl.fp == fp {
 			sl.ord = min(sl.ord, ord)
 			return false
 		}
 		if sl.fp == 0 {
-			sl.fp, sl.ord = fp, ord
+			sl.ord = ord
+			atomic.StoreUint64(&sl.fp, fp)
 			sh.n++
 			return true
 		}
+	}
+}
+
+func (sh *seenShard) table() []slot {
+	if p := sh.slots.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// touch reads the slot where fp's probe starts, without the lock, so
+// that the cache line is on its way while the worker computes the next
+// successor; the claim that follows then rarely waits for memory.
+func (t *seenTable) touch(fp uint64) {
+	if p := t.shard(fp).slots.Load(); p != nil && len(*p) > 0 {
+		atomic.LoadUint64(&(*p)[fp&uint64(len(*p)-1)].fp)
 	}
 }
 
@@ -100,9 +124,10 @@ func (t *seenTable) get(fp uint64) (uint64, bool) {
 	if sh.n == 0 {
 		return 0, false
 	}
-	mask := uint64(len(sh.slots) - 1)
+	slots := sh.table()
+	mask := uint64(len(slots) - 1)
 	for i := fp & mask; ; i = (i + 1) & mask {
-		sl := &sh.slots[i]
+		sl := &slots[i]
 		if sl.fp == fp {
 			return sl.ord, true
 		}
@@ -112,18 +137,20 @@ func (t *seenTable) get(fp uint64) (uint64, bool) {
 	}
 }
 
-func (sh *seenShard) grow() {
-	old := sh.slots
-	sh.slots = make([]slot, max(2*len(old), 64))
-	mask := uint64(len(sh.slots) - 1)
+func (sh *seenShard) grow() []slot {
+	old := sh.table()
+	slots := make([]slot, max(2*len(old), 64))
+	mask := uint64(len(slots) - 1)
 	for _, sl := range old {
 		if sl.fp == 0 {
 			continue
 		}
 		i := sl.fp & mask
-		for sh.slots[i].fp != 0 {
+		for slots[i].fp != 0 {
 			i = (i + 1) & mask
 		}
-		sh.slots[i] = sl
+		slots[i] = sl
 	}
+	sh.slots.Store(&slots)
+	return slots
 }
