@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -127,4 +128,15 @@ func (s BugSet) String() string {
 // Model is the state machine under a set of bug switches.
 type Model struct {
 	Bugs BugSet
+	// Controllers names (by short kind) the owner kinds whose adopting
+	// controller runs; nil means every one, as kube-controller-manager
+	// runs them all. A target that runs fewer (impl's stepped adopter
+	// manages Herds only) sets it, so that Enabled offers no adoption or
+	// release nobody there would make.
+	Controllers []string
+}
+
+// controls reports whether the adopting controller of owner kind k runs.
+func (m *Model) controls(k KindID) bool {
+	return m.Controllers == nil || slices.Contains(m.Controllers, k.Info().Short)
 }

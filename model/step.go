@@ -415,6 +415,9 @@ func (m *Model) AppendEnabled(out []Step, s *State, opts Options) []Step {
 		}
 	}
 	for _, c := range claims(s) {
+		if !m.controls(w.cached(c.Owner).Kind) {
+			continue
+		}
 		op := OpAdopt
 		if c.Release {
 			op = OpRelease
