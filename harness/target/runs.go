@@ -1,0 +1,384 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/cascade-k8s/cascade/harness/driver"
+	"github.com/cascade-k8s/cascade/harness/replay"
+	"github.com/cascade-k8s/cascade/impl"
+	"github.com/cascade-k8s/cascade/impl/bugs"
+	"github.com/cascade-k8s/cascade/impl/crds"
+	"github.com/cascade-k8s/cascade/model"
+	"github.com/cascade-k8s/cascade/traces"
+)
+
+// cleanupTimeout bounds the removal of a run's objects, which runs on a
+// fresh context so that an interrupted run still cleans up.
+const cleanupTimeout = 2 * time.Minute
+
+// HeaderName is the name a trace's `# targets:` header uses for a target:
+// a kubeconfig cluster is held to what upstream does, impl-stepped to
+// what impl does.
+func HeaderName(target string) string {
+	switch target {
+	case Kubeconfig:
+		return Upstream
+	case ImplStepped:
+		return Impl
+	}
+	return target
+}
+
+// Skip says why a trace cannot run on this target ("" when it can):
+// SpecSkip, then what only the started target knows (a limited principal,
+// a deletion-protection webhook, and on kubeconfig whether the cluster
+// already has a CRD the trace creates).
+func (t *Target) Skip(ctx context.Context, tr *traces.Trace) string {
+	if why := SpecSkip(t.Spec, tr); why != "" || t.Spec.Name == Model {
+		return why
+	}
+	if usesLimited(tr) && t.Limited == nil {
+		return "it acts as=limited and this target has no limited principal (kubeconfig: --limited-context)"
+	}
+	if t.Spec.Name == Kubeconfig && usesProtection(tr) && !t.hasWebhook {
+		return "it needs the deletion-protection webhook, which this cluster does not have (--webhook installs it)"
+	}
+	if t.Spec.Name == Kubeconfig {
+		return t.foreignCRDs(ctx, tr)
+	}
+	return ""
+}
+
+// SpecSkip says why a trace cannot run on the target s names, as far as
+// the trace's headers and commands tell without starting it: its targets
+// header, GC or controller steps on a target that cannot take them, bugs
+// the target cannot switch on.
+func SpecSkip(s Spec, tr *traces.Trace) string {
+	name := s.Name
+	if !replay.Runnable(tr, HeaderName(name)) {
+		return fmt.Sprintf("its targets header (%s) does not name %s", tr.Header(traces.HeaderTargets), HeaderName(name))
+	}
+	if name == Model {
+		return ""
+	}
+	traceBugs, err := implBugs(tr)
+	if err != nil {
+		return err.Error()
+	}
+	steps := NeedsSteps(tr)
+	switch name {
+	case Upstream, Kubeconfig:
+		if steps {
+			return "it takes GC or controller steps, which only the model and impl-stepped can take"
+		}
+		if len(traceBugs) > 0 {
+			return fmt.Sprintf("it needs bug %s, which only the model and impl can switch on", traceBugs)
+		}
+	case Impl:
+		if steps {
+			return "it takes GC or controller steps: replay it on impl-stepped"
+		}
+		if len(traceBugs) > 0 && !slices.Equal(traceBugs.Names(), s.Inject.Names()) {
+			return fmt.Sprintf("it needs exactly bug %s and impl runs with %s: replay it on impl-stepped, which applies a trace's # bug: header", traceBugs, s.Inject)
+		}
+	case ImplStepped:
+		if !steps && len(traceBugs) == 0 {
+			return "it takes no GC or controller step and needs no bug: it runs on impl (impl-stepped runs no workload controllers)"
+		}
+		if why := steppedUnsupported(tr); why != "" {
+			return why
+		}
+	}
+	if name == Kubeconfig && usesLimited(tr) && s.LimitedContext == "" {
+		return "it acts as=limited and this target has no limited principal (kubeconfig: --limited-context)"
+	}
+	return ""
+}
+
+// foreignCRDs names a CRD the trace creates that the cluster already has:
+// the harness creates and deletes cascade.dev CRDs (their names are fixed
+// by their group) only when no one else has them.
+func (t *Target) foreignCRDs(ctx context.Context, tr *traces.Trace) string {
+	dyn, err := dynamic.NewForConfig(t.Admin)
+	if err != nil {
+		return err.Error()
+	}
+	for _, name := range createdCRDs(tr) {
+		_, err := dyn.Resource(crds.CRDResource).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			return fmt.Sprintf("it creates crd/%s, which the cluster already has: the harness touches only CRDs it created", name)
+		case !apierrors.IsNotFound(err):
+			return fmt.Sprintf("cannot tell whether the cluster has crd/%s: %s", name, OneLine(err))
+		}
+	}
+	return ""
+}
+
+// ReplayTrace runs one trace on the target: on a fresh driver (its own
+// namespaces and name prefix), with a stepped impl of the trace's bugs
+// (plus Spec.Inject) on impl-stepped, and removes the driver's objects
+// afterwards on a fresh context, even when ctx was cancelled. It returns
+// each stanza's output for replay.Diff, or skip saying why the trace
+// cannot run here (Skip). On the model it returns the model's outputs.
+func (t *Target) ReplayTrace(ctx context.Context, tr *traces.Trace) (outs [][]string, skip string, err error) {
+	if skip = t.Skip(ctx, tr); skip != "" {
+		return nil, skip, nil
+	}
+	if t.Spec.Name == Model {
+		results, _, err := traces.Replay(tr)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, r := range results {
+			outs = append(outs, r.Output)
+		}
+		return outs, "", nil
+	}
+	timeout := t.Spec.TraceTimeout
+	if timeout <= 0 {
+		timeout = 3 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	d, err := driver.New(t.Admin, t.Limited, "cascade-"+driver.NewRunID())
+	if err != nil {
+		return nil, "", err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if cerr := d.Cleanup(cctx); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("cleanup of %s: %s", d.Prefix(), OneLine(cerr)))
+		}
+	}()
+	settler := t.Settler()
+	if t.Spec.Name == ImplStepped {
+		bs, err := implBugs(tr)
+		if err != nil {
+			return nil, "", err
+		}
+		bs = merge(bs, t.Spec.Inject)
+		it, err := t.StartStepped(ctx, bs, usesHerds(tr), usesProtection(tr))
+		if err != nil {
+			return nil, "", err
+		}
+		defer func() {
+			if serr := it.Stop(); serr != nil {
+				err = errors.Join(err, fmt.Errorf("stop stepped impl: %w", serr))
+			}
+		}()
+		settler = Stepped(it, d)
+	}
+	outs, err = replay.Run(ctx, tr, d, settler)
+	return outs, "", err
+}
+
+// Verdict is the outcome of Check.
+type Verdict struct {
+	// Skip says why the trace did not run ("" if it ran).
+	Skip string
+	// Divergence is the first stanza that differs from the trace, with a
+	// line diff (nil when the trace agrees).
+	Divergence error
+	// Err is why the replay could not be completed: a step the target
+	// could not take, a cluster that never went quiet, a failed cleanup.
+	Err error
+	// Outs are the target's outputs, stanza by stanza, with the real
+	// messages the comparison leaves out.
+	Outs [][]string
+	// Elapsed is the replay's wall time, cleanup included.
+	Elapsed time.Duration
+}
+
+// Verdict results.
+const (
+	Pass    = "pass"
+	Fail    = "fail"
+	Error   = "error"
+	Skipped = "skip"
+)
+
+// Result is pass, fail (a divergence), error or skip.
+func (v Verdict) Result() string {
+	switch {
+	case v.Skip != "":
+		return Skipped
+	case v.Err != nil:
+		return Error
+	case v.Divergence != nil:
+		return Fail
+	}
+	return Pass
+}
+
+// Check replays a trace and compares it with its expectations: on the
+// model every stanza line for line and the trace's property headers, on
+// real targets as replay.Diff does.
+func (t *Target) Check(ctx context.Context, tr *traces.Trace) Verdict {
+	begin := time.Now()
+	if t.Spec.Name == Model {
+		if skip := t.Skip(ctx, tr); skip != "" {
+			return Verdict{Skip: skip}
+		}
+		results, _, err := traces.Replay(tr)
+		v := Verdict{Err: err}
+		if err == nil {
+			for _, r := range results {
+				v.Outs = append(v.Outs, r.Output)
+			}
+			if v.Divergence = traces.Diff(tr, results); v.Divergence == nil {
+				v.Divergence = traces.CheckHeaders(tr, results)
+			}
+		}
+		v.Elapsed = time.Since(begin)
+		return v
+	}
+	outs, skip, err := t.ReplayTrace(ctx, tr)
+	v := Verdict{Skip: skip, Err: err, Outs: outs, Elapsed: time.Since(begin)}
+	if skip == "" && len(outs) == len(tr.Stanzas) {
+		// a completed replay whose cleanup failed still has a verdict
+		v.Divergence = replay.Diff(tr, t.Spec.Name, outs)
+	}
+	return v
+}
+
+// Stepped replays GC and controller steps one at a time on impl in
+// Stepped mode, mapping the trace's keys to the run's real objects.
+func Stepped(it *impl.Target, d *driver.Driver) replay.Target { return stepped{t: it, d: d} }
+
+type stepped struct {
+	t *impl.Target
+	d *driver.Driver
+}
+
+func (s stepped) Settle(ctx context.Context, _ *driver.Driver) error { return s.t.Settle(ctx) }
+
+func (s stepped) Step(ctx context.Context, st model.Step) (model.Result, error) {
+	line, err := s.d.RealLine(st.String())
+	if err != nil {
+		return model.Result{}, err
+	}
+	writeErr, err := s.t.Step(ctx, line)
+	if err != nil {
+		return model.Result{}, err
+	}
+	if writeErr == nil {
+		return model.Result{Code: 200}, nil
+	}
+	var status apierrors.APIStatus
+	if errors.As(writeErr, &status) {
+		s := status.Status()
+		return model.Result{Code: int(s.Code), Reason: string(s.Reason), Message: s.Message}, nil
+	}
+	return model.Result{}, writeErr
+}
+
+// NeedsSteps reports whether a trace names GC or controller steps, which
+// only the model and a stepped target can take.
+func NeedsSteps(tr *traces.Trace) bool {
+	return anyCommand(tr, func(c traces.Command) bool { return !c.Settle && c.Step.Actor != model.ActorClient })
+}
+
+// steppedUnsupported names what a stepped impl run cannot replay: impl's
+// adopting controller manages Herds only, so controller steps on the
+// built-in workloads (which kube-controller-manager's own controllers
+// take, unstepped) have no stepped counterpart.
+func steppedUnsupported(tr *traces.Trace) string {
+	herds := usesHerds(tr)
+	for _, st := range tr.Stanzas {
+		for _, c := range st.Commands {
+			if c.Settle || c.Step.Actor != model.ActorController {
+				continue
+			}
+			if !herds || (c.Step.By.Name != "" && c.Step.By.Kind.Info().Short != "herd") {
+				return fmt.Sprintf("impl's stepped adopter manages Herds only: %q has no stepped counterpart", c.Text)
+			}
+		}
+	}
+	return ""
+}
+
+func usesHerds(tr *traces.Trace) bool {
+	return anyCommand(tr, func(c traces.Command) bool { return strings.Contains(c.Text, "herd/") })
+}
+
+func usesLimited(tr *traces.Trace) bool {
+	return anyCommand(tr, func(c traces.Command) bool { return !c.Settle && c.Step.Principal == model.PrincipalLimited })
+}
+
+// usesProtection: the trace is labelled protection or sets the
+// deletion-protection label.
+func usesProtection(tr *traces.Trace) bool {
+	for _, l := range strings.Split(tr.Header(traces.HeaderLabels), ",") {
+		if strings.TrimSpace(l) == "protection" {
+			return true
+		}
+	}
+	return anyCommand(tr, func(c traces.Command) bool { return strings.Contains(c.Text, model.ProtectionLabel) })
+}
+
+// createdCRDs lists the names of the CRDs a trace creates.
+func createdCRDs(tr *traces.Trace) []string {
+	var out []string
+	for _, st := range tr.Stanzas {
+		for _, c := range st.Commands {
+			if !c.Settle && c.Step.Actor == model.ActorClient && c.Step.Op == model.OpCreate &&
+				c.Step.Target.Kind.Info().Short == "crd" && !slices.Contains(out, c.Step.Target.Name) {
+				out = append(out, c.Step.Target.Name)
+			}
+		}
+	}
+	return out
+}
+
+func anyCommand(tr *traces.Trace, f func(traces.Command) bool) bool {
+	for _, st := range tr.Stanzas {
+		if slices.ContainsFunc(st.Commands, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// implBugs maps a trace's bug switches onto impl's catalogue.
+func implBugs(tr *traces.Trace) (bugs.Set, error) {
+	set, err := tr.Bugs()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, b := range set.List() {
+		names = append(names, b.String())
+	}
+	bs, err := bugs.Parse(names)
+	if err != nil {
+		return nil, fmt.Errorf("its bug header cannot be switched on in impl: %v", err)
+	}
+	return bs, nil
+}
+
+// merge is a new set with the bugs of a and b.
+func merge(a, b bugs.Set) bugs.Set {
+	out := bugs.Set{}
+	for _, s := range []bugs.Set{a, b} {
+		for x := range s {
+			out[x] = true
+		}
+	}
+	return out
+}
+
+func namespace(name string, labels map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}

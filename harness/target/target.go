@@ -1,0 +1,409 @@
+// Package target starts the targets cascade replays traces on, in one
+// place for the CLI (cascade replay, conform, cluster, fuzz) and the
+// randomized runs:
+//
+//	model         the model itself; nothing to start
+//	upstream      envtest + kube-controller-manager (its garbage collector
+//	              and workload controllers) + cascade's deletion-protection
+//	              webhook + the limited principal
+//	impl          envtest + kube-controller-manager's workload controllers
+//	              without its GC + impl (Auto, with Spec.Inject) + webhook
+//	impl-stepped  envtest without kube-controller-manager; every trace gets
+//	              its own impl in Stepped mode (StartStepped)
+//	kubeconfig    an existing cluster named by a kubeconfig and context
+//
+// On a kubeconfig cluster the harness works only inside namespaces it
+// created and labelled and touches only objects it created (see
+// harness/driver); the cascade.dev CRDs some traces create are created and
+// deleted only when the cluster does not have them already (Target.Skip).
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/cascade-k8s/cascade/harness/controlplane"
+	"github.com/cascade-k8s/cascade/harness/driver"
+	"github.com/cascade-k8s/cascade/harness/replay"
+	"github.com/cascade-k8s/cascade/impl"
+	"github.com/cascade-k8s/cascade/impl/bugs"
+	"github.com/cascade-k8s/cascade/impl/step"
+	"github.com/cascade-k8s/cascade/impl/webhook"
+)
+
+// Target names.
+const (
+	Model       = "model"
+	Upstream    = "upstream"
+	Impl        = "impl"
+	ImplStepped = "impl-stepped"
+	Kubeconfig  = "kubeconfig"
+)
+
+// Names lists every target, in the order help texts show them.
+var Names = []string{Model, Upstream, Impl, ImplStepped, Kubeconfig}
+
+// WorkloadControllers are kube-controller-manager's controllers without
+// its garbage collector: the impl target runs cascade's own GC next to
+// them, so that adoption and release behave as on upstream.
+var WorkloadControllers = []string{"replicaset", "deployment", "replicationcontroller", "job", "cronjob"}
+
+// Spec says which target to start and how.
+type Spec struct {
+	// Name is one of Names.
+	Name string
+	// Inject switches on impl bugs: on impl for the whole run, on
+	// impl-stepped in addition to each trace's `# bug:` header.
+	Inject bugs.Set
+	// Kubeconfig and Context name the cluster of the kubeconfig target
+	// ("" means kubectl's defaults: $KUBECONFIG or ~/.kube/config, and
+	// the current context).
+	Kubeconfig, Context string
+	// LimitedContext is, on kubeconfig, a context of the same kubeconfig
+	// whose principal may not update */finalizers (the traces' as=limited;
+	// `cascade cluster` writes one named cascade-limited). Without it
+	// traces that use as=limited are skipped there.
+	LimitedContext string
+	// Webhook, on kubeconfig, serves cascade's deletion-protection
+	// webhook on this machine and registers it with the cluster for the
+	// run. Without it protection traces run there only if the cluster
+	// already has the webhook (as `cascade cluster` installs it).
+	Webhook bool
+	// WebhookHost is the address the webhook listens on and the API
+	// server dials ("" means 127.0.0.1, enough for a cluster on this
+	// machine).
+	WebhookHost string
+	// BinDir holds etcd, kube-apiserver and kube-controller-manager for
+	// the envtest targets ("" means $KUBEBUILDER_ASSETS, else
+	// bin/kube/<version> of the checkout around the working directory or
+	// around the running executable).
+	BinDir string
+	// Audit turns the envtest API server's audit log on
+	// (controlplane.Options.Audit).
+	Audit bool
+	// Log receives one-line progress messages (nil: none).
+	Log io.Writer
+	// TraceTimeout bounds one trace replay; zero means three minutes.
+	TraceTimeout time.Duration
+}
+
+// InputError is a Start error caused by what the Spec names, not by the
+// harness: an unknown target, a bad kubeconfig, an unreachable cluster,
+// missing control-plane binaries. Command-line tools report it as a usage
+// error.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputErr(format string, args ...any) error {
+	return &InputError{Err: fmt.Errorf(format, args...)}
+}
+
+// Validate checks that the Spec's fields fit its target.
+func (s Spec) Validate() error {
+	if !slices.Contains(Names, s.Name) {
+		return inputErr("unknown target %q (valid: %s)", s.Name, strings.Join(Names, ", "))
+	}
+	if len(s.Inject) > 0 && s.Name != Impl && s.Name != ImplStepped {
+		return inputErr("bugs can be injected into impl and impl-stepped only, not %s", s.Name)
+	}
+	for b := range s.Inject {
+		if !b.Injectable() {
+			return inputErr("bug %s cannot be injected into impl (valid: %s)", b, strings.Join(bugs.InjectableNames(), ", "))
+		}
+	}
+	if s.Name != Kubeconfig {
+		switch {
+		case s.Kubeconfig != "" || s.Context != "" || s.LimitedContext != "":
+			return inputErr("a kubeconfig and its contexts name the kubeconfig target, not %s", s.Name)
+		case s.Webhook || s.WebhookHost != "":
+			return inputErr("the webhook options apply to the kubeconfig target (%s installs the webhook itself)", s.Name)
+		}
+	}
+	if (s.Name == Kubeconfig || s.Name == Model) && (s.BinDir != "" || s.Audit) {
+		return inputErr("the control-plane binaries and the audit log belong to the envtest targets, not %s", s.Name)
+	}
+	return nil
+}
+
+// Target is a started target. Close it when done.
+type Target struct {
+	// Spec is what it was started from.
+	Spec Spec
+	// Where describes the cluster for messages: the API server's URL and,
+	// on kubeconfig, the context and kubeconfig file.
+	Where string
+	// Admin is a client configuration with every permission (nil on
+	// model).
+	Admin *rest.Config
+	// Limited is the as=limited principal's configuration (nil on model
+	// and on kubeconfig without Spec.LimitedContext).
+	Limited *rest.Config
+	// CP is the envtest control plane (nil on model and kubeconfig).
+	CP *controlplane.ControlPlane
+	// Impl is the impl target's implementation, running in Auto mode
+	// (nil on every other target; impl-stepped starts one per trace).
+	Impl *impl.Target
+
+	webhook    *webhook.Webhook // upstream's, or the one Spec.Webhook installed on kubeconfig
+	hasWebhook bool             // the cluster calls a deletion-protection webhook
+	probeNS    string           // kubeconfig: the namespace made for the webhook's probe
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start starts the target s names and returns once it serves: the
+// control plane is up, kube-controller-manager's GC collects, impl's
+// informers have synced and the webhook is called. On error nothing Start
+// started keeps running. Errors caused by s or the cluster it names are
+// *InputError.
+func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	t := &Target{Spec: s}
+	if s.Name == Model {
+		t.Where = "the model"
+		return t, nil
+	}
+	defer func() {
+		if retErr != nil {
+			_ = t.Close()
+		}
+	}()
+	if s.Name == Kubeconfig {
+		return t, t.startKubeconfig(ctx)
+	}
+	binDir, err := resolveBinDir(s.BinDir)
+	if err != nil {
+		return nil, &InputError{Err: err}
+	}
+	opts := controlplane.Options{BinDir: binDir, Audit: s.Audit}
+	what := "etcd and kube-apiserver"
+	switch s.Name {
+	case Upstream:
+		opts.ControllerManager = true
+		what += " with kube-controller-manager (" + strings.Join(controlplane.DefaultControllers, ",") + ")"
+	case Impl:
+		opts.ControllerManager, opts.Controllers = true, WorkloadControllers
+		what += " with kube-controller-manager (" + strings.Join(WorkloadControllers, ",") + ")"
+	}
+	need := []string{controlplane.EtcdBinary, controlplane.APIServerBinary}
+	if opts.ControllerManager {
+		need = append(need, controlplane.ControllerManagerBinary)
+	}
+	for _, b := range need {
+		if fi, err := os.Stat(filepath.Join(binDir, b)); err != nil || fi.IsDir() {
+			return nil, inputErr("%s not found in %s (run 'make kube' in a cascade checkout, or pass --kube-bin-dir)", b, binDir)
+		}
+	}
+	begin := time.Now()
+	t.logf("%s: starting %s from %s", s.Name, what, binDir)
+	if t.CP, err = controlplane.Start(ctx, opts); err != nil {
+		return nil, err
+	}
+	t.Admin, t.Where = quiet(t.CP.Config), t.CP.Config.Host
+	if t.Limited, err = t.CP.Limited(ctx); err != nil {
+		return nil, err
+	}
+	t.Limited = quiet(t.Limited)
+	// The webhook server and impl outlive ctx: a cancelled run still
+	// cleans up its objects through them, and Close stops them.
+	long := context.WithoutCancel(ctx)
+	switch s.Name {
+	case Upstream:
+		if t.webhook, err = webhook.Install(long, t.Admin, webhook.Options{}); err != nil {
+			return nil, err
+		}
+		t.hasWebhook = true
+	case Impl:
+		if t.Impl, err = impl.Start(long, t.Admin, impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true}); err != nil {
+			return nil, err
+		}
+		t.hasWebhook = true
+	}
+	t.logf("%s: ready at %s in %s", s.Name, t.Where, time.Since(begin).Round(100*time.Millisecond))
+	return t, nil
+}
+
+// startKubeconfig connects to the kubeconfig's cluster and, as asked,
+// installs the webhook.
+func (t *Target) startKubeconfig(ctx context.Context) error {
+	s := t.Spec
+	cfg, where, err := LoadKubeconfig(s.Kubeconfig, s.Context)
+	if err != nil {
+		return &InputError{Err: err}
+	}
+	if err := Reachable(cfg); err != nil {
+		return inputErr("cannot reach the cluster of %s at %s: %s", where, cfg.Host, OneLine(err))
+	}
+	throttle(cfg)
+	t.Admin, t.Where = quiet(cfg), fmt.Sprintf("%s (%s)", cfg.Host, where)
+	if s.LimitedContext != "" {
+		lim, lwhere, err := LoadKubeconfig(s.Kubeconfig, s.LimitedContext)
+		if err != nil {
+			return &InputError{Err: err}
+		}
+		if err := Reachable(lim); err != nil {
+			return inputErr("cannot reach the cluster of %s at %s: %s", lwhere, lim.Host, OneLine(err))
+		}
+		throttle(lim)
+		t.Limited = quiet(lim)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	_, err = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, webhook.ConfigName, metav1.GetOptions{})
+	switch {
+	case err == nil && s.Webhook:
+		return inputErr("the cluster of %s already has the webhook configuration %s: leave out --webhook", where, webhook.ConfigName)
+	case err == nil:
+		t.hasWebhook = true
+		t.logf("kubeconfig: the cluster has cascade's deletion-protection webhook (%s)", webhook.ConfigName)
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("kubeconfig: look up webhook configuration %s: %s", webhook.ConfigName, OneLine(err))
+	}
+	if !s.Webhook {
+		return nil
+	}
+	// the webhook's readiness probe is a ConfigMap: put it in a namespace
+	// of this run, not in the cluster's default namespace
+	t.probeNS = "cascade-" + driver.NewRunID() + "-webhook"
+	ns := map[string]string{driver.RunLabel: t.probeNS}
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, namespace(t.probeNS, ns), metav1.CreateOptions{}); err != nil {
+		t.probeNS = ""
+		return fmt.Errorf("kubeconfig: create the webhook's probe namespace: %s", OneLine(err))
+	}
+	host := s.WebhookHost
+	w, err := webhook.Install(context.WithoutCancel(ctx), cfg, webhook.Options{Host: host, ExternalHost: host, ProbeNamespace: t.probeNS})
+	if err != nil {
+		return err
+	}
+	t.webhook, t.hasWebhook = w, true
+	t.logf("kubeconfig: deletion-protection webhook registered at %s", w.URL())
+	return nil
+}
+
+// Close stops what Start started: impl, the webhook (removing its
+// registration), the probe namespace and the control plane. It is
+// idempotent.
+func (t *Target) Close() error {
+	t.closeOnce.Do(func() {
+		var errs []error
+		if t.Impl != nil {
+			errs = append(errs, t.Impl.Stop())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if t.webhook != nil {
+			errs = append(errs, t.webhook.Stop(ctx))
+		}
+		if t.probeNS != "" {
+			if kube, err := kubernetes.NewForConfig(t.Admin); err != nil {
+				errs = append(errs, err)
+			} else if err := kube.CoreV1().Namespaces().Delete(ctx, t.probeNS, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete namespace %s: %s", t.probeNS, OneLine(err)))
+			}
+		}
+		if t.CP != nil {
+			errs = append(errs, t.CP.Stop())
+		}
+		t.closeErr = errors.Join(errs...)
+	})
+	return t.closeErr
+}
+
+// Settler is how a trace's `settle` waits on this target:
+// replay.DefaultQuiet on upstream, impl and kubeconfig, which cannot be
+// asked for their queues. It is nil on model and impl-stepped, which
+// settle through the model and through each trace's stepped impl
+// (Stepped).
+func (t *Target) Settler() replay.Target {
+	switch t.Spec.Name {
+	case Upstream, Impl, Kubeconfig:
+		return replay.DefaultQuiet
+	}
+	return nil
+}
+
+// StartStepped starts impl in Stepped mode on an impl-stepped target,
+// with the given bugs, the adopting controller (for Herds) and the
+// deletion-protection webhook as asked, and settles it once: the
+// informers' initial lists hold every system object the cluster already
+// has, and a trace names only its own. Stop it after the trace.
+func (t *Target) StartStepped(ctx context.Context, bs bugs.Set, adopter, withWebhook bool) (*impl.Target, error) {
+	if t.Spec.Name != ImplStepped {
+		return nil, fmt.Errorf("target %s cannot be stepped (impl-stepped can)", t.Spec.Name)
+	}
+	it, err := impl.Start(context.WithoutCancel(ctx), t.Admin, impl.Options{Mode: step.Stepped, Bugs: bs, Adopter: adopter, Webhook: withWebhook})
+	if err != nil {
+		return nil, err
+	}
+	if err := it.Settle(ctx); err != nil {
+		_ = it.Stop()
+		return nil, fmt.Errorf("stepped impl: initial settle: %w", err)
+	}
+	return it, nil
+}
+
+func (t *Target) logf(format string, args ...any) {
+	if t.Spec.Log != nil {
+		fmt.Fprintf(t.Spec.Log, format+"\n", args...)
+	}
+}
+
+// quiet is a copy of cfg that drops the API server's warnings, which
+// client-go would log: traces send questionable requests on purpose
+// (duplicate ownerReferences, deletes of Jobs without a policy).
+func quiet(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.WarningHandler = rest.NoWarnings{}
+	return c
+}
+
+// throttle raises client-go's default client-side limit (5 requests/s,
+// bursts of 10) for a kubeconfig that sets none: settling polls the
+// driver's objects every 50ms. The server's own priority and fairness
+// still applies.
+func throttle(cfg *rest.Config) {
+	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
+		cfg.QPS, cfg.Burst = 100, 200
+	}
+}
+
+// resolveBinDir is controlplane.ResolveBinDir, falling back to the
+// checkout around the running executable (bin/cascade lives in
+// <checkout>/bin), so that the binary works from any directory.
+func resolveBinDir(flag string) (string, error) {
+	dir, _, err := controlplane.ResolveBinDir(flag)
+	if err == nil {
+		return dir, nil
+	}
+	if exe, xerr := os.Executable(); xerr == nil {
+		if resolved, xerr := filepath.EvalSymlinks(exe); xerr == nil {
+			exe = resolved
+		}
+		if root, xerr := controlplane.RepoRoot(filepath.Dir(exe)); xerr == nil {
+			return filepath.Join(root, "bin", "kube", controlplane.KubeVersion), nil
+		}
+	}
+	return "", fmt.Errorf("%v (or pass --kube-bin-dir)", err)
+}

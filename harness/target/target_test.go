@@ -1,0 +1,174 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/cascade-k8s/cascade/impl/bugs"
+	"github.com/cascade-k8s/cascade/traces"
+)
+
+func embedded(t *testing.T, name string) *traces.Trace {
+	t.Helper()
+	tr, err := traces.FindEmbedded(name)
+	if err != nil || tr == nil {
+		t.Fatalf("embedded trace %s: %v", name, err)
+	}
+	return tr
+}
+
+// TestSpecSkip: the reasons a trace cannot run follow its headers and
+// commands, target by target, as the scenario suite selects them.
+func TestSpecSkip(t *testing.T) {
+	cases := []struct {
+		spec  Spec
+		trace string
+		want  string // substring of the reason; "" means it runs
+	}{
+		{Spec{Name: Model}, "race/finalizer-after-deletion", ""},
+		{Spec{Name: Upstream}, "scenario/background", ""},
+		{Spec{Name: Upstream}, "race/orphan-adoption", "does not name upstream"},
+		{Spec{Name: Upstream}, "scenario/crd-monitor-sync", "does not name upstream"},
+		{Spec{Name: Kubeconfig}, "scenario/background", ""},
+		{Spec{Name: Kubeconfig}, "scenario/bad-requests", "no limited principal"},
+		{Spec{Name: Kubeconfig, LimitedContext: "lim"}, "scenario/bad-requests", ""},
+		{Spec{Name: Kubeconfig}, "race/orphan-adoption", "does not name upstream"},
+		{Spec{Name: Impl}, "scenario/crd-monitor-sync", "GC or controller steps"},
+		{Spec{Name: Impl}, "race/protection-disabled", "needs exactly bug protection-disabled"},
+		{Spec{Name: Impl, Inject: bugs.Of(bugs.ProtectionDisabled)}, "race/protection-disabled", ""},
+		{Spec{Name: Impl, Inject: bugs.Of(bugs.ProtectionDisabled)}, "scenario/background", ""},
+		{Spec{Name: ImplStepped}, "scenario/background", "runs on impl"},
+		{Spec{Name: ImplStepped}, "race/kubernetes-114603", ""},
+		{Spec{Name: ImplStepped}, "race/protection-disabled", ""},
+		{Spec{Name: ImplStepped}, "race/orphan-adoption", `"controller deliver rs/web-1" has no stepped counterpart`},
+		{Spec{Name: ImplStepped}, "race/finalizer-after-deletion", "does not name impl"},
+	}
+	for _, c := range cases {
+		got := SpecSkip(c.spec, embedded(t, c.trace))
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s on %s (inject %s): skip %q, want %q", c.trace, c.spec.Name, c.spec.Inject, got, c.want)
+		}
+	}
+}
+
+// TestTargetSkip: what only a started target knows; a hand-built Target
+// stands for one, since these checks read its fields only.
+func TestTargetSkip(t *testing.T) {
+	kc := &Target{Spec: Spec{Name: Kubeconfig, LimitedContext: "lim"}, Admin: &rest.Config{}}
+	if got := kc.Skip(context.Background(), embedded(t, "scenario/protection-always")); !strings.Contains(got, "deletion-protection webhook") {
+		t.Errorf("protection trace without a webhook: skip %q", got)
+	}
+	up := &Target{Spec: Spec{Name: Upstream}, Admin: &rest.Config{}}
+	if got := up.Skip(context.Background(), embedded(t, "scenario/bad-requests")); !strings.Contains(got, "no limited principal") {
+		t.Errorf("as=limited without a limited principal: skip %q", got)
+	}
+	up.Limited = &rest.Config{}
+	if got := up.Skip(context.Background(), embedded(t, "scenario/bad-requests")); got != "" {
+		t.Errorf("as=limited with a limited principal: skip %q", got)
+	}
+}
+
+// TestSuiteSelection: every trace runs on the model and on exactly one of
+// impl and impl-stepped when it names impl, as in the scenario suite.
+func TestSuiteSelection(t *testing.T) {
+	all, err := traces.Embedded(traces.DirScenarios, traces.DirRaces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range all {
+		if why := SpecSkip(Spec{Name: Model}, tr); why != "" {
+			t.Errorf("%s skipped on the model: %s", tr.Path, why)
+		}
+		if !strings.Contains(tr.Header(traces.HeaderTargets), "impl") {
+			continue
+		}
+		auto, stepped := SpecSkip(Spec{Name: Impl}, tr) == "", SpecSkip(Spec{Name: ImplStepped}, tr) == ""
+		if auto && stepped {
+			t.Errorf("%s runs on impl and on impl-stepped", tr.Path)
+		}
+	}
+}
+
+// TestValidate: a Spec's fields must fit its target, and the errors say
+// which.
+func TestValidate(t *testing.T) {
+	bad := []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{Name: "kind"}, `unknown target "kind" (valid: model, upstream, impl, impl-stepped, kubeconfig)`},
+		{Spec{Name: Upstream, Inject: bugs.Of(bugs.NoCycleUnblock)}, "impl and impl-stepped only"},
+		{Spec{Name: Impl, Inject: bugs.Set{bugs.FinalizerAfterDeletion: true}}, "cannot be injected"},
+		{Spec{Name: Upstream, Kubeconfig: "x"}, "kubeconfig target"},
+		{Spec{Name: Impl, Webhook: true}, "kubeconfig target"},
+		{Spec{Name: Kubeconfig, BinDir: "/x"}, "envtest targets"},
+	}
+	for _, b := range bad {
+		err := b.spec.Validate()
+		var in *InputError
+		if err == nil || !errors.As(err, &in) || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%+v: %v, want an InputError with %q", b.spec, err, b.want)
+		}
+	}
+	if err := (Spec{Name: ImplStepped, Inject: bugs.Of(bugs.NoCycleUnblock)}).Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestKubeconfigRoundTrip: WriteKubeconfig writes what LoadKubeconfig
+// reads back, context by context, with the file private.
+func TestKubeconfigRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "kubeconfig")
+	admin := &rest.Config{Host: "https://127.0.0.1:6443", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("ca"), CertData: []byte("cert"), KeyData: []byte("key")}}
+	limited := &rest.Config{Host: "https://127.0.0.1:6443", BearerToken: "token", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("ca")}}
+	if err := WriteKubeconfig(path, Context{Name: "cascade", Config: admin}, Context{Name: "cascade-limited", Config: limited}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("kubeconfig file: %v %v", fi, err)
+	}
+	cfg, where, err := LoadKubeconfig(path, "")
+	if err != nil || cfg.Host != admin.Host || string(cfg.CertData) != "cert" || string(cfg.CAData) != "ca" || where != `context "cascade" in kubeconfig `+path {
+		t.Fatalf("current context: %+v %q %v", cfg, where, err)
+	}
+	cfg, _, err = LoadKubeconfig(path, "cascade-limited")
+	if err != nil || cfg.BearerToken != "token" {
+		t.Fatalf("limited context: %+v %v", cfg, err)
+	}
+	if err := WriteKubeconfig(path, Context{Name: "x", Config: &rest.Config{Host: "https://h"}}); err == nil {
+		t.Fatal("a configuration without inline credentials must be refused")
+	}
+}
+
+// TestKubeconfigErrors: a missing file, an unknown context and an
+// unreachable cluster are InputErrors of one line that name the
+// kubeconfig and the context.
+func TestKubeconfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing")
+	_, err := Start(context.Background(), Spec{Name: Kubeconfig, Kubeconfig: missing})
+	var in *InputError
+	if !errors.As(err, &in) || !strings.Contains(err.Error(), missing) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("missing kubeconfig: %v", err)
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	// port 1 on the loopback address refuses connections at once
+	dead := &rest.Config{Host: "https://127.0.0.1:1", BearerToken: "t", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	if err := WriteKubeconfig(path, Context{Name: "dead", Config: dead}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Start(context.Background(), Spec{Name: Kubeconfig, Kubeconfig: path, Context: "nope"})
+	if !errors.As(err, &in) || !strings.Contains(err.Error(), `context "nope" in kubeconfig `+path) {
+		t.Errorf("unknown context: %v", err)
+	}
+	_, err = Start(context.Background(), Spec{Name: Kubeconfig, Kubeconfig: path})
+	if !errors.As(err, &in) || !strings.Contains(err.Error(), `cannot reach the cluster of context "dead" in kubeconfig `+path+" at https://127.0.0.1:1") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("unreachable cluster: %v", err)
+	}
+}
