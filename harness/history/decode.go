@@ -216,7 +216,11 @@ func decodeDeleteOptions(body []byte, requestURI string) (*DeleteOptions, error)
 // TestDeleteResponses):
 //
 //   - a DELETE that removes the object at once answers 200 with a
-//     metav1.Status naming its UID;
+//     metav1.Status naming its UID, except for kinds whose registry
+//     returns the deleted object (ReturnDeletedObject: Pods), which answer
+//     the object as last stored: without deletionTimestamp, or with it,
+//     no finalizers and no grace period left (an unscheduled Pod's delete
+//     sets deletionTimestamp with grace 0, then removes it);
 //   - a DELETE that only sets deletionTimestamp (finalizers remain)
 //     answers 200, or 202 when the deprecated orphanDependents=false was
 //     sent, with the object as stored; a repeated DELETE that changes
@@ -247,7 +251,15 @@ func (op *Op) outcome(code int, body []byte) error {
 		if op.Name == "" {
 			op.Name = resp.obj.Name
 		}
-		op.Removed = (op.Verb == Update || op.Verb == Patch) && op.Subresource == "" && resp.gone
+		switch op.Verb {
+		case Update, Patch:
+			op.Removed = op.Subresource == "" && resp.gone
+		case Delete:
+			// Kinds whose registry returns the deleted object (Pods)
+			// answer the object even when it left storage: it is gone
+			// unless deletion is pending.
+			op.Removed = !resp.obj.Deleting || resp.gone
+		}
 	}
 	return nil
 }

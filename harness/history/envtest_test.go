@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,6 +123,20 @@ func TestDeleteResponses(t *testing.T) {
 	live.Finalizers = nil
 	_, err = cms.Update(ctx, live, metav1.UpdateOptions{})
 	must(err)
+	// Pods answer a DELETE with the object even when it left storage.
+	pods := cs.CoreV1().Pods(ns)
+	pod := func(name string, fins []string) *corev1.Pod {
+		p, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: fins},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/c"}}}}, metav1.CreateOptions{})
+		must(err)
+		return p
+	}
+	pod("p", nil)
+	pod("q", []string{holdFinalizer})
+	must(pods.Delete(ctx, "p", metav1.DeleteOptions{}))
+	must(pods.Delete(ctx, "q", metav1.DeleteOptions{}))
+	_, err = pods.Patch(ctx, "q", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	must(err)
 
 	ops := auditHistory(t, s)
 	del := func(name string) []history.Op { return find(ops, "client-0", history.Delete, name) }
@@ -155,6 +170,27 @@ func TestDeleteResponses(t *testing.T) {
 	ud := find(ops, "client-0", history.Update, "d")
 	if len(ud) != 1 || ud[0].Code != 200 || !ud[0].Removed || ud[0].Got.UID != string(d.UID) {
 		t.Errorf("finalizer-removing update: want 200 and removed, got %+v", ud)
+	}
+	podOp := func(verb history.Verb, name string) []history.Op {
+		var out []history.Op
+		for _, op := range ops {
+			if op.Verb == verb && op.Name == name && op.Kind.Info().Short == "pod" {
+				out = append(out, op)
+			}
+		}
+		return out
+	}
+	if dp := podOp(history.Delete, "p"); len(dp) != 1 || dp[0].Code != 200 || !dp[0].Removed || dp[0].Got == nil || !dp[0].Got.Deleting {
+		t.Errorf("pod delete: want 200 and the object, removed; got %+v", dp)
+	}
+	if dq := podOp(history.Delete, "q"); len(dq) != 1 || dq[0].Removed || !slices.Equal(dq[0].Got.Finalizers, []string{holdFinalizer}) {
+		t.Errorf("delete of a pod with a finalizer: want it kept; got %+v", dq)
+	}
+	if pq := podOp(history.Patch, "q"); len(pq) != 1 || !pq[0].Removed {
+		t.Errorf("finalizer-removing patch of a pod: want it removed; got %+v", pq)
+	}
+	if _, err := pods.Get(ctx, "p", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("pod p: want it gone, got %v", err)
 	}
 	expectLinearizable(t, ops)
 }
@@ -305,4 +341,83 @@ func TestRecorderAndObserver(t *testing.T) {
 		t.Errorf("observed op: %+v (dep's create was called at %d)", o, recorded[2].Call)
 	}
 	expectLinearizable(t, history.Merge(recorded, observed))
+}
+
+// TestAuditHistoryWithControllers runs ReplicaSet cascades with all three
+// policies against the upstream replicaset controller and GC: controller
+// creates and status updates, the GC's metadata-only answers and its
+// retried finalizer removals all land in the history, which must be
+// linearizable with every write legal.
+func TestAuditHistoryWithControllers(t *testing.T) {
+	controlPlane(t)
+	ctx, cs := context.Background(), clientFor(t, driver)
+	s, ns := newScope(t, cs)
+	rss, pods := cs.AppsV1().ReplicaSets(ns), cs.CoreV1().Pods(ns)
+	policies := map[string]metav1.DeletionPropagation{
+		"bg": metav1.DeletePropagationBackground, "fg": metav1.DeletePropagationForeground, "or": metav1.DeletePropagationOrphan}
+	podsOf := func(name string) []corev1.Pod {
+		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return list.Items
+	}
+	for _, name := range []string{"bg", "fg", "or"} {
+		labels := map[string]string{"app": name}
+		_, err := rss.Create(ctx, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					// Never pulled: no scheduler or kubelet runs.
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/c"}}}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(context.Context) (bool, error) {
+			return len(podsOf(name)) == 3, nil
+		}); err != nil {
+			t.Fatalf("replicaset %s never had 3 pods", name)
+		}
+		if err := rss.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(policies[name])}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(context.Context) (bool, error) {
+		list, err := rss.List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0 && len(podsOf("bg")) == 0 && len(podsOf("fg")) == 0, nil
+	}); err != nil {
+		t.Fatal("the cascades did not finish")
+	}
+	orphans := podsOf("or")
+	if len(orphans) != 3 {
+		t.Fatalf("want the 3 orphaned pods, got %d", len(orphans))
+	}
+	for _, p := range orphans {
+		if len(p.OwnerReferences) != 0 || p.DeletionTimestamp != nil {
+			t.Errorf("orphaned pod %s: owners %v, deletionTimestamp %v", p.Name, p.OwnerReferences, p.DeletionTimestamp)
+		}
+	}
+
+	ops := auditHistory(t, s)
+	count := func(actor string, verb history.Verb, kind string, removed bool) int {
+		n := 0
+		for _, op := range ops {
+			if op.Actor == actor && op.Verb == verb && op.Kind.Info().Short == kind && op.OK() && op.Removed == removed {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count("controller/replicaset-controller", history.Create, "pod", false); n < 9 {
+		t.Errorf("want the controller's 9 pod creates, got %d", n)
+	}
+	if n := count("gc", history.Delete, "pod", true); n != 6 {
+		t.Errorf("want the GC's 6 pod deletes (background and foreground), got %d", n)
+	}
+	if n := count("gc", history.Patch, "pod", false); n < 3 {
+		t.Errorf("want the GC's patches orphaning 3 pods, got %d", n)
+	}
+	if n := count("gc", history.Patch, "rs", true); n != 2 {
+		t.Errorf("want the GC's 2 finalizer removals (foregroundDeletion, orphan) that removed the replicasets, got %d", n)
+	}
+	expectLinearizable(t, ops)
 }

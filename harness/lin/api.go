@@ -31,6 +31,18 @@ func (c *checker) update(s *store, cur *entry, in *input) ([]outcome, string) {
 		if cur == nil {
 			return nil, fmt.Sprintf("the %s succeeded while no %s was live", op.Verb, in.key)
 		}
+		if op.Removed && pre.rvSet {
+			// An update that empties the finalizers of an object being
+			// deleted checks its preconditions in one storage transaction
+			// and removes the object in another, without a resourceVersion
+			// precondition (Store.Update's deleteWithoutFinalizers): other
+			// writes may land in between, and the removal is the instant
+			// the op takes effect. The version checked was live before.
+			if cur.flags&rvUnknown == 0 && pre.rv > cur.obj.RV {
+				return nil, fmt.Sprintf("the %s removed the object although its rv precondition %d was never live (%s)", op.Verb, pre.rv, liveDesc(cur))
+			}
+			pre.rvSet = false
+		}
 		if m := pre.mismatch(cur); m == "uid" || m == "rv" {
 			return nil, fmt.Sprintf("the %s succeeded although its %s precondition failed (%s)", op.Verb, m, liveDesc(cur))
 		}
@@ -106,9 +118,13 @@ func legalUpdate(cur *entry, got *history.Object, removed bool) string {
 	}
 	if removed {
 		// The answer is the object as the update left it, at the version
-		// the update read; a concurrent write may have superseded it.
-		if !got.Deleting || len(got.Finalizers) > 0 {
+		// the update read; a concurrent write may have superseded it
+		// before the removal (see update).
+		switch {
+		case !got.Deleting || len(got.Finalizers) > 0:
 			return "an update removed an object it did not leave being deleted without finalizers"
+		case cur.flags&rvUnknown == 0 && got.RV > cur.obj.RV:
+			return fmt.Sprintf("the update removed the object at rv %d, after the live rv %d", got.RV, cur.obj.RV)
 		}
 		return ""
 	}

@@ -357,6 +357,26 @@ func TestAPIAnswers(t *testing.T) {
 		b.ops[noop].Got.Labels = map[string]string{"changed": "yes"}
 		expectIllegal(t, b.check(), noop, "kept rv")
 	})
+	t.Run("a removing update checks its precondition before the removal", func(t *testing.T) {
+		for _, stale := range []bool{true, false} {
+			b := newBuilder(t)
+			b.create("client-0", o, 0, 10*ms, []string{"cascade.dev/hold"})
+			b.del("client-0", o, 11*ms, 20*ms, "Background")
+			read := b.live[o].RV
+			// A write lands between the removing patch's precondition check
+			// and its removal (both overlap; the label patch must come
+			// first, or it would find nothing).
+			b.write("client-1", o, 30*ms, 40*ms, label("x", "y"))
+			rm := b.write("client-0", o, 25*ms, 45*ms, withoutFinalizer("cascade.dev/hold"))
+			b.ops[rm].Sent = &history.Object{RV: read}
+			if stale {
+				expectOk(t, b.check())
+				continue
+			}
+			b.ops[rm].Sent = &history.Object{RV: b.rv + 5}
+			expectIllegal(t, b.check(), rm, "never live")
+		}
+	})
 	t.Run("empty history", func(t *testing.T) {
 		expectOk(t, Check(nil, Options{}))
 	})
