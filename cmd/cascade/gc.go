@@ -1,21 +1,16 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/bugs"
 	"github.com/cascade-k8s/cascade/impl/gc"
@@ -98,11 +93,11 @@ func runGC(cmd *cobra.Command, f gcFlags) error {
 	if f.workers < 1 || f.syncPeriod <= 0 {
 		return usageErr("--workers must be at least 1 and --sync-period positive")
 	}
-	cfg, where, err := loadKubeconfig(f.kubeconfig, f.context)
+	cfg, where, err := target.LoadKubeconfig(f.kubeconfig, f.context)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	if err := reachable(cfg); err != nil {
+	if err := target.Reachable(cfg); err != nil {
 		return usageErr("cannot reach the cluster of %s at %s: %v", where, cfg.Host, err)
 	}
 
@@ -112,8 +107,7 @@ func runGC(cmd *cobra.Command, f gcFlags) error {
 	ctrllog.SetLogger(klog.NewKlogr())
 	defer klog.Flush()
 
-	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	ctx := cmd.Context() // cancelled by SIGINT or SIGTERM (main)
 	errOut := cmd.ErrOrStderr()
 	t, err := impl.Start(ctx, cfg, impl.Options{
 		Mode: step.Auto, Bugs: bs, Adopter: f.adopter, Webhook: f.webhook,
@@ -137,56 +131,4 @@ func runGC(cmd *cobra.Command, f gcFlags) error {
 		return &exitError{code: 1, err: fmt.Errorf("gc: stop: %w", err)}
 	}
 	return nil
-}
-
-// loadKubeconfig reads a kubeconfig the way kubectl does and says where
-// the configuration came from, for error messages.
-func loadKubeconfig(path, context string) (*rest.Config, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if path != "" {
-		rules.ExplicitPath = path
-	}
-	file := path
-	if file == "" {
-		file = rules.GetDefaultFilename()
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
-	name := context
-	if name == "" {
-		raw, err := cc.RawConfig()
-		if err != nil {
-			return nil, "", fmt.Errorf("kubeconfig %s: %v", file, err)
-		}
-		name = raw.CurrentContext
-	}
-	where := fmt.Sprintf("context %q in kubeconfig %s", name, file)
-	cfg, err := cc.ClientConfig()
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %v", where, oneLine(err))
-	}
-	return cfg, where, nil
-}
-
-// reachable asks the API server for its version, within 10 seconds.
-func reachable(cfg *rest.Config) error {
-	c := rest.CopyConfig(cfg)
-	c.Timeout = 10 * time.Second
-	dc, err := discovery.NewDiscoveryClientForConfig(c)
-	if err != nil {
-		return err
-	}
-	if _, err := dc.ServerVersion(); err != nil {
-		return errors.New(oneLine(err))
-	}
-	return nil
-}
-
-func oneLine(err error) string {
-	s := err.Error()
-	for i := range s {
-		if s[i] == '\n' {
-			return s[:i] + " ..."
-		}
-	}
-	return s
 }

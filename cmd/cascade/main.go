@@ -1,16 +1,25 @@
 // Command cascade checks Kubernetes deletion semantics: it explores the
-// model exhaustively (check), draws and replays traces (render, replay),
-// and — as the harness grows — runs conformance against real control
-// planes.
+// model exhaustively (check), draws traces (render), replays them on the
+// model and on real control planes (replay, conform), starts a local
+// control plane to test against (cluster) and runs cascade's reference
+// garbage collector against a cluster (gc).
 //
 // Exit codes: 0 when everything holds, 1 when a property is violated or a
-// replay diverges, 2 for usage and input errors.
+// replay diverges, 2 for usage and input errors, 130 when interrupted.
+//
+// SIGINT and SIGTERM cancel the running command's context: commands that
+// touch a cluster then remove the objects they created and stop what they
+// started before exiting. A second signal exits at once (the control
+// plane's processes die with cascade through their lifeline).
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -30,6 +39,10 @@ func usageErr(format string, args ...any) error {
 // errViolation makes cascade exit 1 after it has printed its findings.
 var errViolation = &exitError{code: 1, err: errors.New("")}
 
+// errInterrupted makes cascade exit 130, as a shell reports a command
+// stopped by SIGINT, after it has cleaned up.
+var errInterrupted = &exitError{code: 130, err: errors.New("interrupted")}
+
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "cascade",
@@ -41,21 +54,37 @@ protection.
   cascade check    explore the model exhaustively and print the shortest
                    counterexample to each property it breaks
   cascade render   draw a trace as a step-through HTML page or Graphviz
-  cascade replay   replay a trace on the model and report where it diverges
+  cascade replay   replay traces on the model or a real target and report
+                   where they diverge
+  cascade conform  run every scenario and race trace on a target; a table,
+                   JSON and JUnit
+  cascade fuzz     randomized conformance runs on a target
+  cascade cluster  start a local control plane and write its kubeconfig
+  cascade gc       run cascade's reference garbage collector on a cluster
 
-Exit codes: 0 all hold, 1 violation or divergence, 2 usage or input error.`,
+Exit codes: 0 all hold, 1 violation or divergence, 2 usage or input error,
+130 interrupted (after cleaning up).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErr("%v (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(newCheckCmd(), newRenderCmd(), newReplayCmd(), newGCCmd())
+	root.AddCommand(newCheckCmd(), newRenderCmd(), newReplayCmd(), newConformCmd(), newClusterCmd(), newGCCmd(), newFuzzCmd())
 	return root
 }
 
 func main() {
-	err := newRoot().Execute()
+	// stop is not deferred: it would cancel ctx on a normal return and
+	// report an interruption that did not happen
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		// from now on a second signal has its default effect
+		stop()
+		fmt.Fprintln(os.Stderr, "cascade: interrupted: cleaning up (interrupt again to exit at once)")
+	}()
+	err := newRoot().ExecuteContext(ctx)
 	if err == nil {
 		return
 	}

@@ -1,0 +1,430 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/cascade-k8s/cascade/harness/target"
+	"github.com/cascade-k8s/cascade/traces"
+)
+
+// Case results, as the table, the JSON summary and JUnit name them.
+const (
+	resultPass  = target.Pass
+	resultFail  = target.Fail
+	resultError = target.Error
+	resultSkip  = target.Skipped
+)
+
+// caseResult is one test case of a conform run: a trace, or a randomized
+// run of a later phase.
+type caseResult struct {
+	Phase   string  `json:"phase"`
+	Name    string  `json:"name"`
+	Path    string  `json:"path,omitempty"`
+	Result  string  `json:"result"`
+	Seconds float64 `json:"seconds"`
+	// Message is the diff of a failure, the error of an error, the reason
+	// of a skip.
+	Message string `json:"message,omitempty"`
+	// Output is the target's output per stanza (failures and errors), with
+	// the real messages the comparison leaves out.
+	Output [][]string `json:"output,omitempty"`
+}
+
+func (c caseResult) outputText() string {
+	var b strings.Builder
+	for i, st := range c.Output {
+		fmt.Fprintf(&b, "stanza %d:\n", i+1)
+		for _, l := range st {
+			b.WriteString("  " + l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// conformReport is the result of a conform run, as --json prints it.
+type conformReport struct {
+	Target      string       `json:"target"`
+	Where       string       `json:"where"`
+	Started     time.Time    `json:"started"`
+	Seconds     float64      `json:"seconds"`
+	Passed      int          `json:"passed"`
+	Failed      int          `json:"failed"`
+	Errors      int          `json:"errors"`
+	Skipped     int          `json:"skipped"`
+	Interrupted bool         `json:"interrupted,omitempty"`
+	Cases       []caseResult `json:"cases"`
+}
+
+func (r *conformReport) add(c caseResult) {
+	switch c.Result {
+	case resultPass:
+		r.Passed++
+	case resultFail:
+		r.Failed++
+	case resultError:
+		r.Errors++
+	case resultSkip:
+		r.Skipped++
+	}
+	r.Cases = append(r.Cases, c)
+}
+
+// phaseEnv is what a conform phase works with.
+type phaseEnv struct {
+	target *target.Target
+	labels []string
+	// add records a case and reports it on the progress stream.
+	add func(caseResult)
+	// planned is how many cases the current phase expects (0: unknown),
+	// for the progress lines.
+	planned int
+	// progress receives free-form progress lines (io.Discard with -q).
+	progress io.Writer
+}
+
+// conformPhase is one part of a conform run on a started target. Phases
+// run in order on the same target; each records its cases through
+// phaseEnv.add. A phase returns an error only when it cannot go on (an
+// interrupted run, a target that stopped answering).
+type conformPhase struct {
+	name string
+	// flags registers the phase's own flags on `cascade conform` (nil:
+	// none).
+	flags func(*pflag.FlagSet)
+	run   func(ctx context.Context, env *phaseEnv) error
+}
+
+// conformPhases are the phases of `cascade conform`, in order. The trace
+// phase replays every embedded scenario and race trace. The bounded
+// randomized phase of harness/fuzz belongs after it: it is added to this
+// list (with its own flags) where `cascade fuzz` is defined.
+var conformPhases = []conformPhase{
+	{name: "traces", run: runTracePhase},
+}
+
+type conformFlags struct {
+	target               targetFlags
+	junit, out           string
+	labels               []string
+	jsonOut, quiet, list bool
+	traceTimeout         time.Duration
+}
+
+func newConformCmd() *cobra.Command {
+	var f conformFlags
+	cmd := &cobra.Command{
+		Use:   "conform --target model|upstream|impl|impl-stepped|kubeconfig [flags]",
+		Short: "Run every scenario and race trace on a target: the conformance gate",
+		Long: `conform replays every scenario and race trace built into cascade on one target
+and compares each with its expectations, as 'cascade replay' does. Traces a
+target cannot run are skipped with the reason (see 'cascade replay --help').
+
+Targets:
+  model         the model
+  upstream      envtest (etcd, kube-apiserver v1.36.3) + kube-controller-manager
+                (garbagecollector, replicaset, deployment, replicationcontroller,
+                job, cronjob) + cascade's deletion-protection webhook + a
+                principal without update on */finalizers (as=limited)
+  impl          as upstream, but cascade's reference GC (impl, --inject
+                switches on catalogued bugs) instead of kube-controller-manager's
+  impl-stepped  envtest + impl in Stepped mode, started per trace with the
+                trace's '# bug:' header (and --inject): the traces with GC or
+                controller steps, or with a bug
+  kubeconfig    the cluster of --kubeconfig/--context. cascade works only in
+                namespaces it creates (cascade-<run>-*, labelled cascade.dev/run)
+                and touches only objects it created; it creates the cascade.dev
+                CRDs some traces need only when the cluster lacks them, and
+                skips those traces otherwise. Traces with as=limited need
+                --limited-context; protection traces need the cluster to call
+                cascade's webhook (cascade cluster installs it; --webhook serves
+                it from this machine for the run). Up to 100 requests/s.
+
+The envtest binaries come from --kube-bin-dir, $KUBEBUILDER_ASSETS, or
+bin/kube/v1.36.3 of the checkout around the working directory or the
+executable ('make kube' builds them).
+
+The summary table (trace, result, time) goes to stdout, or a JSON summary
+with --json; progress goes to stderr. --junit writes a JUnit XML report
+(one testsuite, one testcase per trace: a failure carries the diff, a skip
+its reason). --out DIR writes summary.json, junit.xml and, for each failed
+trace, DIR/<trace>.txt with the diff and the target's whole output.
+
+Exit codes: 0 no divergence, 1 a divergence or a replay that could not
+complete, 2 usage or input error (a bad kubeconfig, an unreachable cluster,
+missing binaries), 130 interrupted (the current trace's objects are cleaned
+up and the target stopped first; the reports cover what ran).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runConform(cmd, &f) },
+	}
+	fl := cmd.Flags()
+	f.target.register(fl)
+	fl.StringVar(&f.junit, "junit", "", "write a JUnit XML report to this file")
+	fl.StringVar(&f.out, "out", "", "directory for summary.json, junit.xml and the output of failed traces")
+	fl.StringSliceVar(&f.labels, "labels", nil, "run only traces with one of these labels (comma-separated; see --list)")
+	fl.BoolVar(&f.jsonOut, "json", false, "print the summary as JSON instead of a table")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
+	fl.BoolVar(&f.list, "list", false, "list the built-in traces with their targets and labels, and exit")
+	fl.DurationVar(&f.traceTimeout, "trace-timeout", 3*time.Minute, "give up on one trace after this long")
+	for _, p := range conformPhases {
+		if p.flags != nil {
+			p.flags(fl)
+		}
+	}
+	return cmd
+}
+
+// suiteTraces are the traces conform runs: the embedded scenarios and races.
+func suiteTraces() ([]*traces.Trace, error) {
+	return traces.Embedded(traces.DirScenarios, traces.DirRaces)
+}
+
+func traceLabels(tr *traces.Trace) []string {
+	var out []string
+	for _, l := range strings.Split(tr.Header(traces.HeaderLabels), ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func runConform(cmd *cobra.Command, f *conformFlags) error {
+	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	all, err := suiteTraces()
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if f.list {
+		return listTraces(out, all)
+	}
+	var known []string
+	for _, tr := range all {
+		for _, l := range traceLabels(tr) {
+			if !slices.Contains(known, l) {
+				known = append(known, l)
+			}
+		}
+	}
+	slices.Sort(known)
+	for _, l := range f.labels {
+		if !slices.Contains(known, l) {
+			return usageErr("--labels: no trace is labelled %q (labels: %s)", l, strings.Join(known, ", "))
+		}
+	}
+	if f.traceTimeout <= 0 {
+		return usageErr("--trace-timeout must be positive")
+	}
+	progress := errOut
+	if f.quiet {
+		progress = io.Discard
+	}
+	spec, err := f.target.spec(progress)
+	if err != nil {
+		return err
+	}
+	spec.TraceTimeout = f.traceTimeout
+	for _, p := range []string{f.junit, f.out} {
+		if p != "" && strings.HasPrefix(p, "-") {
+			return usageErr("report path %q looks like a flag", p)
+		}
+	}
+
+	ctx := cmd.Context()
+	rep := &conformReport{Target: spec.Name, Started: time.Now()}
+	t, err := startTarget(ctx, spec)
+	if err != nil {
+		return err
+	}
+	rep.Where = t.Where
+	env := &phaseEnv{target: t, labels: f.labels, progress: progress}
+	done := 0 // cases of the current phase
+	env.add = func(c caseResult) {
+		rep.add(c)
+		done++
+		of := ""
+		if env.planned > 0 {
+			of = fmt.Sprintf("/%d", env.planned)
+		}
+		fmt.Fprintf(progress, "conform %s %s [%d%s] %s: %s (%s)\n", spec.Name, c.Phase, done, of, c.Name, c.Result, seconds(time.Duration(c.Seconds*float64(time.Second))))
+	}
+	var phaseErr error
+	for _, p := range conformPhases {
+		if ctx.Err() != nil {
+			break
+		}
+		done, env.planned = 0, 0
+		if phaseErr = p.run(ctx, env); phaseErr != nil {
+			break
+		}
+	}
+	rep.Interrupted = ctx.Err() != nil
+	rep.Seconds = time.Since(rep.Started).Seconds()
+
+	if err := printConform(out, rep, f.jsonOut); err != nil {
+		return closeTarget(t, err)
+	}
+	if err := writeConformReports(rep, f.junit, f.out); err != nil {
+		return closeTarget(t, &exitError{code: 1, err: err})
+	}
+	var result error
+	switch {
+	case rep.Interrupted:
+		result = errInterrupted
+	case phaseErr != nil:
+		result = &exitError{code: 1, err: phaseErr}
+	case rep.Failed > 0 || rep.Errors > 0:
+		result = errViolation
+	}
+	return closeTarget(t, result)
+}
+
+// runTracePhase replays the selected traces one after the other.
+func runTracePhase(ctx context.Context, env *phaseEnv) error {
+	all, err := suiteTraces()
+	if err != nil {
+		return err
+	}
+	var selected []*traces.Trace
+	for _, tr := range all {
+		if len(env.labels) == 0 || slices.ContainsFunc(traceLabels(tr), func(l string) bool { return slices.Contains(env.labels, l) }) {
+			selected = append(selected, tr)
+		}
+	}
+	env.planned = len(selected)
+	for _, tr := range selected {
+		if ctx.Err() != nil {
+			return nil // interrupted: runConform reports it
+		}
+		v := env.target.Check(ctx, tr)
+		if ctx.Err() != nil && v.Skip == "" && v.Divergence == nil {
+			return nil // interrupted mid-trace: no verdict
+		}
+		c := caseResult{Phase: "traces", Name: traces.ShortName(tr), Path: tr.Path, Result: v.Result(), Seconds: v.Elapsed.Seconds()}
+		switch c.Result {
+		case resultSkip:
+			c.Message = v.Skip
+		case resultFail:
+			c.Message, c.Output = v.Divergence.Error(), v.Outs
+		case resultError:
+			c.Message, c.Output = v.Err.Error(), v.Outs
+			if v.Divergence != nil {
+				c.Message = v.Divergence.Error() + "\n" + c.Message
+			}
+		}
+		env.add(c)
+	}
+	return nil
+}
+
+// printConform prints the summary table (or JSON) and, after the table,
+// each failure's diff.
+func printConform(w io.Writer, rep *conformReport, jsonOut bool) error {
+	if jsonOut {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRACE\tRESULT\tTIME\tNOTE")
+	for _, c := range rep.Cases {
+		note := ""
+		if c.Result == resultSkip {
+			note = c.Message
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, c.Result, seconds(time.Duration(c.Seconds*float64(time.Second))), note)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, c := range rep.Cases {
+		if c.Result == resultFail || c.Result == resultError {
+			fmt.Fprintf(w, "\n--- %s %s\n%s\n", strings.ToUpper(c.Result), c.Name, c.Message)
+		}
+	}
+	state := ""
+	if rep.Interrupted {
+		state = " (interrupted)"
+	}
+	_, err := fmt.Fprintf(w, "\n%s: %d passed, %d failed, %d errors, %d skipped in %s%s\n", rep.Target, rep.Passed, rep.Failed, rep.Errors, rep.Skipped,
+		seconds(time.Duration(rep.Seconds*float64(time.Second))), state)
+	return err
+}
+
+// writeConformReports writes the JUnit file and the --out directory.
+func writeConformReports(rep *conformReport, junitPath, outDir string) error {
+	write := func(path string, f func(io.Writer) error) error {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("reports: %w", err)
+		}
+		file, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("reports: %w", err)
+		}
+		if err := f(file); err != nil {
+			file.Close()
+			return fmt.Errorf("reports: %s: %w", path, err)
+		}
+		return file.Close()
+	}
+	junit := func(w io.Writer) error { return writeJUnit(w, rep) }
+	if junitPath != "" {
+		if err := write(junitPath, junit); err != nil {
+			return err
+		}
+	}
+	if outDir == "" {
+		return nil
+	}
+	if junitPath == "" {
+		if err := write(filepath.Join(outDir, "junit.xml"), junit); err != nil {
+			return err
+		}
+	}
+	if err := write(filepath.Join(outDir, "summary.json"), func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}); err != nil {
+		return err
+	}
+	for _, c := range rep.Cases {
+		if c.Result != resultFail && c.Result != resultError {
+			continue
+		}
+		if err := write(filepath.Join(outDir, filepath.FromSlash(c.Name)+".txt"), func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "%s on %s: %s\n%s\n\n%s", c.Name, rep.Target, c.Result, c.Message, c.outputText())
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listTraces prints the built-in traces with the targets they run on and
+// their labels.
+func listTraces(w io.Writer, all []*traces.Trace) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRACE\tTARGETS\tLABELS\tBUG")
+	for _, tr := range all {
+		on := strings.ReplaceAll(tr.Header(traces.HeaderTargets), " ", "")
+		if on == "" {
+			on = "all"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", traces.ShortName(tr), on, strings.Join(traceLabels(tr), ","), tr.Header(traces.HeaderBug))
+	}
+	return tw.Flush()
+}
