@@ -333,11 +333,14 @@ func withProperty(why string) string {
 	return why + " [" + PropAPISemantics + "]"
 }
 
+// interval renders an op's interval in UTC wall-clock time, to the
+// microsecond (the audit log's precision).
 func interval(op *history.Op) string {
+	at := func(ns int64) string { return time.Unix(0, ns).UTC().Format("15:04:05.000000") }
 	if op.Ambiguous() {
-		return fmt.Sprintf("called at %d, maybe applied", op.Call)
+		return "called at " + at(op.Call) + ", maybe applied"
 	}
-	return fmt.Sprintf("[%d, %d]", op.Call, op.Return)
+	return "[" + at(op.Call) + ", " + at(op.Return) + "]"
 }
 
 // static adds the checks no state carries: every successful create
