@@ -313,16 +313,6 @@ func (s *State) encObject(b []byte, o *Object) []byte {
 	return s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)), o)
 }
 
-// encCopy writes a watcher's copy of an object. A copy equal to the
-// stored object with its UID (the common case: an informer's cache holds
-// what the store holds) is written as just the UID with the low bit set.
-func (s *State) encCopy(b []byte, o *Object) []byte {
-	if st := objectByUID(s.Objects, o.UID); st != nil && sameObject(o, st) {
-		return binary.AppendUvarint(b, uint64(o.UID)<<1|1)
-	}
-	return s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)<<1), o)
-}
-
 // objectByUID finds an object in a list sorted by UID.
 func objectByUID(objs []Object, uid UID) *Object {
 	lo, hi := 0, len(objs)
@@ -417,31 +407,13 @@ func (s *State) encObjectBody(b []byte, o *Object) []byte {
 	return binary.AppendVarint(b, int64(o.RV))
 }
 
-// encWatcher writes a bit mask of the non-empty queues, those queues, and
-// the cache.
+// encWatcher writes the cache, then a bit mask of the non-empty queues
+// and those queues. A cached object equal to the stored one with its UID
+// is written as that UID with the low bit set (an informer that has
+// caught up caches what the store holds). A queued event's object equal
+// to the cached or the stored one is written as its UID and a two-bit
+// tag: a DELETED event carries the object as the cache still has it.
 func (s *State) encWatcher(b []byte, w *Watcher) []byte {
-	var mask uint64
-	if w.Queues != nil {
-		for k := range w.Queues {
-			if len(w.Queues[k]) > 0 {
-				mask |= 1 << k
-			}
-		}
-	}
-	b = binary.AppendUvarint(b, mask)
-	if mask != 0 {
-		for k := range w.Queues {
-			q := w.Queues[k]
-			if len(q) == 0 {
-				continue
-			}
-			b = binary.AppendUvarint(b, uint64(len(q)))
-			for i := range q {
-				b = append(b, byte(q[i].Type))
-				b = s.encCopy(b, &q[i].Obj)
-			}
-		}
-	}
 	// The cache and the store are both sorted by UID: walk them together.
 	b = binary.AppendUvarint(b, uint64(len(w.Cache)))
 	objs := s.Objects
@@ -456,8 +428,44 @@ func (s *State) encWatcher(b []byte, w *Watcher) []byte {
 			b = s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)<<1), o)
 		}
 	}
+	var mask uint64
+	if w.Queues != nil {
+		for k := range w.Queues {
+			if len(w.Queues[k]) > 0 {
+				mask |= 1 << k
+			}
+		}
+	}
+	b = binary.AppendUvarint(b, mask)
+	if mask == 0 {
+		return b
+	}
+	for k := range w.Queues {
+		q := w.Queues[k]
+		if len(q) == 0 {
+			continue
+		}
+		b = binary.AppendUvarint(b, uint64(len(q)))
+		for i := range q {
+			o := &q[i].Obj
+			b = append(b, byte(q[i].Type))
+			if c := objectByUID(w.Cache, o.UID); c != nil && sameObject(o, c) {
+				b = binary.AppendUvarint(b, uint64(o.UID)<<2|eventCached)
+			} else if st := objectByUID(s.Objects, o.UID); st != nil && sameObject(o, st) {
+				b = binary.AppendUvarint(b, uint64(o.UID)<<2|eventStored)
+			} else {
+				b = s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)<<2), o)
+			}
+		}
+	}
 	return b
 }
+
+// Tags of a queued event's object.
+const (
+	eventCached = 1
+	eventStored = 2
+)
 
 // ---- decoding ----
 
@@ -697,12 +705,16 @@ func (d *Decoder) skip(n int) {
 	d.i += n
 }
 
+// uvarint, int and count read their common one-byte case inline.
 func (d *Decoder) uvarint() uint64 {
-	if d.i < len(d.b) && d.b[d.i] < 0x80 { // the common one-byte case
-		v := uint64(d.b[d.i])
+	if rest := d.b[d.i:]; len(rest) > 0 && rest[0] < 0x80 {
 		d.i++
-		return v
+		return uint64(rest[0])
 	}
+	return d.uvarintSlow()
+}
+
+func (d *Decoder) uvarintSlow() uint64 {
 	v, n := binary.Uvarint(d.b[min(d.i, len(d.b)):])
 	if n <= 0 {
 		d.bad = true
@@ -713,6 +725,15 @@ func (d *Decoder) uvarint() uint64 {
 }
 
 func (d *Decoder) int() int {
+	if rest := d.b[d.i:]; len(rest) > 0 && rest[0] < 0x80 {
+		d.i++
+		c := int(rest[0])
+		return c>>1 ^ -(c & 1) // zigzag, as binary.Varint
+	}
+	return d.intSlow()
+}
+
+func (d *Decoder) intSlow() int {
 	v, n := binary.Varint(d.b[min(d.i, len(d.b)):])
 	if n <= 0 {
 		d.bad = true
@@ -775,23 +796,6 @@ func (d *Decoder) madeFor(u UID) *UIDInfo {
 
 func (d *Decoder) object(o *Object) {
 	o.UID = UID(d.uvarint())
-	d.objectBody(o)
-}
-
-// copyOf reads what encCopy wrote.
-func (d *Decoder) copyOf(o *Object) {
-	v := d.uvarint()
-	if v&1 != 0 {
-		st := objectByUID(d.s.Objects, UID(v>>1))
-		if st == nil {
-			d.bad = true
-			*o = Object{}
-			return
-		}
-		*o = *st
-		return
-	}
-	*o = Object{UID: UID(v >> 1)}
 	d.objectBody(o)
 }
 
@@ -887,28 +891,65 @@ func (d *Decoder) identList() []Identity {
 
 func (d *Decoder) watcher(w *Watcher) {
 	*w = Watcher{}
+	w.Cache = d.cur.objs.take(d.count())
+	objs := d.s.Objects
+	for i := range w.Cache {
+		o := &w.Cache[i]
+		v := d.uvarint()
+		uid := UID(v >> 1)
+		if v&1 == 0 {
+			*o = Object{UID: uid}
+			d.objectBody(o)
+			continue
+		}
+		for len(objs) > 0 && objs[0].UID < uid {
+			objs = objs[1:]
+		}
+		if len(objs) == 0 || objs[0].UID != uid {
+			d.bad = true
+			*o = Object{}
+			continue
+		}
+		*o = objs[0]
+	}
 	mask := d.uvarint()
 	if mask >= 1<<NumKinds {
 		d.bad = true
 		return
 	}
-	if mask != 0 {
-		w.Queues = &d.cur.queues.take(1)[0]
-		*w.Queues = [NumKinds][]WatchEvent{}
-		for k := range w.Queues {
-			if mask&(1<<k) == 0 {
+	if mask == 0 {
+		return
+	}
+	w.Queues = &d.cur.queues.take(1)[0]
+	*w.Queues = [NumKinds][]WatchEvent{}
+	for k := range w.Queues {
+		if mask&(1<<k) == 0 {
+			continue
+		}
+		q := d.cur.events.take(d.count())
+		for i := range q {
+			q[i].Type = EventType(d.byte())
+			o := &q[i].Obj
+			v := d.uvarint()
+			uid := UID(v >> 2)
+			var from *Object
+			switch v & 3 {
+			case 0:
+				*o = Object{UID: uid}
+				d.objectBody(o)
+				continue
+			case eventCached:
+				from = objectByUID(w.Cache, uid)
+			case eventStored:
+				from = objectByUID(d.s.Objects, uid)
+			}
+			if from == nil {
+				d.bad = true
+				*o = Object{}
 				continue
 			}
-			q := d.cur.events.take(d.count())
-			for i := range q {
-				q[i].Type = EventType(d.byte())
-				d.copyOf(&q[i].Obj)
-			}
-			w.Queues[k] = q
+			*o = *from
 		}
-	}
-	w.Cache = d.cur.objs.take(d.count())
-	for i := range w.Cache {
-		d.copyOf(&w.Cache[i])
+		w.Queues[k] = q
 	}
 }
