@@ -28,8 +28,8 @@ const (
 type seenShard struct {
 	mu sync.Mutex
 	// slots is replaced, never resized in place, when the shard grows,
-	// and published atomically so that touch may read it without the
-	// lock; claim writes fingerprints atomically for the same reason.
+	// and published atomically so that touch may find it without the
+	// lock.
 	slots atomic.Pointer[[]slot]
 	n     int
 	// Fingerprint 0 marks an empty slot, so a state whose fingerprint is
@@ -91,8 +91,7 @@ func (sh *seenShard) claim(fp, ord uint64) bool {
 			return false
 		}
 		if sl.fp == 0 {
-			sl.ord = ord
-			atomic.StoreUint64(&sl.fp, fp)
+			sl.fp, sl.ord = fp, ord
 			sh.n++
 			return true
 		}
@@ -106,12 +105,13 @@ func (sh *seenShard) table() []slot {
 	return nil
 }
 
-// touch reads the slot where fp's probe starts, without the lock, so
-// that the cache line is on its way while the worker computes the next
-// successor; the claim that follows then rarely waits for memory.
+// touch prefetches the slot where fp's probe starts, without the lock,
+// so that the cache line is on its way while the worker computes the
+// next successor; the claim that follows then rarely waits for memory.
+// A stale slots array is harmless: the prefetch is only a hint.
 func (t *seenTable) touch(fp uint64) {
 	if p := t.shard(fp).slots.Load(); p != nil && len(*p) > 0 {
-		atomic.LoadUint64(&(*p)[fp&uint64(len(*p)-1)].fp)
+		prefetch(&(*p)[fp&uint64(len(*p)-1)])
 	}
 }
 
