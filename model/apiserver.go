@@ -187,7 +187,10 @@ func (m *Model) namespaceAdmits(s *State, ns string) Result {
 	return ok(200)
 }
 
-func crdKind() KindID { k, _ := KindByShort("crd"); return k }
+func crdKind() KindID { return crdKindID }
+
+// crdKindID is looked up once: the GC's lookups ask for it in every step.
+var crdKindID = func() KindID { k, _ := KindByShort("crd"); return k }()
 
 // ---- validation (apimachinery/pkg/api/validation/objectmeta.go) ----
 
