@@ -29,11 +29,25 @@ test: kube fmt-check vet model-imports ## gofmt, go vet, model import rule, then
 
 CONFORM_TARGETS ?= model,upstream,impl,impl-stepped
 
-conform: kube ## the conformance gate: every scenario and race trace on the model, upstream kube-controller-manager, impl and stepped impl; JUnit in out/conform/junit.xml
+FUZZ_TARGETS ?= upstream impl
+FUZZ_CHECKS ?= 10
+FUZZ_SEED ?= 1
+
+conform: kube ## the conformance gate: every scenario and race trace on the model, upstream, impl and stepped impl, then a short fuzz on upstream and impl; reports in out/conform/
 	mkdir -p out/conform
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -count=1 -timeout $(TEST_TIMEOUT) ./scenarios/ -args \
 		-targets=$(CONFORM_TARGETS) -ginkgo.no-color -ginkgo.junit-report=$(CURDIR)/out/conform/junit.xml
 	@echo "conform: all scenario and race traces agree on $(CONFORM_TARGETS); report in out/conform/junit.xml"
+	go build -o bin/cascade ./cmd/cascade
+	for t in $(FUZZ_TARGETS); do \
+		KUBEBUILDER_ASSETS=$(KUBE_BIN) bin/cascade fuzz --target $$t --checks $(FUZZ_CHECKS) --seed $(FUZZ_SEED) \
+			--out out/conform/fuzz-$$t --json > out/conform/fuzz-$$t.json; \
+		echo "conform: fuzz on $$t passed ($(FUZZ_CHECKS) runs, seed $(FUZZ_SEED)); summary in out/conform/fuzz-$$t.json"; \
+	done
+
+.PHONY: bench-detect
+bench-detect: kube ## every injectable bug fuzzed on impl-stepped over 5 seeds: found?, median time to find, shrunk length vs the checker's BFS-minimal length
+	KUBEBUILDER_ASSETS=$(KUBE_BIN) go run ./hack/benchdetect -seeds $(or $(SEEDS),5) -budget $(or $(BUDGET),60s)
 
 fmt-check: ## fail if gofmt would change any file
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \

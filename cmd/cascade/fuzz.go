@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cascade-k8s/cascade/harness/fuzz"
 	"github.com/cascade-k8s/cascade/harness/target"
@@ -160,4 +162,60 @@ func injectFlag(rep *fuzz.Report) string {
 		return ""
 	}
 	return "--inject " + strings.Join(rep.Inject, ",") + " "
+}
+
+// conformFuzz are the flags of conform's fuzz phase.
+var conformFuzz struct {
+	checks, steps, clients int
+	seed                   uint64
+	out                    string
+}
+
+// The fuzz phase of `cascade conform`: a bounded number of random runs
+// after the traces, on every target but the model (the oracle).
+func init() {
+	conformPhases = append(conformPhases, conformPhase{
+		name: "fuzz",
+		flags: func(fl *pflag.FlagSet) {
+			fl.IntVar(&conformFuzz.checks, "fuzz-checks", 10, "random runs after the traces (0: none)")
+			fl.IntVar(&conformFuzz.steps, "fuzz-steps", 20, "average steps per random run")
+			fl.IntVar(&conformFuzz.clients, "fuzz-clients", 4, "concurrent driver clients of a random run")
+			fl.Uint64Var(&conformFuzz.seed, "fuzz-seed", 1, "rapid's seed for the random runs (0: random)")
+			fl.StringVar(&conformFuzz.out, "fuzz-out", "out/conform/fuzz", "directory for a failing random run's artifacts")
+		},
+		run: runFuzzPhase,
+	})
+}
+
+func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
+	name := fmt.Sprintf("fuzz/%d-runs-seed-%d", conformFuzz.checks, conformFuzz.seed)
+	if conformFuzz.checks == 0 {
+		return nil
+	}
+	env.planned = 1
+	if env.target.Spec.Name == target.Model {
+		env.add(caseResult{Phase: "fuzz", Name: name, Result: resultSkip, Message: "the model is fuzzing's oracle, not a target"})
+		return nil
+	}
+	cfg := fuzz.Config{Checks: conformFuzz.checks, Steps: conformFuzz.steps, Clients: conformFuzz.clients, Seed: conformFuzz.seed,
+		ShrinkTime: time.Minute, Universe: fuzz.DefaultUniverse, Out: conformFuzz.out, Progress: env.progress}
+	start := time.Now()
+	rep, err := fuzz.OnTarget(ctx, env.target, cfg)
+	if ctx.Err() != nil {
+		return nil // interrupted: runConform reports it
+	}
+	c := caseResult{Phase: "fuzz", Name: name, Seconds: time.Since(start).Seconds()}
+	switch {
+	case err != nil:
+		c.Result, c.Message = resultError, err.Error()
+	case !rep.OK():
+		var b strings.Builder
+		_ = printFuzz(&b, rep, false)
+		c.Result, c.Message = resultFail, b.String()
+	default:
+		c.Result = resultPass
+		c.Message = fmt.Sprintf("%d runs, %d steps, %d history operations", rep.Checks, rep.Steps, rep.Ops)
+	}
+	env.add(c)
+	return nil
 }

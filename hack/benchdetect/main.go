@@ -28,10 +28,12 @@ import (
 	"time"
 
 	"github.com/cascade-k8s/cascade/harness/fuzz"
+	"github.com/cascade-k8s/cascade/harness/replay"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/bugs"
 	"github.com/cascade-k8s/cascade/model"
+	"github.com/cascade-k8s/cascade/traces"
 )
 
 func main() {
@@ -63,6 +65,10 @@ func run(seeds int, budget time.Duration, only, binDir string) error {
 		if only != "" && !slices.Contains(strings.Split(only, ","), string(b)) {
 			continue
 		}
+		if b == bugs.AdoptWithoutRecheck {
+			fmt.Fprintf(w, "%s\t-\t-\t-\t%d\t-\tnot reachable yet: impl's stepped adopter manages Herds, which random runs do not create\n", b, bfsLength(string(b)))
+			continue
+		}
 		var times []time.Duration
 		var lengths []int
 		kind := ""
@@ -78,6 +84,15 @@ func run(seeds int, budget time.Duration, only, binDir string) error {
 				return err
 			}
 			if f := rep.Failure; f != nil && f.Kind != "error" {
+				why, err := attributable(ctx, t, f.Trace)
+				if err != nil {
+					return err
+				}
+				if why != "" {
+					kind = "not the bug's: " + why
+					fmt.Fprintf(os.Stderr, "%s seed %d: %v; %s\n", b, s, summary(rep), kind)
+					continue
+				}
 				times = append(times, f.FoundAfter)
 				lengths = append(lengths, f.Steps)
 				kind = f.Kind + ": " + firstLine(f.Summary)
@@ -98,6 +113,29 @@ func run(seeds int, budget time.Duration, only, binDir string) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%.2f\t%s\n", b, found, mt.Round(100*time.Millisecond), ml, bfs, float64(ml)/float64(bfs), trim(kind, 70))
 	}
 	return w.Flush()
+}
+
+// attributable replays a failure's trace on impl without the injected
+// bug: the failure counts as the bug's only when the trace then passes.
+// Otherwise it is a divergence of impl (or the model) of its own, which
+// the fuzzer found while looking for the bug; it returns what differs.
+func attributable(ctx context.Context, t *target.Target, path string) (string, error) {
+	tr, err := traces.ParseFile(path)
+	if err != nil {
+		return "", err
+	}
+	outs, skip, err := t.ReplayTrace(ctx, tr)
+	if err != nil {
+		// a step impl cannot take without the bug either
+		return "fails the same way without the bug: " + firstLine(err.Error()), nil
+	}
+	if skip != "" {
+		return "", fmt.Errorf("%s: %s", path, skip)
+	}
+	if err := replay.Diff(tr, "impl", outs); err != nil {
+		return "replays the same without the bug: " + firstLine(err.Error()), nil
+	}
+	return "", nil
 }
 
 func faults(b bugs.Bug) model.BugSet {
