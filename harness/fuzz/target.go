@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cascade-k8s/cascade/harness/driver"
+	"github.com/cascade-k8s/cascade/harness/replay"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/bugs"
@@ -29,6 +31,9 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 		return RunStepped(ctx, env, cfg)
 	case target.Upstream, target.Impl, target.Kubeconfig:
 		env := ConcurrentEnv{Target: t.Spec.Name, Admin: t.Admin, Settler: t.Settler(), Inject: inject, LinTimeout: time.Minute}
+		if t.Impl != nil {
+			env.Settler = implQuiet{it: t.Impl, then: t.Settler()}
+		}
 		if t.CP != nil && t.CP.AuditLog() != "" {
 			audit, closeAudit, err := AuditFollower(t.CP, 300*time.Millisecond)
 			if err != nil {
@@ -55,4 +60,37 @@ func modelFaults(set bugs.Set) model.BugSet {
 		out = out.With(b)
 	}
 	return out
+}
+
+// implQuiet settles the impl target the way the design asks of it: until
+// impl's queues are empty — back-offs included, for up to RetryWait, since
+// an item waiting out a back-off is work not yet done — and then until the
+// cluster has been quiet for a window, as any target.
+type implQuiet struct {
+	it   *impl.Target
+	then replay.Target
+}
+
+// RetryWait bounds how long settling waits for impl's back-offs: an owner
+// of an unserved kind is retried forever.
+const RetryWait = 30 * time.Second
+
+func (q implQuiet) Settle(ctx context.Context, d *driver.Driver) error {
+	deadline := time.Now().Add(RetryWait)
+	for {
+		st := q.it.GC.Stats()
+		if st.Idle() && (st.Retrying == 0 || time.Now().After(deadline)) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return q.then.Settle(ctx, d)
+}
+
+func (q implQuiet) Step(ctx context.Context, st model.Step) (model.Result, error) {
+	return q.then.Step(ctx, st)
 }
