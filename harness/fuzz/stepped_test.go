@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +12,6 @@ import (
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/bugs"
 	"github.com/cascade-k8s/cascade/impl/step"
-	"github.com/cascade-k8s/cascade/model"
 	"github.com/cascade-k8s/cascade/traces"
 )
 
@@ -60,8 +60,8 @@ func TestSteppedFindsInjectedBug(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.OK() || rep.Failure.Kind != "divergence" {
-		t.Fatalf("protection-disabled was not found as a divergence in 50 runs: %+v %+v", rep, rep.Failure)
+	if rep.OK() || rep.Failure.Kind != "divergence" || !strings.Contains(rep.Failure.Summary, "denied the request") {
+		t.Fatalf("protection-disabled was not found as a divergence on a denied delete in 50 runs: %+v %+v", rep, rep.Failure)
 	}
 	t.Logf("%s after %s: %s", rep.Failure.Kind, rep.Failure.FoundAfter, rep.Failure.Summary)
 	tr, err := traces.ParseFile(rep.Failure.Trace)
@@ -78,7 +78,6 @@ func TestSteppedFindsInjectedBug(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "summary.txt")); err != nil {
 		t.Fatal(err)
 	}
-	_ = model.NewState
 }
 
 type testWriter struct{ t *testing.T }
