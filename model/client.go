@@ -49,7 +49,7 @@ func (s *State) resolveOwner(o OwnerSpec) (OwnerRef, error) {
 	return ref, nil
 }
 
-func (m *Model) applyClient(s *State, st Step) (Result, error) {
+func (m *Model) applyClient(s *State, st *Step) (Result, error) {
 	rq := request{by: ActorClient, principal: st.Principal, admit: true}
 	t := st.Target
 	if t.Kind == NoKind {

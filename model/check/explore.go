@@ -553,7 +553,7 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		if s.Budget&(1<<i) != 0 {
 			continue
 		}
-		n, r, err := e.m.Apply(s, e.ops[i])
+		n, r, err := e.m.ApplyStep(s, &e.ops[i])
 		if err != nil {
 			continue
 		}
@@ -565,7 +565,7 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 	w.steps = e.m.AppendEnabled(w.steps[:0], s, e.opts)
 	for i := range w.steps {
 		st := &w.steps[i]
-		n, r, err := e.m.Apply(s, *st)
+		n, r, err := e.m.ApplyStep(s, st)
 		if err != nil {
 			continue
 		}
