@@ -315,6 +315,14 @@ func (s *State) encObject(b []byte, o *Object) []byte {
 
 // objectByUID finds an object in a list sorted by UID.
 func objectByUID(objs []Object, uid UID) *Object {
+	if i, ok := objectIndex(objs, uid); ok {
+		return &objs[i]
+	}
+	return nil
+}
+
+// objectIndex is slices.BinarySearchFunc by UID, written out.
+func objectIndex(objs []Object, uid UID) (int, bool) {
 	lo, hi := 0, len(objs)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -324,10 +332,7 @@ func objectByUID(objs []Object, uid UID) *Object {
 			hi = m
 		}
 	}
-	if lo < len(objs) && objs[lo].UID == uid {
-		return &objs[lo]
-	}
-	return nil
+	return lo, lo < len(objs) && objs[lo].UID == uid
 }
 
 // sameObject reports whether two objects are equal in every field.

@@ -322,7 +322,14 @@ func (s *State) put(o Object) {
 
 // remove deletes an object from the store.
 func (s *State) remove(uid UID) {
-	s.Objects = deleteFuncIn(s.ws.objArena(), s.Objects, func(o Object) bool { return o.UID == uid })
+	if s.ws == nil {
+		s.Objects = slices.DeleteFunc(slices.Clone(s.Objects), func(o Object) bool { return o.UID == uid })
+		return
+	}
+	// UIDs are unique in the store: delete the one object, if any.
+	if i, ok := objectIndex(s.Objects, uid); ok {
+		s.Objects = deleteIn(s.ws.objArena(), s.Objects, i)
+	}
 }
 
 // newUID hands out the next UID.

@@ -126,10 +126,10 @@ type outBuf struct {
 	items  []succ
 }
 
-// chunkSize is the size of an output chunk; an encoding larger than
-// what is left in a chunk goes to the next one, and an encoding larger
-// than a chunk gets a chunk of its own.
-const chunkSize = 1 << 20
+// chunkSize is the size of an output chunk (huge pages: see allocHuge);
+// an encoding larger than what is left in a chunk goes to the next one,
+// and an encoding larger than a chunk gets a chunk of its own.
+const chunkSize = 4 << 20
 
 func (o *outBuf) reset() {
 	for i := range o.chunks[:o.used] {
@@ -142,7 +142,7 @@ func (o *outBuf) reset() {
 func (o *outBuf) store(enc []byte) (chunk, start uint32) {
 	if o.used == 0 || cap(o.chunks[o.used-1])-len(o.chunks[o.used-1]) < len(enc) {
 		if o.used == len(o.chunks) {
-			o.chunks = append(o.chunks, make([]byte, 0, max(chunkSize, len(enc))))
+			o.chunks = append(o.chunks, allocHuge[byte](max(chunkSize, len(enc)))[:0])
 		}
 		o.used++
 		if c := &o.chunks[o.used-1]; cap(*c) < len(enc) {

@@ -9,7 +9,7 @@ import (
 // first reached (see packOrd). It is one open-addressing hash table of
 // (fingerprint, ord) slots in a single flat, pointer-free array: the
 // garbage collector never scans it, a probe touches one cache line, and
-// the array can be backed by huge pages (allocSlots), which matters: a
+// the array can be backed by huge pages (allocHuge), which matters: a
 // claim is a random access into tens of MiB, and with 4 KiB pages nearly
 // every one also misses the TLB.
 //
@@ -57,7 +57,7 @@ type slot struct{ fp, ord uint64 }
 
 func newSeenTable() *seenTable {
 	t := &seenTable{}
-	t.tab.Store(&slotTable{slots: allocSlots(numShards << initialSegBits), segBits: initialSegBits})
+	t.tab.Store(&slotTable{slots: allocHuge[slot](numShards << initialSegBits), segBits: initialSegBits})
 	return t
 }
 
@@ -136,7 +136,7 @@ func (t *seenTable) grow(old *slotTable) {
 		t.shards[i].mu.Lock()
 	}
 	if t.tab.Load() == old {
-		tb := &slotTable{slots: allocSlots(2 * len(old.slots)), segBits: old.segBits + 1}
+		tb := &slotTable{slots: allocHuge[slot](2 * len(old.slots)), segBits: old.segBits + 1}
 		for _, sl := range old.slots {
 			if sl.fp == 0 {
 				continue

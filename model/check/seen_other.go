@@ -2,5 +2,5 @@
 
 package check
 
-// allocSlots allocates a visited table's slots (see the Linux version).
-func allocSlots(n int) []slot { return make([]slot, n) }
+// allocHuge allocates n zeroed elements (see the Linux version).
+func allocHuge[T any](n int) []T { return make([]T, n) }
