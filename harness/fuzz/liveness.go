@@ -44,7 +44,7 @@ func listRun(ctx context.Context, c dynamic.Interface, prefix string) ([]realObj
 		}
 	}
 	var out []realObject
-	for k := model.KindID(1); k < model.NumKinds; k++ {
+	for k := range model.KindID(model.NumKinds) { // every kind: KindID 0 is Pod
 		info := k.Info()
 		if info.Short == "event" {
 			continue // never an owner the GC resolves, and never collected
@@ -99,7 +99,7 @@ func listRun(ctx context.Context, c dynamic.Interface, prefix string) ([]realObj
 // crdKinds maps the CRD names of the model's custom kinds to them.
 func crdKinds() map[string]model.KindID {
 	m := map[string]model.KindID{}
-	for k := model.KindID(1); k < model.NumKinds; k++ {
+	for k := range model.KindID(model.NumKinds) {
 		if n := k.Info().CRDName; n != "" {
 			m[n] = k
 		}
