@@ -44,6 +44,11 @@ type Transition struct {
 	Prev, Next *State
 	Step       Step
 	Result     Result
+
+	// del memoises gcDeleteTarget, which three properties ask, for the
+	// duration of one CheckTransition (delSet).
+	del           *Object
+	delOK, delSet bool
 }
 
 // Violation explains how a property failed. Known names the upstream
@@ -120,6 +125,13 @@ func PropertyByName(name string) (*Property, error) {
 // gcDeleteTarget returns the object a GC DELETE step sent against, as it
 // was before the step, and whether the step was one.
 func gcDeleteTarget(t *Transition) (*Object, bool) {
+	if t.delSet {
+		return t.del, t.delOK
+	}
+	return findDeleteTarget(t)
+}
+
+func findDeleteTarget(t *Transition) (*Object, bool) {
 	if t.Step.Actor != ActorGC || t.Step.Op != OpSend || t.Step.Write != WriteDelete || !t.Result.OK() {
 		return nil, false
 	}
@@ -440,6 +452,9 @@ func witnessCycleBroken(m *Model, t *Transition) *Violation {
 // CheckTransition evaluates every Always property on a transition.
 func (m *Model) CheckTransition(t *Transition) []*Violation {
 	var out []*Violation
+	t.del, t.delOK = findDeleteTarget(t)
+	t.delSet = true
+	defer func() { t.del, t.delOK, t.delSet = nil, false, false }()
 	for i := range Properties {
 		if p := &Properties[i]; p.Kind == Always {
 			if v := p.Check(m, t); v != nil {

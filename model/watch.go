@@ -4,7 +4,17 @@ import "slices"
 
 // controllerWatches reports whether the adopting controller has an
 // informer for kind k: kinds that adopt, and kinds that are adopted.
-func controllerWatches(k KindID) bool {
+// Every write asks (notify), so the answers are computed once.
+func controllerWatches(k KindID) bool { return controllerWatched[k] }
+
+var controllerWatched = func() (w [NumKinds]bool) {
+	for k := range w {
+		w[k] = controllerWatchesKind(KindID(k))
+	}
+	return w
+}()
+
+func controllerWatchesKind(k KindID) bool {
 	info := k.Info()
 	if info.Adopts != "" {
 		return true
