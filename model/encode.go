@@ -656,31 +656,18 @@ func (d *Decoder) decPart(s *State, part int) {
 // place.
 func (d *Decoder) uidTable() (uids []UIDInfo, same bool) {
 	start := d.i
+	// The table is self-delimiting: if the bytes ahead begin with the
+	// last table's, they are that table.
+	if prev := d.uidBytes; d.uidInfos != nil && len(prev) <= len(d.b)-start && string(d.b[start:start+len(prev)]) == string(prev) {
+		d.i += len(prev)
+		return d.uidInfos, true
+	}
 	n := d.count()
 	if n == 0 {
 		same = d.uidInfos == nil
 		d.uidInfos, d.uidBytes = nil, d.uidBytes[:0]
 		return nil, same
 	}
-	// Skip over the table to find its bytes.
-	for k := 0; k < n && !d.bad; k++ {
-		d.byte()
-		if l := d.uvarint(); l > 0 {
-			d.skip(int(l - 1))
-		}
-		d.skip(d.count())
-		d.skip(d.count())
-		d.int()
-	}
-	if d.bad {
-		return nil, false
-	}
-	raw := d.b[start:d.i]
-	if d.uidInfos != nil && string(raw) == string(d.uidBytes) {
-		return d.uidInfos, true
-	}
-	d.i = start
-	d.count()
 	uids = make([]UIDInfo, n)
 	prevNS := ""
 	for i := range uids {
@@ -698,16 +685,11 @@ func (d *Decoder) uidTable() (uids []UIDInfo, same bool) {
 		u.Name, u.Symbol = d.str(), d.str()
 		u.Nth = d.int()
 	}
-	d.uidInfos, d.uidBytes = uids, append(d.uidBytes[:0], raw...)
-	return uids, false
-}
-
-func (d *Decoder) skip(n int) {
-	if n < 0 || n > len(d.b)-d.i {
-		d.bad = true
-		return
+	if d.bad {
+		return nil, false
 	}
-	d.i += n
+	d.uidInfos, d.uidBytes = uids, append(d.uidBytes[:0], d.b[start:d.i]...)
+	return uids, false
 }
 
 // uvarint, int and count read their common one-byte case inline.
