@@ -357,6 +357,21 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 			return ok(200)
 		}
 		gone := *cur // cur points into s.Objects, which remove shifts
+		if gracefulDelete(t.Kind) && !cur.Deleting {
+			// A kind with a graceful strategy is deleted in two writes
+			// even at grace period 0: rest.BeforeDelete finds
+			// CheckGracefulDelete true, so Store.Delete first runs
+			// updateForGracefulDeletionAndFinalizers, whose
+			// GuaranteedUpdate stores deletionTimestamp (and the GC
+			// finalizers' removal), and only then Storage.Delete. Watchers
+			// see MODIFIED, then DELETED of that version. Once
+			// deletionTimestamp is set (grace 0) BeforeDelete reports not
+			// graceful and the update is skipped (errDeleteNow).
+			gone = next
+			gone.Deleting = true
+			gone.RV++
+			s.notify(Modified, &gone)
+		}
 		s.remove(gone.UID)
 		s.notify(Deleted, &gone)
 		return ok(200)
@@ -373,6 +388,15 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 	s.notify(Modified, &next)
 	return ok(200)
 }
+
+// gracefulDelete reports whether kind k's registry strategy implements
+// rest.RESTGracefulDeleteStrategy. Of the model's kinds only Pod does
+// (pkg/registry/core/pod/strategy.go CheckGracefulDelete), and it always
+// answers true. The model's pods are never scheduled, so their grace
+// period is 0 and they go at once, but by the graceful path.
+func gracefulDelete(k KindID) bool { return k == podKindID }
+
+var podKindID = func() KindID { k, _ := KindByShort("pod"); return k }()
 
 // deletionFinalizers is deletionFinalizersForGarbageCollection: drop both
 // GC finalizers and add back the one the request and the object call for.

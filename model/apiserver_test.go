@@ -190,3 +190,51 @@ func TestCoalesce(t *testing.T) {
 		t.Fatal("the add of cm/b is the last word on cm/b and may not be skipped")
 	}
 }
+
+// TestDeleteWatchEvents pins the watch events a request sequence queues
+// for the GC, as kube-apiserver v1.36 emitted them to a pod watch (checked
+// against a real server): a Pod's first DELETE goes the graceful way
+// (CheckGracefulDelete, then Store.Delete's
+// updateForGracefulDeletionAndFinalizers) and stores deletionTimestamp
+// before it deletes, even when nothing holds the pod; a pod already being
+// deleted, and every non-graceful kind, goes in one DELETED.
+func TestDeleteWatchEvents(t *testing.T) {
+	cases := []struct {
+		name string
+		cmds []string
+		want []string // type and deletionTimestamp of each queued event
+	}{
+		{"pod without finalizers", []string{"create pod/a", "delete pod/a"},
+			[]string{"added live", "modified deleting", "deleted deleting"}},
+		{"pod, background", []string{"create pod/a", "delete pod/a propagation=Background"},
+			[]string{"added live", "modified deleting", "deleted deleting"}},
+		{"pod, dry run", []string{"create pod/a", "delete pod/a dry-run", "delete pod/a propagation=Foreground dry-run"},
+			[]string{"added live"}},
+		{"pod whose orphan finalizer a background delete drops", []string{"create pod/a finalizers=orphan", "delete pod/a propagation=Background"},
+			[]string{"added live", "modified deleting", "deleted deleting"}},
+		{"pod, foreground", []string{"create pod/a", "delete pod/a propagation=Foreground"},
+			[]string{"added live", "modified deleting"}},
+		{"deleting pod whose last finalizer a delete drops", []string{"create pod/a", "delete pod/a propagation=Orphan", "delete pod/a propagation=Background"},
+			[]string{"added live", "modified deleting", "deleted deleting"}},
+		{"deleting pod whose last finalizer an update drops", []string{"create pod/a finalizers=a.io/b", "delete pod/a", "remove-finalizer pod/a a.io/b"},
+			[]string{"added live", "modified deleting", "deleted deleting"}},
+		{"configmap", []string{"create cm/a", "delete cm/a"},
+			[]string{"added live", "deleted live"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, _ := run(t, &Model{}, c.cmds...)
+			var got []string
+			for _, e := range s.GC.Watch.Events() {
+				state := "live"
+				if e.Obj.Deleting {
+					state = "deleting"
+				}
+				got = append(got, [...]string{"added", "modified", "deleted"}[e.Type]+" "+state)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("events %v, want %v", got, c.want)
+			}
+		})
+	}
+}

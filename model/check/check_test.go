@@ -138,9 +138,9 @@ func TestUpstreamHolds(t *testing.T) {
 // (with symmetry reduction) against unnoticed model changes.
 func TestDistinctStatesPinned(t *testing.T) {
 	pinned := map[string]int64{
-		"orphan-adoption": 59, "orphan-unseen": 316, "foreground-cycle": 123, "mixed-owners": 6736,
-		"all-policies": 101732, "cross-namespace": 164, "cluster-scoped": 61, "owner-swap": 74,
-		"refinalize": 58, "lost-update": 442, "deep-cascade": 18, "relist": 46, "protection": 152,
+		"orphan-adoption": 59, "orphan-unseen": 340, "foreground-cycle": 123, "mixed-owners": 12380,
+		"all-policies": 223192, "cross-namespace": 164, "cluster-scoped": 61, "owner-swap": 74,
+		"refinalize": 58, "lost-update": 1383, "deep-cascade": 28, "relist": 46, "protection": 152,
 		"late-finalizer": 42,
 	}
 	for _, p := range Presets {
