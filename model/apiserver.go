@@ -274,6 +274,13 @@ func (m *Model) update(s *State, rq request, t Target, uid UID, rv int, mutate f
 	if r := mutate(&next); !r.OK() {
 		return r
 	}
+	// The PATCH and PUT handlers drop a reference equal to an earlier one
+	// once the patch is applied, before validation
+	// (dedupOwnerReferencesAndAddWarning in
+	// k8s.io/apiserver/pkg/endpoints/handlers/patch.go and update.go), as
+	// create does: making one of two references to a UID equal to the
+	// other leaves one.
+	next.Owners = dedupOwners(next.Owners)
 	if old.Deleting && !m.Bugs.Has(BugFinalizerAfterDeletion) {
 		for _, f := range next.Finalizers {
 			if !old.HasFinalizer(f) {
@@ -299,6 +306,25 @@ func (m *Model) update(s *State, rq request, t Target, uid UID, rv int, mutate f
 	s.put(next)
 	s.notify(Modified, &next)
 	return ok(200)
+}
+
+// dedupOwners is dedupOwnerReferences: it keeps the first of equal
+// references (references to one UID that differ in a field all stay). It
+// returns refs itself when nothing repeats.
+func dedupOwners(refs []OwnerRef) []OwnerRef {
+	for i := 1; i < len(refs); i++ {
+		if !slices.Contains(refs[:i], refs[i]) {
+			continue
+		}
+		out := slices.Clone(refs[:i])
+		for _, r := range refs[i+1:] {
+			if !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	return refs
 }
 
 func equalObjects(a, b *Object) bool {
