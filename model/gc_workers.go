@@ -115,7 +115,7 @@ func (m *Model) attemptToDelete(s *State, uid UID) {
 	item := *n
 	writes, res := m.attemptToDeleteItem(s, &item)
 	if len(writes) > 0 {
-		i, _ := slices.BinarySearchFunc(g.InFlight, uid, func(f InFlight, u UID) int { return cmpUID(f.UID, u) })
+		i, _ := inflightIndex(g.InFlight, uid)
 		g.InFlight = insertIn(s.ws.inflightArena(), g.InFlight, i, InFlight{UID: uid, Writes: writes})
 		return
 	}
@@ -284,7 +284,7 @@ func blockingDependents(g *GC, n *Node) []UID {
 func (m *Model) sendWrite(s *State, uid UID) Result {
 	g := &s.GC
 	g.InFlight = cloneIn(s.ws.inflightArena(), g.InFlight) // copy-on-write: states share it
-	i, _ := slices.BinarySearchFunc(g.InFlight, uid, func(f InFlight, u UID) int { return cmpUID(f.UID, u) })
+	i, _ := inflightIndex(g.InFlight, uid)
 	f := g.InFlight[i]
 	w := f.Writes[0]
 	rest := f.Writes[1:]
@@ -427,4 +427,18 @@ func (m *Model) attemptToOrphan(s *State, uid UID) {
 	if r := m.removeFinalizer(s, owner, FinalizerOrphan); !r.OK() {
 		s.GC.AttemptToOrphan = s.enqueue(s.GC.AttemptToOrphan, uid)
 	}
+}
+
+// inflightIndex finds a work item's decided writes by UID (see nodeIndex).
+func inflightIndex(fs []InFlight, uid UID) (int, bool) {
+	lo, hi := 0, len(fs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if fs[m].UID < uid {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(fs) && fs[lo].UID == uid
 }

@@ -311,7 +311,7 @@ func cmpUID(a, b UID) int {
 
 // put inserts or replaces an object, keeping Objects sorted.
 func (s *State) put(o Object) {
-	i, ok := slices.BinarySearchFunc(s.Objects, o.UID, func(x Object, u UID) int { return cmpUID(x.UID, u) })
+	i, ok := objectIndex(s.Objects, o.UID)
 	if ok {
 		s.Objects = cloneIn(s.ws.objArena(), s.Objects) // copy-on-write
 		s.Objects[i] = o
@@ -391,6 +391,20 @@ func (g *GC) node(uid UID) *Node {
 	return nil
 }
 
+// identIndex finds an identity in a set sorted by UID (see nodeIndex).
+func identIndex(set []Identity, uid UID) (int, bool) {
+	lo, hi := 0, len(set)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if set[m].UID < uid {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(set) && set[lo].UID == uid
+}
+
 // nodeIndex is slices.BinarySearchFunc by UID, written out: the generic
 // one calls its comparison through a pointer, and the graph is searched
 // several times in every GC step.
@@ -438,7 +452,7 @@ func (s *State) enqueue(set []Identity, uid UID) []Identity {
 	if n == nil {
 		return set
 	}
-	i, found := slices.BinarySearchFunc(set, uid, func(x Identity, u UID) int { return cmpUID(x.UID, u) })
+	i, found := identIndex(set, uid)
 	if found {
 		if set[i] == n.Identity {
 			return set // unchanged: no copy needed

@@ -1,7 +1,5 @@
 package model
 
-import "slices"
-
 // controllerWatches reports whether the adopting controller has an
 // informer for kind k: kinds that adopt, and kinds that are adopted.
 // Every write asks (notify), so the answers are computed once.
@@ -36,7 +34,7 @@ func (w *Watcher) pop(ws *workspace, k KindID) (ev *WatchEvent, old *Object) {
 	q := w.queue(k)
 	ev = &q[0]
 	w.setQueue(ws, k, q[1:])
-	i, found := slices.BinarySearchFunc(w.Cache, ev.Obj.UID, func(o Object, u UID) int { return cmpUID(o.UID, u) })
+	i, found := objectIndex(w.Cache, ev.Obj.UID)
 	if found {
 		old = &w.Cache[i]
 	}
@@ -69,7 +67,7 @@ func (w *Watcher) canCoalesce(k KindID) bool {
 		}
 	}
 	if head.Type == Deleted {
-		_, found := slices.BinarySearchFunc(w.Cache, head.Obj.UID, func(o Object, u UID) int { return cmpUID(o.UID, u) })
+		_, found := objectIndex(w.Cache, head.Obj.UID)
 		return !found
 	}
 	return false
@@ -80,7 +78,7 @@ func (w *Watcher) coalesce(ws *workspace, k KindID) { w.setQueue(ws, k, w.queue(
 
 // cached returns the watcher's cached version of a UID.
 func (w *Watcher) cached(uid UID) *Object {
-	i, found := slices.BinarySearchFunc(w.Cache, uid, func(o Object, u UID) int { return cmpUID(o.UID, u) })
+	i, found := objectIndex(w.Cache, uid)
 	if !found {
 		return nil
 	}
