@@ -15,7 +15,7 @@ import (
 func TestEncodeRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	var dec Decoder
-	for walk := 0; walk < 30; walk++ {
+	for walk := 0; walk < 9; walk++ {
 		m := &Model{Bugs: BugSet(0)}
 		if walk%3 == 1 {
 			m.Bugs = m.Bugs.With(BugUIDOnlyIdentity).With(BugLostFirstUpdate)
@@ -31,7 +31,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 		clients := []string{"delete rc/o propagation=Foreground", "delete rc/o propagation=Orphan", "delete deploy/d propagation=Orphan",
 			"delete pv/v", "remove-finalizer pod/p a.io/h", "label pod/p x=y", "delete crd/widgets.cascade.dev", "create pod/q labels=app=a",
 			"scale deploy/d 0", "delete cm/ns1/c if-uid=stale"}
-		for i := 0; i < 50; i++ {
+		for i := 0; i < 40; i++ {
 			for _, c := range []*State{s, s.Canonical()} {
 				enc := c.Encode(nil)
 				back, err := Decode(enc)
