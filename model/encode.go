@@ -71,8 +71,10 @@ func (s *State) encPart(b []byte, part int) []byte {
 		}
 	case partObjects:
 		b = binary.AppendUvarint(b, uint64(len(s.Objects)))
+		var prev []OwnerRef
 		for i := range s.Objects {
-			b = s.encObject(b, &s.Objects[i])
+			o := &s.Objects[i]
+			b = s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)), o, &prev)
 		}
 	case partGCWatch:
 		b = s.encWatcher(b, &g.Watch)
@@ -307,11 +309,8 @@ const (
 	objLabels
 	objSelector
 	objReplicas
+	objSameOwners // the previous object's ownerReferences (encObjectBody)
 )
-
-func (s *State) encObject(b []byte, o *Object) []byte {
-	return s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)), o)
-}
 
 // objectByUID finds an object in a list sorted by UID.
 func objectByUID(objs []Object, uid UID) *Object {
@@ -358,8 +357,11 @@ func sameSlice[T comparable](a, b []T) bool {
 	return true
 }
 
-// encObjectBody writes an object after its UID.
-func (s *State) encObjectBody(b []byte, o *Object) []byte {
+// encObjectBody writes an object after its UID. *prev holds the
+// ownerReferences of the object written in full before it in the same
+// list: objects of a list often have the same owners (every dependent of
+// one owner), which then cost one bit.
+func (s *State) encObjectBody(b []byte, o *Object, prev *[]OwnerRef) []byte {
 	var f byte
 	if o.Deleting {
 		f |= objDeleting
@@ -370,8 +372,13 @@ func (s *State) encObjectBody(b []byte, o *Object) []byte {
 		f |= objImplied
 	}
 	if len(o.Owners) > 0 {
-		f |= objOwners
+		if sameSlice(o.Owners, *prev) {
+			f |= objSameOwners
+		} else {
+			f |= objOwners
+		}
 	}
+	*prev = o.Owners
 	if len(o.Finalizers) > 0 {
 		f |= objFinalizers
 	}
@@ -422,6 +429,7 @@ func (s *State) encWatcher(b []byte, w *Watcher) []byte {
 	// The cache and the store are both sorted by UID: walk them together.
 	b = binary.AppendUvarint(b, uint64(len(w.Cache)))
 	objs := s.Objects
+	var prev []OwnerRef
 	for i := range w.Cache {
 		o := &w.Cache[i]
 		for len(objs) > 0 && objs[0].UID < o.UID {
@@ -430,7 +438,7 @@ func (s *State) encWatcher(b []byte, w *Watcher) []byte {
 		if len(objs) > 0 && sameObject(o, &objs[0]) {
 			b = binary.AppendUvarint(b, uint64(o.UID)<<1|1)
 		} else {
-			b = s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)<<1), o)
+			b = s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)<<1), o, &prev)
 		}
 	}
 	var mask uint64
@@ -445,6 +453,7 @@ func (s *State) encWatcher(b []byte, w *Watcher) []byte {
 	if mask == 0 {
 		return b
 	}
+	prev = nil
 	for k := range w.Queues {
 		q := w.Queues[k]
 		if len(q) == 0 {
@@ -459,7 +468,7 @@ func (s *State) encWatcher(b []byte, w *Watcher) []byte {
 			} else if st := objectByUID(s.Objects, o.UID); st != nil && sameObject(o, st) {
 				b = binary.AppendUvarint(b, uint64(o.UID)<<2|eventStored)
 			} else {
-				b = s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)<<2), o)
+				b = s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)<<2), o, &prev)
 			}
 		}
 	}
@@ -781,12 +790,8 @@ func (d *Decoder) madeFor(u UID) *UIDInfo {
 	return in
 }
 
-func (d *Decoder) object(o *Object) {
-	o.UID = UID(d.uvarint())
-	d.objectBody(o)
-}
-
-func (d *Decoder) objectBody(o *Object) {
+// objectBody reads what encObjectBody wrote.
+func (d *Decoder) objectBody(o *Object, prev *[]OwnerRef) {
 	o.Kind = KindID(d.byte())
 	if int(o.Kind) >= NumKinds {
 		d.bad = true
@@ -799,9 +804,13 @@ func (d *Decoder) objectBody(o *Object) {
 	} else {
 		o.Namespace, o.Name = d.str(), d.str()
 	}
-	if f&objOwners != 0 {
+	switch {
+	case f&objSameOwners != 0:
+		o.Owners = *prev
+	case f&objOwners != 0:
 		o.Owners = d.refList()
 	}
+	*prev = o.Owners
 	if f&objFinalizers != 0 {
 		o.Finalizers = d.cur.strs.take(d.count())
 		for i := range o.Finalizers {
@@ -825,9 +834,10 @@ func (d *Decoder) objectBody(o *Object) {
 
 func (d *Decoder) objects(n int) []Object {
 	os := d.cur.objs.take(n)
+	var prev []OwnerRef
 	for i := range os {
-		os[i] = Object{}
-		d.object(&os[i])
+		os[i] = Object{UID: UID(d.uvarint())}
+		d.objectBody(&os[i], &prev)
 	}
 	return os
 }
@@ -880,13 +890,14 @@ func (d *Decoder) watcher(w *Watcher) {
 	*w = Watcher{}
 	w.Cache = d.cur.objs.take(d.count())
 	objs := d.s.Objects
+	var prev []OwnerRef
 	for i := range w.Cache {
 		o := &w.Cache[i]
 		v := d.uvarint()
 		uid := UID(v >> 1)
 		if v&1 == 0 {
 			*o = Object{UID: uid}
-			d.objectBody(o)
+			d.objectBody(o, &prev)
 			continue
 		}
 		for len(objs) > 0 && objs[0].UID < uid {
@@ -907,6 +918,7 @@ func (d *Decoder) watcher(w *Watcher) {
 	if mask == 0 {
 		return
 	}
+	prev = nil
 	w.Queues = &d.cur.queues.take(1)[0]
 	*w.Queues = [NumKinds][]WatchEvent{}
 	for k := range w.Queues {
@@ -923,7 +935,7 @@ func (d *Decoder) watcher(w *Watcher) {
 			switch v & 3 {
 			case 0:
 				*o = Object{UID: uid}
-				d.objectBody(o)
+				d.objectBody(o, &prev)
 				continue
 			case eventCached:
 				from = objectByUID(w.Cache, uid)
