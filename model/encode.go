@@ -80,12 +80,23 @@ func (s *State) encPart(b []byte, part int) []byte {
 		b = s.encWatcher(b, &g.Watch)
 	case partNodes:
 		b = binary.AppendUvarint(b, uint64(len(g.Nodes)))
+		var prev []OwnerRef
 		for i := range g.Nodes {
 			n := &g.Nodes[i]
 			b = s.encIdent(b, &n.Identity)
-			b = s.encRefs(b, n.Owners)
+			// As for objects (encObjectBody), owners equal to the
+			// previous node's cost one bit.
+			f := flags3(n.Virtual, n.BeingDeleted, n.DeletingDependents)
+			same := len(n.Owners) > 0 && sameSlice(n.Owners, prev)
+			if same {
+				f |= nodeSameOwners
+			}
+			b = append(b, f)
+			if !same {
+				b = s.encRefs(b, n.Owners)
+			}
+			prev = n.Owners
 			b = encUIDs(b, n.Dependents)
-			b = append(b, flags3(n.Virtual, n.BeingDeleted, n.DeletingDependents))
 		}
 	case partVirtualEvents:
 		b = s.encIdents(b, g.VirtualEvents)
@@ -299,6 +310,10 @@ func (s *State) encIdents(b []byte, ids []Identity) []byte {
 	}
 	return b
 }
+
+// nodeSameOwners, above a node's three flags, says that its owners are
+// the previous node's.
+const nodeSameOwners = 8
 
 // Object flags.
 const (
@@ -595,13 +610,19 @@ func (d *Decoder) decPart(s *State, part int) {
 		g.Nodes = nil
 		if n := d.count(); n > 0 {
 			g.Nodes = d.cur.nodes.take(n)
+			var prev []OwnerRef
 			for i := range g.Nodes {
 				nd := &g.Nodes[i]
 				nd.Identity = d.ident()
-				nd.Owners = d.refList()
-				nd.Dependents = d.uidList()
 				f := d.byte()
 				nd.Virtual, nd.BeingDeleted, nd.DeletingDependents = f&1 != 0, f&2 != 0, f&4 != 0
+				if f&nodeSameOwners != 0 {
+					nd.Owners = prev
+				} else {
+					nd.Owners = d.refList()
+				}
+				prev = nd.Owners
+				nd.Dependents = d.uidList()
 			}
 		}
 	case partVirtualEvents:
