@@ -108,9 +108,10 @@ func isJSONObject(raw []byte) bool {
 // response is what a write's response body says.
 type response struct {
 	obj *Object // the object returned, nil for a Status
-	// gone says obj, returned by an update, was removed from storage:
-	// ShouldDeleteDuringUpdate held (see outcome).
-	gone    bool
+	// pending says obj keeps it in storage whatever its finalizers: a
+	// grace period is left (deletionGracePeriodSeconds > 0), or it is a
+	// Namespace with spec.finalizers.
+	pending bool
 	status  bool   // the body is a metav1.Status
 	uid     string // Status details.uid (an immediate DELETE names the removed object)
 	reason  string
@@ -139,9 +140,8 @@ func decodeResponse(k model.KindID, raw []byte) (response, error) {
 		return response{}, err
 	}
 	m := &w.Metadata
-	gone := m.DeletionTimestamp != nil && len(m.Finalizers) == 0 && (m.DeletionGrace == nil || *m.DeletionGrace == 0) &&
-		(k.Info().Kind != "Namespace" || len(w.Spec.Finalizers) == 0)
-	return response{obj: o, gone: gone}, nil
+	pending := m.DeletionGrace != nil && *m.DeletionGrace > 0 || k.Info().Kind == "Namespace" && len(w.Spec.Finalizers) > 0
+	return response{obj: o, pending: pending}, nil
 }
 
 // wireDeleteOptions is metav1.DeleteOptions as JSON.
@@ -213,14 +213,24 @@ func decodeDeleteOptions(body []byte, requestURI string) (*DeleteOptions, error)
 // outcome fills an op's response fields (Code, Reason, Message, Got,
 // Removed) from the status code and response body, using what the API
 // server was found to answer (kube-apiserver v1.36, pinned by
-// TestDeleteResponses):
+// TestDeleteResponses, TestPVDeleteAndFinalizerRaces and
+// TestRemovalAnswers):
 //
 //   - a DELETE that removes the object at once answers 200 with a
 //     metav1.Status naming its UID, except for kinds whose registry
-//     returns the deleted object (ReturnDeletedObject: Pods), which answer
-//     the object as last stored: without deletionTimestamp, or with it,
-//     no finalizers and no grace period left (an unscheduled Pod's delete
-//     sets deletionTimestamp with grace 0, then removes it);
+//     returns the deleted object (ReturnDeletedObject: Pods,
+//     PersistentVolumes), which answer the object as last stored, at the
+//     deletion's resourceVersion: without deletionTimestamp, or with it,
+//     no grace period left and only finalizers the DELETE's options drop
+//     (an unscheduled Pod's delete sets deletionTimestamp with grace 0,
+//     then removes it; a Background DELETE of an object being deleted
+//     with orphan removes it without writing the finalizer change
+//     first, store.go's errDeleteNow). The object as last stored may
+//     carry a finalizer added after the DELETE read it
+//     (kubernetes#77988): it is removed all the same. (When another
+//     DELETE also set deletionTimestamp in between, the answer reads as
+//     one that kept the object, but at a resourceVersion newer than a
+//     no-op DELETE's; harness/lin tells the two apart on the state);
 //   - a DELETE that only sets deletionTimestamp (finalizers remain)
 //     answers 200, or 202 when the deprecated orphanDependents=false was
 //     sent, with the object as stored; a repeated DELETE that changes
@@ -251,14 +261,17 @@ func (op *Op) outcome(code int, body []byte) error {
 		if op.Name == "" {
 			op.Name = resp.obj.Name
 		}
+		o := resp.obj
 		switch op.Verb {
 		case Update, Patch:
-			op.Removed = op.Subresource == "" && resp.gone
+			op.Removed = op.Subresource == "" && o.Deleting && len(o.Finalizers) == 0 && !resp.pending
 		case Delete:
-			// Kinds whose registry returns the deleted object (Pods)
-			// answer the object even when it left storage: it is gone
-			// unless deletion is pending.
-			op.Removed = !resp.obj.Deleting || resp.gone
+			// Kinds whose registry returns the deleted object answer the
+			// object even when it left storage, as it was last stored:
+			// it is gone unless the DELETE left it being deleted, that is
+			// unless finalizers remain once the DELETE's options had
+			// their say, or a grace period.
+			op.Removed = !o.Deleting || !resp.pending && len(DeletionFinalizers(o, op.Delete)) == 0
 		}
 	}
 	return nil

@@ -206,3 +206,65 @@ func TestFromAuditRecords(t *testing.T) {
 		t.Errorf("want an error about the audit level, got %v", err)
 	}
 }
+
+// TestDeleteAnswersTheObject: kinds whose registry returns the deleted
+// object (PersistentVolumes, Pods) answer a removing DELETE with the
+// object as last stored, at the deletion's resourceVersion. It may carry
+// deletionTimestamp and finalizers the DELETE's options drop (a
+// Background DELETE of an object orphaning, removed without writing the
+// change), or a finalizer added after the DELETE read it
+// (kubernetes#77988): both are removals. An object the DELETE leaves
+// being deleted keeps finalizers whatever the options say, or a grace
+// period.
+func TestDeleteAnswersTheObject(t *testing.T) {
+	s := Scope{Prefix: "run1"}
+	pv := func(meta string) string {
+		return `{"kind":"PersistentVolume","metadata":{"name":"run1-v","uid":"u1","resourceVersion":"9"` + meta + `}}`
+	}
+	const deleting = `,"deletionTimestamp":"2026-01-01T00:00:00Z","deletionGracePeriodSeconds":0`
+	cases := []struct {
+		name, query, body, resp string
+		removed                 bool
+	}{
+		{"bare", "", `{}`, pv(``), true},
+		{"finalizer added after the read (kubernetes#77988)", "", `{}`, pv(`,"finalizers":["cascade.dev/hold"]`), true},
+		{"orphan dropped by Background", "?propagationPolicy=Background", `{}`, pv(deleting + `,"finalizers":["orphan"]`), true},
+		{"orphan dropped by orphanDependents=false", "", `{"orphanDependents":false}`, pv(deleting + `,"finalizers":["orphan"]`), true},
+		{"Orphan keeps orphan", "?propagationPolicy=Orphan", `{}`,
+			pv(deleting + `,"finalizers":["orphan"]`), false},
+		{"orphan kept without options", "", `{}`, pv(deleting + `,"finalizers":["orphan"]`), false},
+		{"user finalizer", "?propagationPolicy=Background", `{}`, pv(deleting + `,"finalizers":["cascade.dev/hold"]`), false},
+		{"foregroundDeletion", "?propagationPolicy=Foreground", `{}`, pv(deleting + `,"finalizers":["foregroundDeletion"]`), false},
+	}
+	for _, c := range cases {
+		rec := record("delete", "run1-v", "/api/v1/persistentvolumes/run1-v"+c.query, 200, c.body, c.resp)
+		rec.Resource, rec.Namespace = "persistentvolumes", ""
+		ops, err := FromAudit([]controlplane.AuditRecord{rec}, s)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(ops) != 1 || ops[0].Removed != c.removed || ops[0].Got == nil || ops[0].Got.UID != "u1" {
+			t.Errorf("%s: want removed=%v, got %+v", c.name, c.removed, ops)
+		}
+	}
+	pod := func(meta string) string {
+		return `{"kind":"Pod","metadata":{"name":"p","namespace":"run1-default","uid":"u2","resourceVersion":"9"` + meta + `}}`
+	}
+	for _, c := range []struct {
+		name, resp string
+		removed    bool
+	}{
+		{"grace 0, orphan dropped", pod(deleting + `,"finalizers":["orphan"]`), true},
+		{"grace period left", pod(`,"deletionTimestamp":"2026-01-01T00:00:00Z","deletionGracePeriodSeconds":30,"finalizers":["orphan"]`), false},
+	} {
+		rec := record("delete", "p", "/api/v1/namespaces/run1-default/pods/p?propagationPolicy=Background", 200, `{}`, c.resp)
+		rec.Resource = "pods"
+		ops, err := FromAudit([]controlplane.AuditRecord{rec}, s)
+		if err != nil {
+			t.Fatalf("pod %s: %v", c.name, err)
+		}
+		if len(ops) != 1 || ops[0].Removed != c.removed {
+			t.Errorf("pod %s: want removed=%v, got %+v", c.name, c.removed, ops)
+		}
+	}
+}

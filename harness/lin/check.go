@@ -273,48 +273,34 @@ func (c *checker) replayKnown(part, lin []int) []Known {
 
 // explain names the op an illegal partition cannot linearize: of the ops
 // left out of its longest legal prefix, the first to return whose step
-// fails on every state the prefix can reach.
+// fails on every state the prefix can reach. When other prefixes as long
+// fail at another op (two writes that cannot both be placed, as a
+// DELETE and a write it should have seen), the summary names those too:
+// which of them is at fault is the reader's call.
 func (c *checker) explain(res Result, parts [][]int, failed []int) Result {
 	lins := res.Info.PartialLinearizations()
 	for _, p := range failed {
 		prefix := longest(lins[p])
-		states := c.replay(parts[p], prefix)
-		var rest []int
-		for local, id := range parts[p] {
-			if !slices.Contains(prefix, local) {
-				rest = append(rest, id)
-			}
-		}
-		slices.SortFunc(rest, func(a, b int) int {
-			ra, rb := c.ins[a].ret, c.ins[b].ret
-			switch {
-			case ra != rb && ra < rb:
-				return -1
-			case ra != rb:
-				return 1
-			}
-			return a - b
-		})
-		if len(rest) == 0 {
+		if len(prefix) == len(parts[p]) {
 			continue
 		}
-		culprit, why := rest[0], "real-time order leaves it no legal place"
-	candidates:
-		for _, id := range rest {
-			reason := ""
-			for _, s := range states {
-				next, w := c.step(s, c.ins[id])
-				if len(next) > 0 {
-					continue candidates
-				}
-				reason = w
-			}
-			culprit, why = id, reason
-			break
-		}
+		culprit, why := c.culprit(parts[p], prefix)
 		res.Culprit = culprit
 		res.Summary = fmt.Sprintf("Illegal: op %d (%s, %s) cannot be linearized after the %d operations of its partition that can: %s.",
 			culprit, c.ops[culprit].String(), interval(&c.ops[culprit]), len(prefix), withProperty(why))
+		named := []int{culprit}
+		for _, other := range lins[p] {
+			if len(other) != len(prefix) || len(named) > 2 {
+				continue
+			}
+			alt, altWhy := c.culprit(parts[p], other)
+			if slices.Contains(named, alt) {
+				continue
+			}
+			named = append(named, alt)
+			res.Summary += fmt.Sprintf(" Another order of as many operations fails at op %d (%s, %s): %s.",
+				alt, c.ops[alt].String(), interval(&c.ops[alt]), withProperty(altWhy))
+		}
 		if len(failed) > 1 {
 			res.Summary += fmt.Sprintf(" %d other partitions of the history are illegal too.", len(failed)-1)
 		}
@@ -322,6 +308,42 @@ func (c *checker) explain(res Result, parts [][]int, failed []int) Result {
 	}
 	res.Summary = "Illegal."
 	return res
+}
+
+// culprit returns the op of part left out of prefix (indices into part)
+// that cannot follow it, and why: the first to return whose step fails
+// on every state the prefix reaches.
+func (c *checker) culprit(part, prefix []int) (int, string) {
+	states := c.replay(part, prefix)
+	var rest []int
+	for local, id := range part {
+		if !slices.Contains(prefix, local) {
+			rest = append(rest, id)
+		}
+	}
+	slices.SortFunc(rest, func(a, b int) int {
+		ra, rb := c.ins[a].ret, c.ins[b].ret
+		switch {
+		case ra != rb && ra < rb:
+			return -1
+		case ra != rb:
+			return 1
+		}
+		return a - b
+	})
+candidates:
+	for _, id := range rest {
+		reason := ""
+		for _, s := range states {
+			next, w := c.step(s, c.ins[id])
+			if len(next) > 0 {
+				continue candidates
+			}
+			reason = w
+		}
+		return id, reason
+	}
+	return rest[0], "real-time order leaves it no legal place"
 }
 
 // withProperty tags an answer's failure with PropAPISemantics; rule

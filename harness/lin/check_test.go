@@ -1,6 +1,7 @@
 package lin
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -411,5 +412,200 @@ func TestVisualize(t *testing.T) {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("the visualization lacks %q", want)
 		}
+	}
+}
+
+// TestDeleteFinalizerRace: kubernetes#77988. A DELETE that read an object
+// without finalizers removes it at once, even when a write put a
+// finalizer on it before the removal (harness/history's
+// TestPVDeleteAndFinalizerRaces reproduces it on kube-apiserver v1.36).
+// The answer is the object as last stored, finalizer on; the write
+// answered 200 inside the DELETE's interval. That is a known race, never
+// an Ok without it; a DELETE that cannot have read the object bare
+// stays illegal, and so does a write answered after the removal.
+func TestDeleteFinalizerRace(t *testing.T) {
+	const hold = "cascade.dev/hold"
+	v := key("pv", "a")
+	addHold := func(x *history.Object) { x.Finalizers = append(x.Finalizers, hold) }
+	// racing appends: create v bare; a DELETE [del0, del1] by client-1;
+	// client-0's patch adding hold in [p0, p1]; the DELETE's answer is
+	// the patched object at the deletion's revision, removed.
+	racing := func(b *builder, del0, del1, p0, p1 int64, opts *history.DeleteOptions) (dl, p int) {
+		b.create("client-1", v, 0, 10*ms, nil)
+		dl = b.refused("client-1", history.Delete, v, del0, del1, 200, "")
+		p = b.write("client-0", v, p0, p1, addHold)
+		got := *b.live[v]
+		got.RV = b.nextRV()
+		b.ops[dl].Got, b.ops[dl].Removed, b.ops[dl].Delete = &got, true, opts
+		delete(b.live, v)
+		return dl, p
+	}
+	t.Run("sequential orders", func(t *testing.T) {
+		b := newBuilder(t)
+		b.create("client-1", v, 0, 10*ms, nil)
+		b.write("client-0", v, 11*ms, 12*ms, addHold)
+		b.del("client-1", v, 13*ms, 14*ms, "")
+		b.write("client-0", v, 15*ms, 16*ms, withoutFinalizer(hold))
+		expectOk(t, b.check())
+
+		b = newBuilder(t)
+		b.create("client-1", v, 0, 10*ms, nil)
+		b.del("client-1", v, 13*ms, 14*ms, "")
+		nf := b.refused("client-0", history.Patch, v, 15*ms, 16*ms, 404, "NotFound")
+		b.ops[nf].Sent = &history.Object{RV: b.ops[0].Got.RV}
+		expectOk(t, b.check())
+	})
+	t.Run("patch inside the DELETE's interval", func(t *testing.T) {
+		b := newBuilder(t)
+		dl, _ := racing(b, 20*ms, 60*ms, 30*ms, 40*ms, &history.DeleteOptions{})
+		r := b.check()
+		expectKnown(t, r, dl, "kubernetes#77988")
+		if !contains(r.Known[0].Message, "finalizers [cascade.dev/hold] remained") || r.Known[0].Property != model.PropNoRemovalWithFinalizers {
+			t.Errorf("known finding: %+v", r.Known[0])
+		}
+	})
+	t.Run("patch answered before the DELETE was sent", func(t *testing.T) {
+		b := newBuilder(t)
+		dl, _ := racing(b, 50*ms, 60*ms, 30*ms, 40*ms, &history.DeleteOptions{})
+		expectIllegal(t, b.check(), dl, model.PropNoRemovalWithFinalizers)
+	})
+	t.Run("patch answered after the removal", func(t *testing.T) {
+		b := newBuilder(t)
+		_, p := racing(b, 20*ms, 25*ms, 30*ms, 40*ms, &history.DeleteOptions{})
+		expectIllegal(t, b.check(), p, "no pv/a was live")
+	})
+	for _, c := range []struct {
+		name string
+		opts *history.DeleteOptions
+	}{
+		{"a resourceVersion precondition", &history.DeleteOptions{PreconditionRV: "102"}},
+		{"Orphan, which writes the finalizer first", &history.DeleteOptions{Propagation: "Orphan"}},
+	} {
+		t.Run("a DELETE with "+c.name, func(t *testing.T) {
+			b := newBuilder(t)
+			dl, _ := racing(b, 20*ms, 60*ms, 30*ms, 40*ms, c.opts)
+			if c.opts.PreconditionRV != "" {
+				c.opts.PreconditionRV = fmt.Sprint(b.ops[dl].Got.RV - 1) // the patched version's
+			}
+			expectIllegal(t, b.check(), dl, model.PropNoRemovalWithFinalizers)
+		})
+	}
+	t.Run("a Pod, whose DELETE writes deletionTimestamp first", func(t *testing.T) {
+		b := newBuilder(t)
+		v = key("pod", "a")
+		defer func() { v = key("pv", "a") }()
+		dl, p := racing(b, 20*ms, 60*ms, 30*ms, 40*ms, &history.DeleteOptions{})
+		// Either order of the two fails; the summary names both.
+		expectIllegal(t, b.check(), -1, fmt.Sprintf("op %d (client-0 patch", p), "no pod/ns/a was live",
+			fmt.Sprintf("op %d (client-1 delete", dl), model.PropNoRemovalWithFinalizers)
+	})
+	t.Run("removed after another DELETE started its deletion", func(t *testing.T) {
+		// The parked DELETE retries on the version a second DELETE wrote
+		// (being deleted, hold on) and removes it, answering that
+		// version at the deletion's revision: FromAudit reads a DELETE
+		// that kept the object, and only the later NotFound shows that
+		// it did not.
+		b := newBuilder(t)
+		b.create("client-1", v, 0, 10*ms, nil)
+		dl := b.refused("client-1", history.Delete, v, 20*ms, 80*ms, 200, "")
+		b.write("client-0", v, 30*ms, 40*ms, addHold)
+		b.del("client-2", v, 45*ms, 50*ms, "")
+		got := *b.live[v]
+		got.RV = b.nextRV()
+		b.ops[dl].Got, b.ops[dl].Delete = &got, &history.DeleteOptions{}
+		delete(b.live, v)
+		nf := b.refused("client-0", history.Patch, v, 90*ms, 100*ms, 404, "NotFound")
+		expectKnown(t, b.check(), dl, "kubernetes#77988")
+		b.ops[nf].Call, b.ops[nf].Return = 42*ms, 43*ms // before the second DELETE: the object was live
+		expectIllegal(t, b.check(), nf, "NotFound while")
+	})
+}
+
+// TestRemovedMeanwhile: the API server removes an object in a storage
+// transaction of its own after the write that causes it read the object,
+// and answers success when that transaction finds it gone already: an
+// update emptying the finalizers (deleteWithoutFinalizers ignores
+// NotFound, so two such updates both answer the removal), a Pod's DELETE
+// after it wrote deletionTimestamp (ignoreNotFound). Such an answer is
+// legal only if the object it names was removed by an op that may have
+// taken effect after the write was sent.
+func TestRemovedMeanwhile(t *testing.T) {
+	const hold = "cascade.dev/hold"
+	t.Run("two finalizer removals", func(t *testing.T) {
+		for _, late := range []bool{false, true} {
+			b := newBuilder(t)
+			o := key("pod", "b")
+			b.create("client-3", o, 0, 10*ms, []string{hold})
+			b.del("client-2", o, 11*ms, 20*ms, "Background")
+			read := *b.live[o]
+			first := b.write("client-2", o, 30*ms, 45*ms, withoutFinalizer(hold))
+			second := b.add(b.ops[first])
+			b.ops[second].Actor = "client-1"
+			b.ops[second].Call, b.ops[second].Return = 35*ms, 50*ms
+			b.ops[first].Sent, b.ops[second].Sent = &history.Object{RV: read.RV}, &history.Object{RV: read.RV}
+			if !late {
+				expectOk(t, b.check())
+				continue
+			}
+			b.ops[second].Call, b.ops[second].Return = 46*ms, 50*ms // sent after the removal answered
+			expectIllegal(t, b.check(), second, "no pod/ns/b was live")
+		}
+	})
+	t.Run("a Pod's DELETE and an adoption", func(t *testing.T) {
+		// A DELETE of a Pod writes deletionTimestamp (grace 0),
+		// which the history does not show; the controller's patch reads
+		// that version, which ShouldDeleteDuringUpdate removes; the one
+		// of the two that comes second answers the removal all the same.
+		b := newBuilder(t)
+		o := key("pod", "b")
+		b.create("client-3", o, 0, 10*ms, nil)
+		deleting := *b.live[o]
+		deleting.Deleting, deleting.RV = true, b.nextRV()
+		dl := b.refused("client-1", history.Delete, o, 20*ms, 40*ms, 200, "")
+		b.ops[dl].Got, b.ops[dl].Removed, b.ops[dl].Delete = &deleting, true, &history.DeleteOptions{Propagation: "Background"}
+		adopted := deleting
+		adopted.Owners = []history.Ref{{APIVersion: "v1", Kind: "ReplicationController", Name: "b", UID: "u-rc", Controller: true, Block: true}}
+		p := b.add(history.Op{Actor: "controller/replication-controller", Verb: history.Patch, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name,
+			Code: 200, Got: &adopted, Removed: true, Call: 25 * ms, Return: 45 * ms})
+		expectOk(t, b.check())
+		b.ops[p].Got.UID = "u-other"
+		expectIllegal(t, b.check(), -1)
+	})
+	t.Run("a second DELETE of a ConfigMap", func(t *testing.T) {
+		// Only kinds with graceful deletion answer a removal they did not make.
+		b := newBuilder(t)
+		o := key("cm", "c")
+		b.create("client-0", o, 0, 10*ms, nil)
+		gone := *b.live[o]
+		b.del("client-0", o, 20*ms, 30*ms, "")
+		dl := b.refused("client-1", history.Delete, o, 22*ms, 32*ms, 200, "")
+		b.ops[dl].Got, b.ops[dl].Removed = &gone, true
+		expectIllegal(t, b.check(), -1, "no cm/ns/c was live") // either DELETE may be the one that fails
+	})
+}
+
+// TestConflictMeanwhile: a Pod's DELETE writes deletionTimestamp, then
+// removes the Pod; a patch landing in between answers Conflict against a
+// version the history never shows but the DELETE's answer implies (its
+// newer resourceVersion).
+func TestConflictMeanwhile(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		b := newBuilder(t)
+		o := key("pod", "b")
+		b.create("client-1", o, 0, 10*ms, nil)
+		read := b.live[o].RV
+		last := *b.live[o]
+		last.Deleting, last.RV = true, b.nextRV()
+		dl := b.refused("gc", history.Delete, o, 20*ms, 40*ms, 200, "")
+		b.ops[dl].Got, b.ops[dl].Removed, b.ops[dl].Delete = &last, true, &history.DeleteOptions{Propagation: "Background"}
+		b.ops[0].Got.Owners = []history.Ref{{APIVersion: "v1", Kind: "ReplicationController", Name: "gone", UID: "u-gone"}}
+		cf := b.refused("client-1", history.Patch, o, 25*ms, 35*ms, 409, "Conflict")
+		b.ops[cf].Sent = &history.Object{RV: read}
+		if !late {
+			expectOk(t, b.check())
+			continue
+		}
+		b.ops[cf].Call, b.ops[cf].Return = 41*ms, 45*ms // sent once the Pod was gone
+		expectIllegal(t, b.check(), cf, "Conflict while no pod/ns/b was live")
 	}
 }

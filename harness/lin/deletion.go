@@ -9,99 +9,16 @@ import (
 )
 
 // This file mirrors the API server's deletion choices on real objects:
-// which GC finalizers a DELETE leaves on an object (model/apiserver.go
-// deletionFinalizers, shouldOrphanDependents, shouldDeleteDependents,
-// namespaceFinalizers; upstream generic/registry/store.go
-// deletionFinalizersForGarbageCollection) and how an ownerReference
-// resolves (model/properties.go solidOwner, danglingRef, neverCollected;
-// upstream garbagecollector.go classifyReferences and isDangling).
+// which GC finalizers a DELETE leaves on an object
+// (history.DeletionFinalizers) and how an ownerReference resolves
+// (model/properties.go solidOwner, danglingRef, neverCollected; upstream
+// garbagecollector.go classifyReferences and isDangling).
 
 // deletionFinalizers returns the finalizers a DELETE with opts leaves on
-// o: o's own minus orphan and foregroundDeletion, plus the one the request
-// or, failing that, o's existing finalizers or its kind's default call for.
+// o (history.DeletionFinalizers, which FromAudit also reads an answer
+// with).
 func deletionFinalizers(o *history.Object, opts *history.DeleteOptions) []string {
-	info := o.Kind.Info()
-	orphan, fg := shouldOrphanDependents(o, opts), shouldDeleteDependents(o, opts)
-	if info.Kind == "Namespace" {
-		orphan, fg = namespaceFinalizers(o, opts)
-	}
-	var out []string
-	for _, f := range o.Finalizers {
-		if f != model.FinalizerOrphan && f != model.FinalizerForeground {
-			out = append(out, f)
-		}
-	}
-	if orphan {
-		out = append(out, model.FinalizerOrphan)
-	}
-	if fg {
-		out = append(out, model.FinalizerForeground)
-	}
-	return out
-}
-
-// shouldOrphanDependents mirrors store.go's, including the precedence of
-// an existing GC finalizer (first in list order) over the kind default.
-func shouldOrphanDependents(o *history.Object, opts *history.DeleteOptions) bool {
-	def := o.Kind.Info().DefaultPolicy
-	if def == model.Unsupported {
-		return false
-	}
-	if opts.Orphan != nil {
-		return *opts.Orphan
-	}
-	switch opts.Propagation {
-	case "Orphan":
-		return true
-	case "Background", "Foreground":
-		return false
-	}
-	for _, f := range o.Finalizers {
-		switch f {
-		case model.FinalizerOrphan:
-			return true
-		case model.FinalizerForeground:
-			return false
-		}
-	}
-	return def == model.Orphan
-}
-
-// shouldDeleteDependents mirrors store.go's: orphanDependents=false means
-// background, never foreground, in the generic store.
-func shouldDeleteDependents(o *history.Object, opts *history.DeleteOptions) bool {
-	if o.Kind.Info().DefaultPolicy == model.Unsupported || opts.Orphan != nil {
-		return false
-	}
-	switch opts.Propagation {
-	case "Foreground":
-		return true
-	case "Background", "Orphan":
-		return false
-	}
-	for _, f := range o.Finalizers {
-		switch f {
-		case model.FinalizerForeground:
-			return true
-		case model.FinalizerOrphan:
-			return false
-		}
-	}
-	return false
-}
-
-// namespaceFinalizers is the Namespace registry's own choice, where
-// orphanDependents=false means foreground.
-func namespaceFinalizers(o *history.Object, opts *history.DeleteOptions) (orphan, fg bool) {
-	switch {
-	case opts.Orphan != nil:
-		orphan, fg = *opts.Orphan, !*opts.Orphan
-	case opts.Propagation != "":
-		orphan, fg = opts.Propagation == "Orphan", opts.Propagation == "Foreground"
-	default:
-		orphan, fg = o.HasFinalizer(model.FinalizerOrphan), o.HasFinalizer(model.FinalizerForeground)
-	}
-	return orphan, fg
+	return history.DeletionFinalizers(o, opts)
 }
 
 func sameSet(a, b []string) bool {

@@ -39,6 +39,9 @@ type outcome struct {
 	e       *entry // the key's entry afterwards; nil: absent
 	changed bool   // false: the state stays as it was
 	applied bool   // the op took effect, so the GC and controller rules judge it
+	// v is a rule the answer breaks, which only a known race (v.known,
+	// lenient mode) lets stand.
+	v *violation
 }
 
 var unchanged = outcome{}
@@ -51,18 +54,36 @@ func (c *checker) step(s *store, in *input) ([]*store, string) {
 		return nil, why
 	}
 	var next []*store
+outcomes:
 	for _, o := range outs {
 		t := s
-		if o.changed {
+		switch {
+		case o.changed && o.e == nil && cur != nil:
+			var rv uint64
+			if g := in.op.Got; g != nil && g.UID == cur.obj.UID {
+				rv = g.RV
+			}
+			t = s.with(in.key, in.kh, newTombstone(cur, in.kh, rv, in.ret))
+		case o.changed:
 			t = s.with(in.key, in.kh, o.e)
 		}
+		var vs []*violation
+		if o.v != nil {
+			vs = append(vs, o.v)
+		}
 		if o.applied {
-			v := c.rules(s, cur, o.e, in)
-			if v != nil && !(c.lenient && v.known != "") {
-				why = v.String()
-				continue
+			if v := c.rules(s, cur, o.e, in); v != nil {
+				vs = append(vs, v)
 			}
-			if v != nil && c.collect {
+		}
+		for _, v := range vs {
+			if !(c.lenient && v.known != "") {
+				why = v.String()
+				continue outcomes
+			}
+		}
+		for _, v := range vs {
+			if c.collect {
 				if t == s {
 					cp := *s
 					t = &cp
@@ -95,7 +116,7 @@ func (c *checker) provFor(s *store, cur *entry, in *input, obj *history.Object) 
 	if cur != nil && cur.known() && cur.obj.UID == obj.UID && cur.prov != nil {
 		old, op = cur.obj, cur.prov
 	}
-	p := &prov{delStart: noMark, orphan: noMark, fg: noMark}
+	p := &prov{delStart: noMark, orphan: noMark, fg: noMark, dressed: noMark}
 	p.refs = make([]refProv, len(obj.Owners))
 	for i := range obj.Owners {
 		r := &obj.Owners[i]
@@ -131,8 +152,19 @@ func (c *checker) provFor(s *store, cur *entry, in *input, obj *history.Object) 
 	if obj.Deleting && obj.HasFinalizer(model.FinalizerForeground) {
 		p.fgSeen = true
 	}
+	switch {
+	case bare(obj):
+	case old != nil && !bare(old):
+		p.dressed = op.dressed
+	case old != nil:
+		p.dressed = now
+	}
 	return p
 }
+
+// bare reports an object a DELETE removes at once unless its options
+// call for a GC finalizer: no finalizers, not being deleted.
+func bare(o *history.Object) bool { return len(o.Finalizers) == 0 && !o.Deleting }
 
 // lateness says what the owner reference r of obj names was doing in s,
 // the state the write of r takes effect on (see refProv.late).

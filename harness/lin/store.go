@@ -30,6 +30,11 @@ const (
 	uidUnknown     uint8 = 1 << iota // an ambiguous create: the UID the server chose is unknown
 	rvUnknown                        // obj.RV is only a lower bound (exclusive) of the real one
 	contentUnknown                   // an ambiguous update or patch: only the UID is known
+	// removed marks a tombstone: the object left storage; obj is its
+	// last state as far as the history shows, end the remover's Return.
+	// get and each pass over tombstones; they serve only the writes that
+	// answer a removal someone else made (see removedMeanwhile).
+	removed
 )
 
 // mark names the write (the op's index in the history) that established
@@ -63,6 +68,10 @@ type prov struct {
 	orphan   mark      // the write that put the orphan finalizer on
 	fg       mark      // the write that put foregroundDeletion on
 	fgSeen   bool      // this deletion carried foregroundDeletion at some point
+	// dressed is the write that ended the object's last bare version
+	// (no finalizers, not being deleted), noMark while it is bare or
+	// when it never was (see delete's kubernetes#77988).
+	dressed mark
 }
 
 func (p *prov) equal(q *prov) bool {
@@ -72,7 +81,8 @@ func (p *prov) equal(q *prov) bool {
 	if p == nil || q == nil {
 		return false
 	}
-	return p.delStart == q.delStart && p.orphan == q.orphan && p.fg == q.fg && p.fgSeen == q.fgSeen && slices.Equal(p.refs, q.refs)
+	return p.delStart == q.delStart && p.orphan == q.orphan && p.fg == q.fg && p.fgSeen == q.fgSeen && p.dressed == q.dressed &&
+		slices.Equal(p.refs, q.refs)
 }
 
 // entry is one live object. Entries are never modified once built.
@@ -81,6 +91,7 @@ type entry struct {
 	obj   *history.Object
 	flags uint8
 	prov  *prov // nil in strict mode
+	end   int64 // a tombstone's remover's Return
 	hash  uint64
 }
 
@@ -90,6 +101,7 @@ func newEntry(k history.Key, kh uint64, obj *history.Object, objHash uint64, fla
 	if p != nil {
 		h = mix(h, uint64(uint32(p.delStart)))
 		h = mix(h, uint64(uint32(p.orphan))<<32|uint64(uint32(p.fg)))
+		h = mix(h, uint64(uint32(p.dressed)))
 		for _, r := range p.refs {
 			h = mix(h, uint64(uint32(r.by))<<8|uint64(r.late))
 		}
@@ -100,8 +112,20 @@ func newEntry(k history.Key, kh uint64, obj *history.Object, objHash uint64, fla
 	return &entry{key: k, obj: obj, flags: flags, prov: p, hash: h}
 }
 
+// newTombstone builds the tombstone of the object cur holds, removed by
+// an op returning at end: obj is its last state (cur's, at the
+// resourceVersion rv when the remover answered a later one).
+func newTombstone(cur *entry, kh, rv uint64, end int64) *entry {
+	obj := *cur.obj
+	if rv > obj.RV {
+		obj.RV = rv
+	}
+	h := mix(mix(mix(kh, objHash(&obj)), uint64(cur.flags|removed)), uint64(end))
+	return &entry{key: cur.key, obj: &obj, flags: cur.flags | removed, end: end, hash: h}
+}
+
 func (e *entry) equal(f *entry) bool {
-	return e == f || (e.hash == f.hash && e.key == f.key && e.flags == f.flags && objEqual(e.obj, f.obj) && e.prov.equal(f.prov))
+	return e == f || (e.hash == f.hash && e.key == f.key && e.flags == f.flags && e.end == f.end && objEqual(e.obj, f.obj) && e.prov.equal(f.prov))
 }
 
 // known reports whether the entry's content (owners, finalizers, labels,
@@ -128,7 +152,23 @@ var emptyBuckets [nBuckets][]*entry
 
 func newStore() *store { return &store{b: &emptyBuckets} }
 
+// get returns the live entry at k, nil when none (a tombstone is none).
 func (s *store) get(k history.Key, kh uint64) *entry {
+	if e := s.at(k, kh); e != nil && e.flags&removed == 0 {
+		return e
+	}
+	return nil
+}
+
+// tombstone returns k's tombstone, nil when k is live or never was.
+func (s *store) tombstone(k history.Key, kh uint64) *entry {
+	if e := s.at(k, kh); e != nil && e.flags&removed != 0 {
+		return e
+	}
+	return nil
+}
+
+func (s *store) at(k history.Key, kh uint64) *entry {
 	for _, e := range s.b[kh%nBuckets] {
 		if e.key == k {
 			return e
@@ -168,10 +208,13 @@ func (s *store) with(k history.Key, kh uint64, e *entry) *store {
 	return t
 }
 
-// each calls f on every entry until f returns false.
+// each calls f on every live entry until f returns false.
 func (s *store) each(f func(*entry) bool) {
 	for i := range s.b {
 		for _, e := range s.b[i] {
+			if e.flags&removed != 0 {
+				continue
+			}
 			if !f(e) {
 				return
 			}
