@@ -28,12 +28,14 @@ func (s *State) Encode(b []byte) []byte {
 
 // The encoding is a sequence of parts, in this order. A part depends on
 // the state's other parts only through the UID table (implied strings)
-// and, for the watchers, the stored objects (encCopy); Decoder.EncodeNext
-// relies on that to copy the parts a successor shares with its parent.
+// and, for a watcher's queues, its cache (a queued object may be written
+// as a reference to the cached one): Decoder.EncodeNext relies on that
+// to copy the parts a successor shares with its parent.
 const (
 	partUIDs = iota
 	partObjects
-	partGCWatch
+	partGCCache
+	partGCQueues
 	partNodes
 	partVirtualEvents
 	partAttemptToDelete
@@ -41,7 +43,8 @@ const (
 	partInFlight
 	partAbsent
 	partMonitored
-	partControllerWatch
+	partControllerCache
+	partControllerQueues
 	partOrphans
 	partEvents
 	partBudget
@@ -76,8 +79,10 @@ func (s *State) encPart(b []byte, part int) []byte {
 			o := &s.Objects[i]
 			b = s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)), o, &prev)
 		}
-	case partGCWatch:
-		b = s.encWatcher(b, &g.Watch)
+	case partGCCache:
+		b = s.encCache(b, &g.Watch)
+	case partGCQueues:
+		b = s.encQueues(b, &g.Watch)
 	case partNodes:
 		b = binary.AppendUvarint(b, uint64(len(g.Nodes)))
 		var prev []OwnerRef
@@ -123,8 +128,10 @@ func (s *State) encPart(b []byte, part int) []byte {
 		b = s.encIdents(b, g.Absent)
 	case partMonitored:
 		b = binary.AppendUvarint(b, uint64(g.Monitored))
-	case partControllerWatch:
-		b = s.encWatcher(b, &s.Controller.Watch)
+	case partControllerCache:
+		b = s.encCache(b, &s.Controller.Watch)
+	case partControllerQueues:
+		b = s.encQueues(b, &s.Controller.Watch)
 	case partOrphans:
 		b = binary.AppendUvarint(b, uint64(len(s.Orphans)))
 		for _, o := range s.Orphans {
@@ -154,17 +161,21 @@ func (d *Decoder) EncodeNext(b []byte, s *State) []byte {
 	if !sliceIs(s.UIDs, p.UIDs) {
 		return s.Encode(b)
 	}
-	objects := sliceIs(s.Objects, p.Objects)
 	g, pg := &s.GC, &p.GC
+	gcCache := sliceIs(g.Watch.Cache, pg.Watch.Cache)
+	w, pw := &s.Controller.Watch, &p.Controller.Watch
+	ctrlCache := sliceIs(w.Cache, pw.Cache)
 	for part := range numParts {
 		var same bool
 		switch part {
 		case partUIDs:
 			same = true
 		case partObjects:
-			same = objects
-		case partGCWatch:
-			same = objects && g.Watch.Queues == pg.Watch.Queues && sliceIs(g.Watch.Cache, pg.Watch.Cache)
+			same = sliceIs(s.Objects, p.Objects)
+		case partGCCache:
+			same = gcCache
+		case partGCQueues:
+			same = gcCache && g.Watch.Queues == pg.Watch.Queues
 		case partNodes:
 			same = sliceIs(g.Nodes, pg.Nodes)
 		case partVirtualEvents:
@@ -179,9 +190,10 @@ func (d *Decoder) EncodeNext(b []byte, s *State) []byte {
 			same = sliceIs(g.Absent, pg.Absent)
 		case partMonitored:
 			same = g.Monitored == pg.Monitored
-		case partControllerWatch:
-			w, pw := &s.Controller.Watch, &p.Controller.Watch
-			same = objects && w.Queues == pw.Queues && sliceIs(w.Cache, pw.Cache)
+		case partControllerCache:
+			same = ctrlCache
+		case partControllerQueues:
+			same = ctrlCache && w.Queues == pw.Queues
 		case partOrphans:
 			same = sliceIs(s.Orphans, p.Orphans)
 		case partEvents:
@@ -434,28 +446,25 @@ func (s *State) encObjectBody(b []byte, o *Object, prev *[]OwnerRef) []byte {
 	return binary.AppendVarint(b, int64(o.RV))
 }
 
-// encWatcher writes the cache, then a bit mask of the non-empty queues
-// and those queues. A cached object equal to the stored one with its UID
-// is written as that UID with the low bit set (an informer that has
-// caught up caches what the store holds). A queued event's object equal
-// to the cached or the stored one is written as its UID and a two-bit
-// tag: a DELETED event carries the object as the cache still has it.
-func (s *State) encWatcher(b []byte, w *Watcher) []byte {
-	// The cache and the store are both sorted by UID: walk them together.
+// encCache writes an informer's cache: the objects as last delivered,
+// each in full (ownerReferences shared with the entry before cost a bit).
+// It does not refer to the store, so a write that changes the store but
+// not the cache leaves this part as it was.
+func (s *State) encCache(b []byte, w *Watcher) []byte {
 	b = binary.AppendUvarint(b, uint64(len(w.Cache)))
-	objs := s.Objects
 	var prev []OwnerRef
 	for i := range w.Cache {
 		o := &w.Cache[i]
-		for len(objs) > 0 && objs[0].UID < o.UID {
-			objs = objs[1:]
-		}
-		if len(objs) > 0 && sameObject(o, &objs[0]) {
-			b = binary.AppendUvarint(b, uint64(o.UID)<<1|1)
-		} else {
-			b = s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)<<1), o, &prev)
-		}
+		b = s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)), o, &prev)
 	}
+	return b
+}
+
+// encQueues writes a bit mask of an informer's non-empty queues, then
+// those queues. A queued event's object equal to the cached one with its
+// UID is written as the UID with the low bit set: a DELETED event carries
+// the object as the cache still has it.
+func (s *State) encQueues(b []byte, w *Watcher) []byte {
 	var mask uint64
 	if w.Queues != nil {
 		for k := range w.Queues {
@@ -468,7 +477,7 @@ func (s *State) encWatcher(b []byte, w *Watcher) []byte {
 	if mask == 0 {
 		return b
 	}
-	prev = nil
+	var prev []OwnerRef
 	for k := range w.Queues {
 		q := w.Queues[k]
 		if len(q) == 0 {
@@ -479,22 +488,14 @@ func (s *State) encWatcher(b []byte, w *Watcher) []byte {
 			o := &q[i].Obj
 			b = append(b, byte(q[i].Type))
 			if c := objectByUID(w.Cache, o.UID); c != nil && sameObject(o, c) {
-				b = binary.AppendUvarint(b, uint64(o.UID)<<2|eventCached)
-			} else if st := objectByUID(s.Objects, o.UID); st != nil && sameObject(o, st) {
-				b = binary.AppendUvarint(b, uint64(o.UID)<<2|eventStored)
+				b = binary.AppendUvarint(b, uint64(o.UID)<<1|1)
 			} else {
-				b = s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)<<2), o, &prev)
+				b = s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)<<1), o, &prev)
 			}
 		}
 	}
 	return b
 }
-
-// Tags of a queued event's object.
-const (
-	eventCached = 1
-	eventStored = 2
-)
 
 // ---- decoding ----
 
@@ -564,7 +565,8 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 	s := &d.state
 	s.ws = &d.ws
 	d.s = s
-	var uids, objects bool // the UID table and the objects are the last decode's
+	var uids bool            // the UID table is the last decode's
+	var cache [numParts]bool // this cache part is the last decode's
 	for part := range numParts {
 		start := d.i
 		d.parts[part] = start
@@ -572,16 +574,20 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 			s.UIDs, uids = d.uidTable()
 			continue
 		}
-		// Every part reads names from the UID table, and the watchers'
-		// copies of stored objects share the objects' memory.
-		reuse := d.valid && uids && (objects || part != partGCWatch && part != partControllerWatch)
+		// Every part reads names from the UID table, and a watcher's
+		// queued copies of cached objects share the cache's memory.
+		reuse := d.valid && uids
+		switch part {
+		case partGCQueues:
+			reuse = reuse && cache[partGCCache]
+		case partControllerQueues:
+			reuse = reuse && cache[partControllerCache]
+		}
 		if prev := d.prev[part]; reuse && len(prev) <= len(d.b)-start && string(d.b[start:start+len(prev)]) == string(prev) {
 			// The part encodings are self-delimiting, so equal leading
 			// bytes are the whole part.
 			d.i += len(prev)
-			if part == partObjects {
-				objects = true
-			}
+			cache[part] = true
 			continue
 		}
 		d.cur = &d.pws[part]
@@ -604,8 +610,10 @@ func (d *Decoder) decPart(s *State, part int) {
 		s.UIDs, _ = d.uidTable()
 	case partObjects:
 		s.Objects = d.objects(d.count())
-	case partGCWatch:
-		d.watcher(&g.Watch)
+	case partGCCache:
+		d.cache(&g.Watch)
+	case partGCQueues:
+		d.queues(&g.Watch)
 	case partNodes:
 		g.Nodes = nil
 		if n := d.count(); n > 0 {
@@ -654,8 +662,10 @@ func (d *Decoder) decPart(s *State, part int) {
 		g.Absent = d.identList()
 	case partMonitored:
 		g.Monitored = uint32(d.uvarint())
-	case partControllerWatch:
-		d.watcher(&s.Controller.Watch)
+	case partControllerCache:
+		d.cache(&s.Controller.Watch)
+	case partControllerQueues:
+		d.queues(&s.Controller.Watch)
 	case partOrphans:
 		s.Orphans = nil
 		if n := d.count(); n > 0 {
@@ -907,30 +917,19 @@ func (d *Decoder) identList() []Identity {
 	return ids
 }
 
-func (d *Decoder) watcher(w *Watcher) {
-	*w = Watcher{}
+// cache reads what encCache wrote.
+func (d *Decoder) cache(w *Watcher) {
 	w.Cache = d.cur.objs.take(d.count())
-	objs := d.s.Objects
 	var prev []OwnerRef
 	for i := range w.Cache {
-		o := &w.Cache[i]
-		v := d.uvarint()
-		uid := UID(v >> 1)
-		if v&1 == 0 {
-			*o = Object{UID: uid}
-			d.objectBody(o, &prev)
-			continue
-		}
-		for len(objs) > 0 && objs[0].UID < uid {
-			objs = objs[1:]
-		}
-		if len(objs) == 0 || objs[0].UID != uid {
-			d.bad = true
-			*o = Object{}
-			continue
-		}
-		*o = objs[0]
+		w.Cache[i] = Object{UID: UID(d.uvarint())}
+		d.objectBody(&w.Cache[i], &prev)
 	}
+}
+
+// queues reads what encQueues wrote; the cache is decoded already.
+func (d *Decoder) queues(w *Watcher) {
+	w.Queues = nil
 	mask := d.uvarint()
 	if mask >= 1<<NumKinds {
 		d.bad = true
@@ -939,7 +938,7 @@ func (d *Decoder) watcher(w *Watcher) {
 	if mask == 0 {
 		return
 	}
-	prev = nil
+	var prev []OwnerRef
 	w.Queues = &d.cur.queues.take(1)[0]
 	*w.Queues = [NumKinds][]WatchEvent{}
 	for k := range w.Queues {
@@ -951,24 +950,19 @@ func (d *Decoder) watcher(w *Watcher) {
 			q[i].Type = EventType(d.byte())
 			o := &q[i].Obj
 			v := d.uvarint()
-			uid := UID(v >> 2)
-			var from *Object
-			switch v & 3 {
-			case 0:
+			uid := UID(v >> 1)
+			if v&1 == 0 {
 				*o = Object{UID: uid}
 				d.objectBody(o, &prev)
 				continue
-			case eventCached:
-				from = objectByUID(w.Cache, uid)
-			case eventStored:
-				from = objectByUID(d.s.Objects, uid)
 			}
-			if from == nil {
+			c := objectByUID(w.Cache, uid)
+			if c == nil {
 				d.bad = true
 				*o = Object{}
 				continue
 			}
-			*o = *from
+			*o = *c
 		}
 		w.Queues[k] = q
 	}
