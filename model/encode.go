@@ -18,7 +18,10 @@ import (
 // always) and in full otherwise. The UID table comes first so that a
 // decoder can resolve those bits. The flags are a function of the state,
 // so the encoding stays canonical, and every field is recoverable, so it
-// stays injective. Empty optional fields of an object cost one bit each.
+// stays injective. Empty optional fields of an object cost one bit each,
+// ownerReferences equal to the previous object's in the same list one bit
+// (encObjectBody), and a queued event's object equal to the cached one
+// its UID (encQueues). A fanout-8 state takes about 200 bytes.
 func (s *State) Encode(b []byte) []byte {
 	for p := range numParts {
 		b = s.encPart(b, p)
