@@ -87,6 +87,17 @@ type Result struct {
 // (encodings in byte chunks, fingerprints and ords in flat arrays), so
 // the garbage collector has almost nothing to scan however large the
 // search grows.
+//
+// Per state and per transition the work is kept to what the model needs:
+// a worker decodes into memory it reuses (model.Decoder; the state and
+// every successor Apply derives from it allocate from the decoder's
+// arenas, reset at the next decode, and parts equal to the last decoded
+// state's are not decoded again), encodes a successor by copying the
+// parts it shares with its parent (Decoder.EncodeNext), skips
+// canonicalisation when a step created no UID, skips the quiescence
+// search when an internal step visibly changes the store, and claims a
+// successor only after computing the next one, having prefetched its
+// slot in the visited table meanwhile.
 
 // blockSize is how many frontier states a worker takes at a time: small
 // enough to balance the workers, large enough to make taking cheap.
