@@ -285,6 +285,20 @@ func TestGCWrites(t *testing.T) {
 			b.del("client-0", o, 21*ms, 25*ms, "Background")
 			return b.del("gc", pv, 30*ms, 40*ms, "Background")
 		}, []string{PropGCResolvable}},
+		{"orphaning a cluster-scoped dependent of a namespaced owner (Ok: attemptToOrphanWorker)", func(b *builder) int {
+			pv := key("pv", "vol")
+			b.create("client-0", o, 0, 10*ms, nil)
+			b.create("client-0", pv, 11*ms, 20*ms, nil, b.ref(o, false, false))
+			b.del("client-0", o, 21*ms, 25*ms, "Orphan")
+			b.write("gc", pv, 30*ms, 40*ms, withRefs())
+			return -1
+		}, nil},
+		{"unreferencing a cluster-scoped dependent of a namespaced owner that is not orphaning", func(b *builder) int {
+			pv := key("pv", "vol")
+			b.create("client-0", o, 0, 10*ms, nil)
+			b.create("client-0", pv, 11*ms, 20*ms, nil, b.ref(o, false, false))
+			return b.write("gc", pv, 30*ms, 40*ms, withRefs())
+		}, []string{PropGCResolvable}},
 		{"deleting through a kind nobody serves", func(b *builder) int {
 			b.create("client-0", d, 0, 10*ms, nil, history.Ref{APIVersion: "example.com/v1", Kind: "Nothing", Name: "x", UID: "u-x"})
 			return b.del("gc", d, 30*ms, 40*ms, "Background")
@@ -380,6 +394,22 @@ func TestAPIAnswers(t *testing.T) {
 	})
 	t.Run("empty history", func(t *testing.T) {
 		expectOk(t, Check(nil, Options{}))
+	})
+	t.Run("a no-op write with a stale resourceVersion answers the live object (etcd3 GuaranteedUpdate)", func(t *testing.T) {
+		b := newBuilder(t)
+		b.create("client-0", o, 0, 10*ms, nil)
+		stale := b.live[o].RV
+		b.write("client-0", o, 20*ms, 30*ms, func(x *history.Object) { x.Labels = map[string]string{"a": "b"} })
+		b.write("client-0", o, 40*ms, 50*ms, func(x *history.Object) { x.Labels = nil })
+		live := *b.live[o]
+		noop := b.add(history.Op{Actor: "client-1", Verb: history.Patch, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name,
+			Sent: &history.Object{RV: stale}, Code: 200, Got: &live, Call: int64(60 * ms), Return: int64(70 * ms)})
+		expectOk(t, b.check()) // the answer etcd3 gives
+		changed := live
+		changed.Labels = map[string]string{"c": "d"}
+		changed.RV = b.nextRV()
+		b.ops[noop].Got = &changed
+		expectIllegal(t, b.check(), noop, "rv precondition failed")
 	})
 	t.Run("conflict needs a failed precondition", func(t *testing.T) {
 		b := newBuilder(t)

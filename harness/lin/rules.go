@@ -150,6 +150,16 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 			}
 			switch st, o := resolve(s, d, r); st {
 			case refUnresolvable:
+				// attemptToOrphanWorker orphans every dependent the graph
+				// holds for the owner, and GraphBuilder.addDependentToOwners
+				// links dependents by UID even through a reference it
+				// reports as invalid (a cluster-scoped dependent of a
+				// namespaced owner): removing a reference to an owner that
+				// is orphaning is upstream's own orphan path (found by
+				// fuzzing v1.36.3).
+				if orphaningOwner(s, r.UID) {
+					continue
+				}
 				return &violation{PropGCResolvable, fmt.Sprintf("gc removed %s's reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), ""}
 			case refSolid:
 				if !(o.obj.Deleting && o.obj.HasFinalizer(model.FinalizerOrphan)) {
@@ -311,4 +321,18 @@ func all[T any](xs []T, f func(T) bool) bool {
 		}
 	}
 	return true
+}
+
+// orphaningOwner reports whether a live object with this UID is being
+// deleted with the orphan finalizer, wherever it lives.
+func orphaningOwner(s *store, uid string) bool {
+	found := false
+	s.each(func(e *entry) bool {
+		if e.known() && e.obj.UID == uid && e.obj.Deleting && e.obj.HasFinalizer(model.FinalizerOrphan) {
+			found = true
+			return false
+		}
+		return true
+	})
+	return found
 }
