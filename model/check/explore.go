@@ -407,9 +407,9 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		for _, w := range ws {
 			w.out = &w.bufs[level%2]
 			w.out.reset()
-			// Room for this worker's share of a next level twice the size
-			// of this one, so that the list rarely grows while it fills.
-			if want := 2 * fr.len() / len(ws); cap(w.out.items) < want {
+			// Room for this worker's share of a next level the size of
+			// this one, so that the list rarely grows while it fills.
+			if want := fr.len() / len(ws); cap(w.out.items) < want {
 				w.out.items = make([]succ, 0, want)
 			}
 			wg.Add(1)
