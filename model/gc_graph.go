@@ -169,29 +169,39 @@ func refMatches(ref OwnerRef, id Identity) bool {
 	return ref.UID == id.UID && ref.Name == id.Name && ref.Kind == id.Kind
 }
 
-// referencesDiffs compares ownerReference lists by UID.
+// referencesDiffs mirrors graph_builder.go referencesDiffs, duplicate UIDs
+// included: the old references are keyed by UID in a map, so the LAST old
+// reference to a UID stands for all of them, and a UID leaves the set of
+// old UIDs at its first match, so a second new reference to it is
+// "added". Upstream lists removed references in map order; the model
+// keeps the old list's order of first appearance.
 func referencesDiffs(old, new []OwnerRef) (added, removed []OwnerRef, changed [][2]OwnerRef) {
+	var matched []UID
 	for _, n := range new {
-		if o, found := findRef(old, n.UID); found {
+		o, found := lastRef(old, n.UID)
+		switch {
+		case !found || slices.Contains(matched, n.UID):
+			added = append(added, n)
+		default:
 			if o != n {
 				changed = append(changed, [2]OwnerRef{o, n})
 			}
-		} else {
-			added = append(added, n)
+			matched = append(matched, n.UID)
 		}
 	}
-	for _, o := range old {
-		if _, found := findRef(new, o.UID); !found {
-			removed = append(removed, o)
+	for i, o := range old {
+		if !slices.Contains(matched, o.UID) && !slices.ContainsFunc(old[:i], func(p OwnerRef) bool { return p.UID == o.UID }) {
+			r, _ := lastRef(old, o.UID)
+			removed = append(removed, r)
 		}
 	}
 	return added, removed, changed
 }
 
-func findRef(refs []OwnerRef, uid UID) (OwnerRef, bool) {
-	for _, r := range refs {
-		if r.UID == uid {
-			return r, true
+func lastRef(refs []OwnerRef, uid UID) (OwnerRef, bool) {
+	for i := len(refs) - 1; i >= 0; i-- {
+		if refs[i].UID == uid {
+			return refs[i], true
 		}
 	}
 	return OwnerRef{}, false
@@ -385,4 +395,13 @@ func cmpIdentity(a, b Identity) int {
 		return 1
 	}
 	return 0
+}
+
+func findRef(refs []OwnerRef, uid UID) (OwnerRef, bool) {
+	for _, r := range refs {
+		if r.UID == uid {
+			return r, true
+		}
+	}
+	return OwnerRef{}, false
 }
