@@ -199,26 +199,36 @@ func getAlternateOwnerIdentity(deps []*node, absent Identity) (Identity, bool) {
 // refPair is a changed ownerReference: same UID, other fields differ.
 type refPair struct{ old, new metav1.OwnerReference }
 
-// referencesDiffs compares two ownerReference lists by UID.
+// referencesDiffs compares two ownerReference lists by UID as upstream's
+// graph_builder.go referencesDiffs does, duplicate UIDs included: the
+// LAST old reference to a UID stands for all of them, a UID is matched
+// by its first new reference and a second new reference to it is
+// "added", and a removed UID is reported once, by its last reference.
+// (Upstream lists removed references in map order; this keeps the old
+// list's order.)
 func referencesDiffs(old, new []metav1.OwnerReference) (added, removed []metav1.OwnerReference, changed []refPair) {
 	oldByUID := map[types.UID]metav1.OwnerReference{}
 	for _, r := range old {
 		oldByUID[r.UID] = r
 	}
-	newUIDs := map[types.UID]bool{}
+	unmatched := map[types.UID]bool{}
+	for uid := range oldByUID {
+		unmatched[uid] = true
+	}
 	for _, r := range new {
-		newUIDs[r.UID] = true
-		o, found := oldByUID[r.UID]
-		switch {
-		case !found:
+		if !unmatched[r.UID] {
 			added = append(added, r)
-		case !refEqual(o, r):
+			continue
+		}
+		if o := oldByUID[r.UID]; !refEqual(o, r) {
 			changed = append(changed, refPair{o, r})
 		}
+		delete(unmatched, r.UID)
 	}
 	for _, r := range old {
-		if !newUIDs[r.UID] {
-			removed = append(removed, r)
+		if unmatched[r.UID] {
+			removed = append(removed, oldByUID[r.UID])
+			delete(unmatched, r.UID)
 		}
 	}
 	return added, removed, changed

@@ -178,6 +178,18 @@ func TestReferencesDiffs(t *testing.T) {
 	if _, _, changed := referencesDiffs([]metav1.OwnerReference{b}, []metav1.OwnerReference{bFalse}); len(changed) != 1 {
 		t.Fatal("unset and false blockOwnerDeletion must differ, as reflect.DeepEqual says")
 	}
+	// Duplicate UIDs, as upstream: the last old reference stands for its
+	// UID, a second new reference to a matched UID is added, and a
+	// removed UID is reported once, by its last reference.
+	if a, r, c := referencesDiffs([]metav1.OwnerReference{bBlock, b}, []metav1.OwnerReference{b}); len(a)+len(r)+len(c) != 0 {
+		t.Errorf("[b block, b] -> [b]: added %v removed %v changed %v, want nothing", a, r, c)
+	}
+	if a, r, c := referencesDiffs([]metav1.OwnerReference{b}, []metav1.OwnerReference{b, bBlock}); len(a) != 1 || !blocks(a[0]) || len(r)+len(c) != 0 {
+		t.Errorf("[b] -> [b, b block]: added %v removed %v changed %v", a, r, c)
+	}
+	if a, r, c := referencesDiffs([]metav1.OwnerReference{bBlock, b}, nil); len(r) != 1 || blocks(r[0]) || len(a)+len(c) != 0 {
+		t.Errorf("[b block, b] -> []: added %v removed %v changed %v", a, r, c)
+	}
 }
 
 // The exact bytes of the GC's patches: a strategic merge patch must never
