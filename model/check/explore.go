@@ -609,8 +609,10 @@ func (e *explorer) offer(v *model.Violation, c *candidate) {
 }
 
 func (e *explorer) checkTransition(w *worker, prev, next *model.State, st *model.Step, r model.Result, level int, fp uint64, act int32, order uint64) {
+	// The worker's Transition is overwritten field by field: it points
+	// only into the worker's decoder memory, which lives on anyway.
 	t := &w.trans
-	*t = model.Transition{Prev: prev, Next: next, Step: *st, Result: r}
+	t.Prev, t.Next, t.Step, t.Result = prev, next, *st, r
 	for _, v := range e.m.CheckTransition(t) {
 		e.offer(v, &candidate{level: level, fp: fp, act: act, order: order})
 	}
@@ -619,7 +621,6 @@ func (e *explorer) checkTransition(w *worker, prev, next *model.State, st *model
 			e.witnessed[i].Store(true)
 		}
 	}
-	*t = model.Transition{} // hold no states past the transition
 }
 
 func (e *explorer) checkQuiescent(s *model.State, fp uint64, level int, order uint64) error {
