@@ -299,6 +299,13 @@ func TestGCWrites(t *testing.T) {
 			b.create("client-0", pv, 11*ms, 20*ms, nil, b.ref(o, false, false))
 			return b.write("gc", pv, 30*ms, 40*ms, withRefs())
 		}, []string{PropGCResolvable}},
+		{"unblocking one of two references to one owner (Ok)", func(b *builder) int {
+			b.create("client-0", o, 0, 10*ms, nil)
+			b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, true, true), b.ref(o, false, false))
+			b.del("client-0", o, 21*ms, 25*ms, "Foreground")
+			b.write("gc", d, 30*ms, 40*ms, withRefs(b.ref(o, false, true), b.ref(o, false, false)))
+			return -1
+		}, nil},
 		{"deleting through a kind nobody serves", func(b *builder) int {
 			b.create("client-0", d, 0, 10*ms, nil, history.Ref{APIVersion: "example.com/v1", Kind: "Nothing", Name: "x", UID: "u-x"})
 			return b.del("gc", d, 30*ms, 40*ms, "Background")

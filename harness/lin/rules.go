@@ -130,7 +130,7 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 		nx := next.obj
 		after = nx.Finalizers
 		for _, r := range nx.Owners {
-			prev, had := findRef(d.Owners, r.UID)
+			prev, had := matchRef(d.Owners, r)
 			switch {
 			case !had:
 				return &violation{PropGCWrites, fmt.Sprintf("gc added an ownerReference to %s %s on %s", r.Kind, r.Name, in.key), ""}
@@ -303,6 +303,17 @@ func hasWaitingOwner(s *store, d *history.Object) bool {
 		}
 	}
 	return false
+}
+
+// matchRef finds the old reference a new one stands for: an equal one if
+// there is (an object may carry several references to one UID that differ
+// in a field, which the API server's dedup keeps; found by fuzzing), else
+// the first to the same UID.
+func matchRef(refs []history.Ref, r history.Ref) (history.Ref, bool) {
+	if slices.Contains(refs, r) {
+		return r, true
+	}
+	return findRef(refs, r.UID)
 }
 
 func findRef(refs []history.Ref, uid string) (history.Ref, bool) {
