@@ -195,11 +195,12 @@ func (f *frontier) enc(i int) []byte {
 // buffers alternate by level: one receives the states it claims, the
 // other holds the part of the frontier it claimed on the level before.
 type worker struct {
-	seen  *seenTable
-	dec   model.Decoder
-	steps []model.Step
-	trans model.Transition
-	enc   []byte // scratch encoding
+	seen    *seenTable
+	claimer *claimer
+	dec     model.Decoder
+	steps   []model.Step
+	trans   model.Transition
+	enc     []byte // scratch encoding
 	// the successor whose claim waits for the next one to be computed
 	pending               bool
 	pendingFP, pendingOrd uint64
@@ -217,7 +218,7 @@ func (w *worker) claimPending() {
 		return
 	}
 	w.pending = false
-	if w.seen.claim(w.pendingFP, w.pendingOrd) {
+	if w.seen.claim(w.claimer, w.pendingFP, w.pendingOrd) {
 		c, start := w.out.store(w.pendingEnc)
 		w.out.items = append(w.out.items, succ{fp: w.pendingFP, chunk: c, start: start, n: uint32(len(w.pendingEnc))})
 	}
@@ -304,7 +305,7 @@ func (e *explorer) admitted(s *model.State) bool {
 // Run explores a scope.
 func Run(scope Scope, opts Options) (*Result, error) {
 	e := &explorer{scope: scope, m: &model.Model{Bugs: scope.Bugs}, opts: model.Options{Coalesce: scope.Coalesce},
-		seen: newSeenTable(), found: map[string]*candidate{}}
+		found: map[string]*candidate{}}
 	if len(scope.Ops) > 63 {
 		return nil, fmt.Errorf("scope %s: at most 63 client operations", scope.Name)
 	}
@@ -345,10 +346,11 @@ func Run(scope Scope, opts Options) (*Result, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	e.seen = newSeenTable(workers)
 	start := time.Now()
 	rootEnc := e.init.Encode(nil)
 	rootFP := model.FingerprintBytes(rootEnc)
-	e.seen.claim(rootFP, packOrd(0, 0, rootAction))
+	e.seen.claim(e.seen.claimer(workers), rootFP, packOrd(0, 0, rootAction))
 	e.distinct.Store(1)
 	fr := frontier{chunks: [][]byte{rootEnc}, locs: []loc{{n: uint32(len(rootEnc))}}, fps: []uint64{rootFP}}
 
@@ -378,7 +380,7 @@ func Run(scope Scope, opts Options) (*Result, error) {
 
 	ws := make([]*worker, workers)
 	for i := range ws {
-		ws[i] = &worker{seen: e.seen}
+		ws[i] = &worker{seen: e.seen, claimer: e.seen.claimer(i)}
 	}
 	complete := true
 	level := 0

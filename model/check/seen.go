@@ -1,31 +1,53 @@
 package check
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
 
 // seenTable is the visited set: fingerprint -> ord, how the state was
 // first reached (see packOrd). It is one open-addressing hash table of
-// (fingerprint, ord) slots in a single flat, pointer-free array: the
-// garbage collector never scans it, a probe touches one cache line, and
-// the array can be backed by huge pages (allocHuge), which matters: a
+// (fingerprint, inverted ord) slots in a single flat, pointer-free array:
+// the garbage collector never scans it, a probe touches one cache line,
+// and the array can be backed by huge pages (allocHuge), which matters: a
 // claim is a random access into tens of MiB, and with 4 KiB pages nearly
 // every one also misses the TLB.
 //
-// The array is split into segments, one per shard, by the top bits of
-// the fingerprint; a shard's mutex guards its segment, so two workers
-// rarely wait for each other. Linear probing wraps within a segment.
-// When a segment would pass half full, every segment doubles at once
-// (grow takes all the shard locks).
+// Workers claim fingerprints while they expand a level, without locks: a
+// new fingerprint takes an empty slot by compare-and-swap, and every
+// claim raises the slot's inverted ord to its own with an atomic maximum,
+// so the slot ends up with the smallest ord offered, the first (frontier
+// position, action) that reaches the state, whatever order the workers
+// ran in. (A mutex per shard cost a cache-line transfer per claim between
+// two workers, about a tenth of their time.)
 //
-// Workers claim fingerprints while they expand a level; every claim keeps
-// the smallest ord offered, so when the level is done each state records
-// the first (frontier position, action) that reaches it, whatever order
-// the workers ran in. Between levels the table is read without locks.
+// The array is cut into segments by the top bits of the fingerprint, and
+// linear probing wraps within a segment. When a segment passes half
+// full, every segment doubles at once: the grower raises growing, waits
+// until no worker is inside a claim (each announces itself in its own
+// claimer, so claims share no written cache line), and rehashes. Between
+// levels the table is read without synchronisation.
 type seenTable struct {
-	tab    atomic.Pointer[slotTable]
-	shards [numShards]seenShard
+	tab     atomic.Pointer[slotTable]
+	growing atomic.Bool
+	growMu  sync.Mutex // one grower at a time; claimers wait on it
+	// claimers[i] belongs to worker i (one more for the root's claim).
+	claimers []claimer
+	// counts[s] is how many fingerprints segment s holds.
+	counts [numShards]atomic.Int64
+	// Fingerprint 0 marks an empty slot, so a state whose fingerprint is
+	// 0 is kept aside.
+	zeroMu  sync.Mutex
+	zero    bool
+	zeroOrd uint64
+}
+
+// claimer says whether its worker is inside a claim; it fills a cache
+// line so that workers never write the same one.
+type claimer struct {
+	active atomic.Bool
+	_      [63]byte
 }
 
 const (
@@ -43,23 +65,20 @@ type slotTable struct {
 	segBits uint
 }
 
-type seenShard struct {
-	mu sync.Mutex
-	n  int // fingerprints in this shard's segment
-	// Fingerprint 0 marks an empty slot, so a state whose fingerprint is
-	// 0 is kept aside (in shard 0).
-	zero    bool
-	zeroOrd uint64
-	_       [32]byte // 64 bytes: shards on separate cache lines
-}
+// slot holds a fingerprint and the bitwise complement of its ord: 0, the
+// empty slot's value, is then the largest ord, and keeping the smallest
+// ord is an atomic maximum.
+type slot struct{ fp, inv uint64 }
 
-type slot struct{ fp, ord uint64 }
-
-func newSeenTable() *seenTable {
-	t := &seenTable{}
+// newSeenTable returns a table for the given number of workers, which
+// claim with claimer(0) to claimer(workers-1); claimer(workers) is spare.
+func newSeenTable(workers int) *seenTable {
+	t := &seenTable{claimers: make([]claimer, workers+1)}
 	t.tab.Store(&slotTable{slots: allocHuge[slot](numShards << initialSegBits), segBits: initialSegBits})
 	return t
 }
+
+func (t *seenTable) claimer(i int) *claimer { return &t.claimers[i] }
 
 func shardOf(fp uint64) uint64 { return fp >> (64 - shardBits) }
 
@@ -73,58 +92,88 @@ func (tb *slotTable) segment(fp uint64) ([]slot, uint64) {
 // len is the number of fingerprints stored; the table must be quiescent.
 func (t *seenTable) len() int {
 	n := 0
-	for i := range t.shards {
-		sh := &t.shards[i]
-		n += sh.n
-		if sh.zero {
-			n++
-		}
+	for i := range t.counts {
+		n += int(t.counts[i].Load())
+	}
+	if t.zero {
+		n++
 	}
 	return n
 }
 
-// claim records that fp is reached with ord. It reports whether fp was
-// new; otherwise fp keeps the smaller of its ord and this one.
-func (t *seenTable) claim(fp, ord uint64) (fresh bool) {
-	sh := &t.shards[shardOf(fp)]
+// claim records, on behalf of c's worker, that fp is reached with ord.
+// It reports whether fp was new; otherwise fp keeps the smaller of its
+// ord and this one.
+func (t *seenTable) claim(c *claimer, fp, ord uint64) bool {
+	if fp == 0 {
+		t.zeroMu.Lock()
+		defer t.zeroMu.Unlock()
+		if t.zero {
+			t.zeroOrd = min(t.zeroOrd, ord)
+			return false
+		}
+		t.zero, t.zeroOrd = true, ord
+		return true
+	}
 	for {
-		sh.mu.Lock()
-		if fp == 0 {
-			fresh = !sh.zero
-			if fresh {
-				sh.zero, sh.zeroOrd = true, ord
-			} else {
-				sh.zeroOrd = min(sh.zeroOrd, ord)
-			}
-			sh.mu.Unlock()
-			return fresh
+		// Announce the claim, then check for a grower; a grower raises
+		// growing, then checks for claims. The atomics are sequentially
+		// consistent, so one of the two sees the other.
+		c.active.Store(true)
+		if t.growing.Load() {
+			c.active.Store(false)
+			t.growMu.Lock() // wait for the grow to finish
+			t.growMu.Unlock()
+			continue
 		}
 		tb := t.tab.Load()
-		// Keep every segment at most half full: linear probing stays
-		// short and the table costs 32 to 64 bytes per state.
-		if 2*(sh.n+1) <= 1<<tb.segBits {
-			fresh = sh.claimIn(tb, fp, ord)
-			sh.mu.Unlock()
+		fresh, full := tb.claim(fp, ^ord)
+		grow := full
+		if fresh {
+			// Keep every segment at most half full: linear probing stays
+			// short and the table costs 32 to 64 bytes per state.
+			grow = 2*t.counts[shardOf(fp)].Add(1) > 1<<tb.segBits
+		}
+		c.active.Store(false)
+		if grow {
+			t.grow(tb)
+		}
+		if !full {
 			return fresh
 		}
-		sh.mu.Unlock()
-		t.grow(tb)
 	}
 }
 
-func (sh *seenShard) claimIn(tb *slotTable, fp, ord uint64) bool {
+// claim probes fp's segment. It reports whether fp was absent (and now
+// is present), or that the segment is full and fp could not be added.
+func (tb *slotTable) claim(fp, inv uint64) (fresh, full bool) {
 	seg, i := tb.segment(fp)
 	mask := uint64(len(seg) - 1)
-	for ; ; i = (i + 1) & mask {
+	for range seg {
 		sl := &seg[i]
-		if sl.fp == fp {
-			sl.ord = min(sl.ord, ord)
-			return false
+		f := atomic.LoadUint64(&sl.fp)
+		if f == 0 {
+			if atomic.CompareAndSwapUint64(&sl.fp, 0, fp) {
+				raise(&sl.inv, inv)
+				return true, false
+			}
+			f = atomic.LoadUint64(&sl.fp) // another worker took the slot
 		}
-		if sl.fp == 0 {
-			sl.fp, sl.ord = fp, ord
-			sh.n++
-			return true
+		if f == fp {
+			raise(&sl.inv, inv)
+			return false, false
+		}
+		i = (i + 1) & mask
+	}
+	return false, true
+}
+
+// raise sets *p to max(*p, v) atomically.
+func raise(p *uint64, v uint64) {
+	for {
+		old := atomic.LoadUint64(p)
+		if old >= v || atomic.CompareAndSwapUint64(p, old, v) {
+			return
 		}
 	}
 }
@@ -132,34 +181,38 @@ func (sh *seenShard) claimIn(tb *slotTable, fp, ord uint64) bool {
 // grow doubles every segment, unless another worker has replaced old
 // already.
 func (t *seenTable) grow(old *slotTable) {
-	for i := range t.shards {
-		t.shards[i].mu.Lock()
+	t.growMu.Lock()
+	defer t.growMu.Unlock()
+	if t.tab.Load() != old {
+		return
 	}
-	if t.tab.Load() == old {
-		tb := &slotTable{slots: allocHuge[slot](2 * len(old.slots)), segBits: old.segBits + 1}
-		for _, sl := range old.slots {
-			if sl.fp == 0 {
-				continue
-			}
-			seg, i := tb.segment(sl.fp)
-			mask := uint64(len(seg) - 1)
-			for seg[i].fp != 0 {
-				i = (i + 1) & mask
-			}
-			seg[i] = sl
+	t.growing.Store(true)
+	for i := range t.claimers {
+		for t.claimers[i].active.Load() {
+			runtime.Gosched()
 		}
-		t.tab.Store(tb)
 	}
-	for i := range t.shards {
-		t.shards[i].mu.Unlock()
+	tb := &slotTable{slots: allocHuge[slot](2 * len(old.slots)), segBits: old.segBits + 1}
+	for _, sl := range old.slots {
+		if sl.fp == 0 {
+			continue
+		}
+		seg, i := tb.segment(sl.fp)
+		mask := uint64(len(seg) - 1)
+		for seg[i].fp != 0 {
+			i = (i + 1) & mask
+		}
+		seg[i] = sl
 	}
+	t.tab.Store(tb)
+	t.growing.Store(false)
 }
 
-// touch prefetches the slot where fp's probe starts, without a lock, so
-// that the cache line is on its way while the worker computes the next
-// successor; the claim that follows then rarely waits for memory. A
-// table replaced meanwhile is harmless: the prefetch is only a hint, and
-// the garbage collector keeps the old array while it is referenced.
+// touch prefetches the slot where fp's probe starts, so that the cache
+// line is on its way while the worker computes the next successor; the
+// claim that follows then rarely waits for memory. A table replaced
+// meanwhile is harmless: the prefetch is only a hint, and the garbage
+// collector keeps the old array while it is referenced.
 func (t *seenTable) touch(fp uint64) {
 	tb := t.tab.Load()
 	seg, i := tb.segment(fp)
@@ -168,19 +221,20 @@ func (t *seenTable) touch(fp uint64) {
 
 // get returns fp's ord. The table must be quiescent.
 func (t *seenTable) get(fp uint64) (uint64, bool) {
-	sh := &t.shards[shardOf(fp)]
 	if fp == 0 {
-		return sh.zeroOrd, sh.zero
+		return t.zeroOrd, t.zero
 	}
 	seg, i := t.tab.Load().segment(fp)
 	mask := uint64(len(seg) - 1)
-	for ; ; i = (i + 1) & mask {
+	for range seg {
 		sl := &seg[i]
 		if sl.fp == fp {
-			return sl.ord, true
+			return ^sl.inv, true
 		}
 		if sl.fp == 0 {
 			return 0, false
 		}
+		i = (i + 1) & mask
 	}
+	return 0, false
 }
