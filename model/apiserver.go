@@ -426,6 +426,10 @@ var podKindID = func() KindID { k, _ := KindByShort("pod"); return k }()
 
 // deletionFinalizers is deletionFinalizersForGarbageCollection: drop both
 // GC finalizers and add back the one the request and the object call for.
+// DeletionFinalizers is deletionFinalizers for callers outside the model:
+// the harness reads real DELETE answers with the same choice.
+func DeletionFinalizers(o *Object, opts DeleteOptions) []string { return deletionFinalizers(o, opts) }
+
 func deletionFinalizers(o *Object, opts DeleteOptions) []string {
 	info := o.Kind.Info()
 	orphan, fg := shouldOrphanDependents(o, opts), shouldDeleteDependents(o, opts)
