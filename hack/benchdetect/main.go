@@ -32,7 +32,6 @@ import (
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/bugs"
-	"github.com/cascade-k8s/cascade/model"
 	"github.com/cascade-k8s/cascade/traces"
 )
 
@@ -75,7 +74,7 @@ func run(seeds int, budget time.Duration, only, binDir string) error {
 		for s := 1; s <= seeds; s++ {
 			set := bugs.Of(b)
 			env := fuzz.SteppedEnv{Target: target.ImplStepped, Admin: t.Admin, Limited: t.Limited, Inject: set.Names(), Coalesce: b == bugs.ForgetUnobservedVirtual,
-				Bugs:  faults(b),
+				Bugs:  fuzz.ModelFaults(set),
 				Start: func(ctx context.Context) (*impl.Target, error) { return t.StartStepped(ctx, set, false, true) }}
 			out := filepath.Join("out", "bench-detect", string(b), strconv.Itoa(s))
 			rep, err := fuzz.RunStepped(ctx, env, fuzz.Config{Checks: 100000, Steps: 30, Seed: uint64(s), ShrinkTime: 15 * time.Second,
@@ -136,15 +135,6 @@ func attributable(ctx context.Context, t *target.Target, path string) (string, e
 		return "replays the same without the bug: " + firstLine(err.Error()), nil
 	}
 	return "", nil
-}
-
-func faults(b bugs.Bug) model.BugSet {
-	var s model.BugSet
-	if b == bugs.LostFirstUpdate {
-		mb, _ := model.BugByName(string(b))
-		s = s.With(mb)
-	}
-	return s
 }
 
 func summary(rep *fuzz.Report) string {

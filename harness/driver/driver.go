@@ -149,15 +149,7 @@ func (d *Driver) stepResource(ctx context.Context, p model.Principal, k model.Ki
 	if err != nil {
 		return nil, err
 	}
-	c, ok := cs[p]
-	if !ok {
-		return nil, errors.New("this target has no limited principal (as=limited needs an envtest target)")
-	}
-	r := c.Resource(gvr(k))
-	if k.Info().Namespaced {
-		return r.Namespace(d.realNS(traceNS)), nil
-	}
-	return r, nil
+	return d.resourceOf(cs, p, k, traceNS)
 }
 
 // Prefix is the namespace and name prefix of this driver's objects.
@@ -178,7 +170,11 @@ func (d *Driver) realName(k model.KindID, name string) string {
 }
 
 func (d *Driver) resource(p model.Principal, k model.KindID, traceNS string) (dynamic.ResourceInterface, error) {
-	c, ok := d.clients[p]
+	return d.resourceOf(d.clients, p, k, traceNS)
+}
+
+func (d *Driver) resourceOf(cs map[model.Principal]dynamic.Interface, p model.Principal, k model.KindID, traceNS string) (dynamic.ResourceInterface, error) {
+	c, ok := cs[p]
 	if !ok {
 		return nil, errors.New("this target has no limited principal (as=limited needs an envtest target)")
 	}

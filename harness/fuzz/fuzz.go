@@ -162,7 +162,10 @@ func runRapid(name string, cfg Config, prop func(*rapid.T)) (msg, failFile strin
 	return t.msg, failFile, nil
 }
 
-var failFileRE = regexp.MustCompile(`-rapid\.failfile="([^"]+)"`)
+var (
+	failFileRE = regexp.MustCompile(`-rapid\.failfile="([^"]+)"`)
+	seedRE     = regexp.MustCompile(`-rapid\.seed=(\d+)`)
+)
 
 var uidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
@@ -247,7 +250,7 @@ func finish(cfg Config, rep *Report, last *runFailure, foundAt time.Time, start 
 	if !foundAt.IsZero() {
 		f.FoundAfter = foundAt.Sub(start)
 	}
-	if m := regexp.MustCompile(`-rapid\.seed=(\d+)`).FindStringSubmatch(msg); m != nil {
+	if m := seedRE.FindStringSubmatch(msg); m != nil {
 		f.Seed, _ = strconv.ParseUint(m[1], 10, 64)
 	}
 	if last != nil {

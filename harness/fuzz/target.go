@@ -23,7 +23,7 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 	case target.ImplStepped:
 		env := SteppedEnv{
 			Target: t.Spec.Name, Admin: t.Admin, Limited: t.Limited, Inject: inject,
-			Bugs: modelFaults(t.Spec.Inject),
+			Bugs: ModelFaults(t.Spec.Inject),
 			Start: func(ctx context.Context) (*impl.Target, error) {
 				return t.StartStepped(ctx, t.Spec.Inject, false, true)
 			},
@@ -47,10 +47,10 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 	return nil, errors.New("fuzz: the model is the oracle of fuzzing, not a target (use upstream, impl, impl-stepped or kubeconfig)")
 }
 
-// modelFaults are the injected bugs the model of a stepped run must share:
+// ModelFaults are the injected bugs the model of a stepped run must share:
 // those that are informer faults rather than GC logic, whose steps only
 // exist when the switch is on.
-func modelFaults(set bugs.Set) model.BugSet {
+func ModelFaults(set bugs.Set) model.BugSet {
 	var out model.BugSet
 	if set.Has(bugs.LostFirstUpdate) {
 		b, err := model.BugByName(string(bugs.LostFirstUpdate))
