@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -27,17 +28,19 @@ import (
 // # Soundness of an Observed op's interval
 //
 // An Observed op stands for the write that produced one watch event. Its
-// Return is when the event was received: the server delivers an event
-// only after committing its write. Its Call must be a time the write
+// Return is when the event was received, or the Return of a recorded op
+// that answered the object at the event's resourceVersion if earlier:
+// the server delivers an event only after committing its write, and
+// answers only a revision that exists. Its Call must be a time the write
 // certainly came after. A watch delivers one object's events in
 // resourceVersion order, so the write came after the write of the
-// object's previous event; that one, in turn, came after its own lower
-// bound: the Call of the recorded op that made it, or the Call of the
-// previous Observed op, back to the observer's start for an object's
-// first event (objects in scope are created after the observer starts).
-// Note that the previous event's receive time is not a lower bound: a
-// write may land before the watch has delivered the event of the write
-// before it.
+// object's previous event, and after every recorded op that answered
+// that previous revision saw it live, so after their Calls; the previous
+// write, in turn, came after its own lower bound, back to the observer's
+// start for an object's first event (objects in scope are created after
+// the observer starts). Note that the previous event's receive time is
+// not a lower bound: a write may land before the watch has delivered the
+// event of the write before it.
 //
 // Events of Events are not watched (the GC ignores them), nor are CRDs
 // (setup, never in scope).
@@ -256,18 +259,37 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // Ops returns an Observed op (actor "cluster") for every event that no
-// op of recorded explains, with the interval described at Observer: an
-// event is explained when a successful recorded op returned the object
-// at the event's resourceVersion, or, for a DELETED event, when a
-// successful recorded op removed that object (an immediate DELETE answers
-// a Status without a resourceVersion, and a removing update answers the
-// resourceVersion before the removal).
+// op of recorded explains, with the interval described at Observer.
+//
+// A DELETED event is explained when a successful recorded op removed that
+// object (an immediate DELETE answers a Status without a resourceVersion,
+// and a removing update answers the resourceVersion before the removal).
+//
+// Any other event shows the revision some write produced; it is
+// explained when that write may be a recorded op: one that answered the
+// object at the event's resourceVersion and is not excluded from having
+// written it (see mayHaveWritten). An answer's resourceVersion alone is
+// no proof of a write: a write that changes nothing is not written, and
+// the API server answers it with the live object at its current
+// revision, which another actor may have produced. Crediting such a
+// no-op with the revision drops the other actor's write from the history
+// (a controller's status update answered to a client's no-op patch that
+// carried the controller's revision as its precondition, found by
+// fuzzing the kubeconfig target), and the checker then rightly finds the
+// no-op's precondition failed on the version before.
+//
+// Every answer also bounds the intervals of the writes around the
+// revision it shows, live at some instant between its Call and Return:
+// the write that produced it came before the answer's Return (an
+// Observed op's Return is the earlier of that and its receive time), and
+// the write that replaced it came after the answer's Call (the lower
+// bound the next Observed op of the object starts from).
 func (o *Observer) Ops(recorded []Op) []Op {
 	o.mu.Lock()
 	events := append([]watchEvent(nil), o.events...)
 	o.mu.Unlock()
 
-	callOfRV := map[uint64]int64{} // a recorded write's lower bound, by the RV it returned
+	answered := map[uint64][]*Op{} // successful recorded ops by the resourceVersion they answered
 	removedUID := map[string]bool{}
 	for i := range recorded {
 		op := &recorded[i]
@@ -278,32 +300,107 @@ func (o *Observer) Ops(recorded []Op) []Op {
 			removedUID[op.Got.UID] = true
 			continue
 		}
-		if c, seen := callOfRV[op.Got.RV]; !seen || op.Call < c {
-			callOfRV[op.Got.RV] = op.Call
+		answered[op.Got.RV] = append(answered[op.Got.RV], op)
+	}
+	// seen: the earliest instant each revision is known to have existed
+	// at, by an event's receive time or an answer's Return.
+	seen := map[uint64]int64{}
+	saw := func(rv uint64, at int64) {
+		if t, ok := seen[rv]; !ok || at < t {
+			seen[rv] = at
 		}
 	}
-	lower := map[string]int64{} // by UID: the lower bound of the last write seen
+	for _, ev := range events {
+		if !ev.removed {
+			saw(ev.obj.RV, ev.at)
+		}
+	}
+	for rv, ops := range answered {
+		for _, op := range ops {
+			saw(rv, op.Return)
+		}
+	}
+
+	lower := map[string]int64{} // by UID: a lower bound of the next write after the last event seen
 	var out []Op
 	for _, ev := range events {
 		uid := ev.obj.UID
-		low, seen := lower[uid]
-		if !seen {
+		low, ok := lower[uid]
+		if !ok {
 			low = o.start.UnixNano()
 		}
 		if ev.removed {
 			if removedUID[uid] {
 				continue
 			}
-		} else if c, explained := callOfRV[ev.obj.RV]; explained {
-			lower[uid] = c
+			lower[uid] = low
+			out = append(out, observedOp(ev, min(low, ev.at), ev.at))
 			continue
 		}
-		lower[uid] = low
-		if ev.at < low {
-			low = ev.at
+		rv := ev.obj.RV
+		var after int64 // the latest Call of an answer at rv
+		explained := false
+		ret := ev.at
+		for _, op := range answered[rv] {
+			if op.Got.UID != "" && op.Got.UID != uid {
+				continue // a revision is one object's; an answer without a uid (a Scale's may lack one) is taken at its word
+			}
+			after = max(after, op.Call)
+			ret = min(ret, op.Return)
+			explained = explained || mayHaveWritten(op, rv, seen)
 		}
-		out = append(out, Op{Actor: ActorCluster, Verb: Observed, Kind: ev.obj.Kind, Namespace: ev.obj.Namespace,
-			Name: ev.obj.Name, Code: 200, Got: ev.obj, Removed: ev.removed, Call: low, Return: ev.at})
+		// The next write came after this one, so after low, and after
+		// every answer showed rv live, so after their Calls.
+		lower[uid] = max(low, after)
+		if explained {
+			continue // the write is a recorded op's
+		}
+		out = append(out, observedOp(ev, min(low, ret), ret))
 	}
 	return out
+}
+
+// mayHaveWritten reports whether the successful op, which answered the
+// object at revision rv, may be the write that produced rv. It is not
+// when rv provably existed before the op took effect, for a write always
+// yields a new revision:
+//   - the op's resourceVersion precondition is rv: it was checked against
+//     rv as the live version (a no-op patch answers the version it read);
+//   - rv was seen, by an event received or another answer returned,
+//     before the op was sent.
+//
+// Neither excludes a writer wrongly: both rest only on a write producing
+// a revision that did not exist before it was sent. Excluding one
+// wrongly would matter, as an Observed op would then stand for the
+// recorded write, which the checker could take as a no-op answer.
+func mayHaveWritten(op *Op, rv uint64, seen map[uint64]int64) bool {
+	if pre, ok := op.preconditionRV(); ok && pre == rv {
+		return false
+	}
+	if t, ok := seen[rv]; ok && t < op.Call {
+		return false
+	}
+	return true
+}
+
+// preconditionRV returns the resourceVersion precondition the op sent,
+// if any: a DELETE's Preconditions.ResourceVersion, or the
+// metadata.resourceVersion of an update or a merge patch.
+func (op *Op) preconditionRV() (uint64, bool) {
+	switch {
+	case op.Verb == Delete:
+		if op.Delete == nil || op.Delete.PreconditionRV == "" {
+			return 0, false
+		}
+		rv, err := strconv.ParseUint(op.Delete.PreconditionRV, 10, 64)
+		return rv, err == nil
+	case (op.Verb == Update || op.Verb == Patch) && op.Sent != nil && op.Sent.RV != 0:
+		return op.Sent.RV, true
+	}
+	return 0, false
+}
+
+func observedOp(ev watchEvent, call, ret int64) Op {
+	return Op{Actor: ActorCluster, Verb: Observed, Kind: ev.obj.Kind, Namespace: ev.obj.Namespace,
+		Name: ev.obj.Name, Code: 200, Got: ev.obj, Removed: ev.removed, Call: call, Return: ret}
 }

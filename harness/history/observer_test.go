@@ -1,0 +1,139 @@
+package history_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/harness/lin"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// observerRun is a hand-built kubeconfig run: a client creates an rc,
+// the replication controller writes its status (seen only by watch), and
+// a client patches the rc.
+type observerRun struct {
+	t0     time.Time
+	rc     history.Object // the rc as created, at rv 615
+	status history.Object // after the controller's status write, rv 616
+}
+
+func newObserverRun(t *testing.T) observerRun {
+	rc, ok := model.KindByShort("rc")
+	if !ok {
+		t.Fatal("no kind rc")
+	}
+	o := history.Object{Kind: rc, Namespace: "obs-default", Name: "c", UID: "u-rc", RV: 615, Replicas: 1,
+		Labels: map[string]string{"app": "web"}}
+	st := o
+	st.RV = 616 // status.replicas and observedGeneration changed: nothing the history decodes
+	return observerRun{t0: time.Unix(1000, 0), rc: o, status: st}
+}
+
+func (r observerRun) at(ms int) int64 {
+	return r.t0.Add(time.Duration(ms) * time.Millisecond).UnixNano()
+}
+
+func (r observerRun) create() history.Op {
+	got := r.rc
+	return history.Op{Actor: "client-3", Verb: history.Create, Kind: r.rc.Kind, Namespace: r.rc.Namespace, Name: r.rc.Name,
+		Sent: &history.Object{Kind: r.rc.Kind, Namespace: r.rc.Namespace, Name: r.rc.Name, Replicas: 1},
+		Code: 201, Got: &got, Call: r.at(10), Return: r.at(20)}
+}
+
+// patch is a client's merge patch carrying the precondition pre and
+// answered with the object at got.
+func (r observerRun) patch(pre uint64, got history.Object, call, ret int) history.Op {
+	return history.Op{Actor: "client-1", Verb: history.Patch, Kind: r.rc.Kind, Namespace: r.rc.Namespace, Name: r.rc.Name,
+		Sent: &history.Object{RV: pre, Replicas: -1}, PatchType: "application/merge-patch+json",
+		Code: 200, Got: &got, Call: r.at(call), Return: r.at(ret)}
+}
+
+// TestObserverNoOpAnswerIsNoWrite pins what fuzzing the kubeconfig target
+// found (seed 4): a client read the rc at the controller's revision 616
+// and sent a patch that changed nothing (unlabel of a label the rc did
+// not have) with 616 as its precondition; the API server wrote nothing
+// and answered the live object at 616. The observer took that answer for
+// the write of 616 and dropped the controller's, and the checker then
+// found the patch's precondition failed on rv 615. A write never keeps
+// the revision it was checked against, so the patch did not write 616:
+// the controller's write must stay, with the patch's Return as the
+// latest instant it can have happened at.
+func TestObserverNoOpAnswerIsNoWrite(t *testing.T) {
+	r := newObserverRun(t)
+	o := history.NewObserverAt(r.t0)
+	o.See(&r.rc, false, r.at(25))
+	o.See(&r.status, false, r.at(60)) // the watch lags behind the client's read
+	recorded := history.Merge([]history.Op{r.create(), r.patch(616, r.status, 40, 45)})
+
+	observed := o.Ops(recorded)
+	if len(observed) != 1 {
+		t.Fatalf("want the controller's write of rv 616 observed, got %d ops: %+v", len(observed), observed)
+	}
+	w := observed[0]
+	if w.Verb != history.Observed || w.Got.RV != 616 || w.Call != r.at(10) || w.Return != r.at(45) {
+		t.Errorf("observed %s at rv %d in [%d, %d], want rv 616 in [create's Call %d, the patch's Return %d]",
+			w.String(), w.Got.RV, w.Call, w.Return, r.at(10), r.at(45))
+	}
+	if res := lin.Check(history.Merge(recorded, observed), lin.Options{}); res.Verdict != "Ok" {
+		t.Errorf("%s", res.Summary)
+	}
+}
+
+// TestObserverAnswerExplainsItsWrite: a patch whose answer is a new
+// revision wrote it; its watch event is no other write. An answer that
+// cannot have written its revision, because the revision existed before
+// the answer's request was sent, leaves the event to another actor.
+func TestObserverAnswerExplainsItsWrite(t *testing.T) {
+	r := newObserverRun(t)
+	labeled := r.status
+	labeled.Labels = map[string]string{"app": "web", "tier": "x"}
+
+	o := history.NewObserverAt(r.t0)
+	o.See(&r.rc, false, r.at(25))
+	o.See(&labeled, false, r.at(60))
+	recorded := history.Merge([]history.Op{r.create(), r.patch(615, labeled, 40, 45)})
+	if observed := o.Ops(recorded); len(observed) != 0 {
+		t.Errorf("the patch wrote rv 616; want no observed op, got %+v", observed)
+	}
+
+	// The same answer without a precondition, from a patch sent after the
+	// watch had delivered rv 616: the revision is older than the patch.
+	o = history.NewObserverAt(r.t0)
+	o.See(&r.rc, false, r.at(25))
+	o.See(&r.status, false, r.at(30))
+	noop := r.patch(0, r.status, 40, 45)
+	noop.Sent = &history.Object{Replicas: -1}
+	recorded = history.Merge([]history.Op{r.create(), noop})
+	observed := o.Ops(recorded)
+	if len(observed) != 1 || observed[0].Got.RV != 616 || observed[0].Return != r.at(30) {
+		t.Fatalf("want the write of rv 616 observed by [.., %d], got %+v", r.at(30), observed)
+	}
+	if res := lin.Check(history.Merge(recorded, observed), lin.Options{}); res.Verdict != "Ok" {
+		t.Errorf("%s", res.Summary)
+	}
+}
+
+// TestObserverLowerBoundFromAnswers: every answer at a revision saw it
+// live after its Call, so the next write of the object came after that
+// Call, even when the answer wrote nothing.
+func TestObserverLowerBoundFromAnswers(t *testing.T) {
+	r := newObserverRun(t)
+	next := r.status
+	next.RV = 617
+	o := history.NewObserverAt(r.t0)
+	o.See(&r.rc, false, r.at(25))
+	o.See(&r.status, false, r.at(35))
+	o.See(&next, false, r.at(80))
+	recorded := history.Merge([]history.Op{r.create(), r.patch(616, r.status, 40, 45)})
+	observed := o.Ops(recorded)
+	if len(observed) != 2 {
+		t.Fatalf("want rv 616 and 617 observed, got %+v", observed)
+	}
+	if w := observed[1]; w.Got.RV != 617 || w.Call != r.at(40) || w.Return != r.at(80) {
+		t.Errorf("observed rv %d in [%d, %d], want rv 617 in [the no-op patch's Call %d, %d]", w.Got.RV, w.Call, w.Return, r.at(40), r.at(80))
+	}
+	if res := lin.Check(history.Merge(recorded, observed), lin.Options{}); res.Verdict != "Ok" {
+		t.Errorf("%s", res.Summary)
+	}
+}
