@@ -1,27 +1,30 @@
 // Package impl runs cascade's implementation of Kubernetes deletion
 // semantics against a real API server: the reference garbage collector
-// (impl/gc), the adopting controller for Herds (impl/adopter) and the
-// deletion-protection webhook (impl/webhook), with the bug catalogue
-// (impl/bugs) switchable. It never imports the model: conformance means
-// nothing if the implementation reuses the model's decisions.
+// (impl/gc), the adopting controller (impl/adopter: Herds, and as asked
+// the built-in workloads) and the deletion-protection webhook
+// (impl/webhook), with the bug catalogue (impl/bugs) switchable. It never
+// imports the model: conformance means nothing if the implementation
+// reuses the model's decisions.
 //
 // Start wires the three together for a harness target or `cascade gc`;
 // in Stepped mode Step takes one model trace line (gc and controller
-// actors) and Settle plays a trace's `settle`.
+// actors) and Settle plays a trace's `settle`. The CRDs of the custom
+// kinds the adopter manages are the caller's to install (crds.Install).
 //
 // Trace step to call (model/step.go, model/text.go):
 //
-//	gc deliver KEY               GC.Stepper().Deliver
-//	gc deliver-virtual KEY       GC.Stepper().DeliverVirtual
-//	gc coalesce KEY              GC.Stepper().Coalesce
-//	gc lose KEY                  GC.Stepper().Lose
-//	gc attemptToDelete KEY       GC.Stepper().AttemptToDelete
-//	gc attemptToOrphan KEY       GC.Stepper().AttemptToOrphan
-//	gc delete|patch|unblock KEY  GC.Stepper().Send(KEY, gc.VerbDelete|VerbPatch|VerbUnblock)
-//	controller deliver KEY       Adopter.Stepper().Deliver
-//	controller coalesce KEY      Adopter.Stepper().Coalesce
-//	controller adopt KEY by=OWN  Adopter.Stepper().Adopt(KEY, OWN)
-//	settle                       Settle
+//	gc deliver KEY                 GC.Stepper().Deliver
+//	gc deliver-virtual KEY         GC.Stepper().DeliverVirtual
+//	gc coalesce KEY                GC.Stepper().Coalesce
+//	gc lose KEY                    GC.Stepper().Lose
+//	gc attemptToDelete KEY         GC.Stepper().AttemptToDelete
+//	gc attemptToOrphan KEY         GC.Stepper().AttemptToOrphan
+//	gc delete|patch|unblock KEY    GC.Stepper().Send(KEY, gc.VerbDelete|VerbPatch|VerbUnblock)
+//	controller deliver KEY         Adopter.Stepper().Deliver
+//	controller coalesce KEY        Adopter.Stepper().Coalesce
+//	controller adopt KEY by=OWN    Adopter.Stepper().Adopt(KEY, OWN)
+//	controller release KEY by=OWN  Adopter.Stepper().Release(KEY, OWN)
+//	settle                         Settle
 package impl
 
 import (
@@ -36,7 +39,6 @@ import (
 
 	"github.com/cascade-k8s/cascade/impl/adopter"
 	"github.com/cascade-k8s/cascade/impl/bugs"
-	"github.com/cascade-k8s/cascade/impl/crds"
 	"github.com/cascade-k8s/cascade/impl/gc"
 	"github.com/cascade-k8s/cascade/impl/step"
 	"github.com/cascade-k8s/cascade/impl/webhook"
@@ -50,9 +52,14 @@ type Options struct {
 	Bugs bugs.Set
 	// GC tunes the garbage collector; its Mode and Bugs are overridden.
 	GC gc.Options
-	// Adopter runs the adopting controller; Start installs the Herd CRD
-	// first if it is missing.
+	// Adopter runs the adopting controller. The CRD of every custom kind
+	// it manages (the Herd CRD, crds.Herd) must be installed first: the
+	// harness installs it (crds.Install); Start fails with a one-line
+	// error naming the CRD when it is missing.
 	Adopter bool
+	// AdopterKinds names the owner kinds the adopter manages
+	// (adopter.Kinds); nil means Herd only.
+	AdopterKinds []string
 	// Webhook installs the deletion-protection webhook.
 	Webhook bool
 	// WebhookOptions tunes the webhook; its Bugs are overridden.
@@ -95,11 +102,11 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (_ *Target, retE
 		t.Webhook = w
 	}
 	if opts.Adopter {
-		if err := crds.Install(ctx, cfg, crds.Herd); err != nil {
+		a, err := adopter.New(cfg, adopter.Options{Mode: opts.Mode, Bugs: opts.Bugs, Kinds: opts.AdopterKinds})
+		if err != nil {
 			return nil, err
 		}
-		a, err := adopter.New(cfg, adopter.Options{Mode: opts.Mode, Bugs: opts.Bugs})
-		if err != nil {
+		if err := a.Preflight(ctx); err != nil {
 			return nil, err
 		}
 		t.Adopter = a
@@ -215,6 +222,11 @@ func (t *Target) Step(ctx context.Context, line string) (writeErr, err error) {
 				return nil, fmt.Errorf("impl: %q: adopt needs by=OWNER", line)
 			}
 			return s.Adopt(ctx, k, by)
+		case "release":
+			if by.Kind == "" {
+				return nil, fmt.Errorf("impl: %q: release needs by=OWNER", line)
+			}
+			return s.Release(ctx, k, by)
 		}
 	}
 	return nil, fmt.Errorf("impl: unknown step %q", line)
@@ -254,13 +266,14 @@ func (t *Target) Settle(ctx context.Context) error {
 	return errors.New("impl: did not settle")
 }
 
-// quiet: nothing held for either component and nothing to adopt.
+// quiet: nothing held for either component and nothing to adopt or
+// release.
 func (t *Target) quiet() bool {
 	if st := t.GC.Stats(); st.GraphChanges > 0 || st.Busy > 0 {
 		return false
 	}
 	if a := t.Adopter; a != nil {
-		return len(a.Stepper().Pending()) == 0 && len(a.Stepper().Adoptions()) == 0
+		return len(a.Stepper().Pending()) == 0 && len(a.Stepper().Claims()) == 0
 	}
 	return true
 }

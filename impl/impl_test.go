@@ -105,9 +105,9 @@ func orphanAdoption(t *testing.T, bs bugs.Set) (tg *impl.Target, ns string, herd
 	// controller deliver pod/web-1: the controller's cache sees the orphan
 	// while it still has the Herd live
 	do(t, tg, "controller deliver pod/"+ns+"/web-1")
-	adoptions := tg.Adopter.Stepper().Adoptions()
-	if len(adoptions) != 1 || adoptions[0].Dependent.UID != pod.GetUID() || adoptions[0].Owner.UID != herd.GetUID() {
-		t.Fatalf("the controller's cache should allow exactly the adoption of %s by %s, allows %v", pod.GetName(), herd.GetName(), adoptions)
+	claims := tg.Adopter.Stepper().Claims()
+	if len(claims) != 1 || claims[0].Release || claims[0].Dependent.UID != pod.GetUID() || claims[0].Owner.UID != herd.GetUID() {
+		t.Fatalf("the controller's cache should allow exactly the adoption of %s by %s, allows %v", pod.GetName(), herd.GetName(), claims)
 	}
 	adoptErr, err := tg.Step(context.Background(), "controller adopt pod/"+ns+"/web-1 by=herd/"+ns+"/web")
 	if err != nil {
@@ -226,6 +226,7 @@ func TestNotEnabled(t *testing.T) {
 		"gc attemptToDelete cm/" + ns + "/a", // not queued
 		"gc delete cm/" + ns + "/a",          // nothing held
 		"controller adopt pod/" + ns + "/x by=herd/" + ns + "/y",
+		"controller release pod/" + ns + "/x by=herd/" + ns + "/y",
 	} {
 		if _, err := tg.Step(ctx, line); !errors.Is(err, step.ErrNotEnabled) {
 			t.Errorf("%s: want ErrNotEnabled, got %v", line, err)

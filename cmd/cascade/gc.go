@@ -13,6 +13,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/bugs"
+	"github.com/cascade-k8s/cascade/impl/crds"
 	"github.com/cascade-k8s/cascade/impl/gc"
 	"github.com/cascade-k8s/cascade/impl/step"
 	"github.com/cascade-k8s/cascade/impl/webhook"
@@ -109,6 +110,16 @@ func runGC(cmd *cobra.Command, f gcFlags) error {
 
 	ctx := cmd.Context() // cancelled by SIGINT or SIGTERM (main)
 	errOut := cmd.ErrOrStderr()
+	if f.adopter {
+		// impl's adopter requires its CRD; installing it is the caller's
+		// part, as the harness does for its targets
+		if err := crds.Install(ctx, cfg, crds.Herd); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return &exitError{code: 1, err: fmt.Errorf("gc: install the Herd CRD on %s: %s", where, target.OneLine(err))}
+		}
+	}
 	t, err := impl.Start(ctx, cfg, impl.Options{
 		Mode: step.Auto, Bugs: bs, Adopter: f.adopter, Webhook: f.webhook,
 		GC:             gc.Options{Workers: f.workers, SyncPeriod: f.syncPeriod},

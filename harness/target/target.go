@@ -40,6 +40,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/replay"
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/bugs"
+	"github.com/cascade-k8s/cascade/impl/crds"
 	"github.com/cascade-k8s/cascade/impl/step"
 	"github.com/cascade-k8s/cascade/impl/webhook"
 )
@@ -345,15 +346,32 @@ func (t *Target) Settler() replay.Target {
 }
 
 // StartStepped starts impl in Stepped mode on an impl-stepped target,
-// with the given bugs, the adopting controller (for Herds) and the
+// with the given bugs, the adopting controller (for Herds; the harness
+// installs the Herd CRD first when the cluster lacks it) and the
 // deletion-protection webhook as asked, and settles it once: the
 // informers' initial lists hold every system object the cluster already
 // has, and a trace names only its own. Stop it after the trace.
 func (t *Target) StartStepped(ctx context.Context, bs bugs.Set, adopter, withWebhook bool) (*impl.Target, error) {
+	var kinds []string
+	if adopter {
+		kinds = []string{crds.Herd.Kind}
+	}
+	return t.startStepped(ctx, bs, kinds, withWebhook)
+}
+
+// startStepped is StartStepped with the adopter managing the owner kinds
+// named (adopter.Kinds; none: no adopter).
+func (t *Target) startStepped(ctx context.Context, bs bugs.Set, kinds []string, withWebhook bool) (*impl.Target, error) {
 	if t.Spec.Name != ImplStepped {
 		return nil, fmt.Errorf("target %s cannot be stepped (impl-stepped can)", t.Spec.Name)
 	}
-	it, err := impl.Start(context.WithoutCancel(ctx), t.Admin, impl.Options{Mode: step.Stepped, Bugs: bs, Adopter: adopter, Webhook: withWebhook})
+	if slices.Contains(kinds, crds.Herd.Kind) {
+		if err := crds.Install(ctx, t.Admin, crds.Herd); err != nil {
+			return nil, err
+		}
+	}
+	it, err := impl.Start(context.WithoutCancel(ctx), t.Admin, impl.Options{Mode: step.Stepped, Bugs: bs,
+		Adopter: len(kinds) > 0, AdopterKinds: kinds, Webhook: withWebhook})
 	if err != nil {
 		return nil, err
 	}

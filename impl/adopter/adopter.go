@@ -1,22 +1,32 @@
 // Package adopter is cascade's adopting controller: a small
 // ReplicaSet-like controller for the custom kind Herd (cascade.dev/v1,
-// crds.Herd) that adopts matching ownerless Pods in its namespace. It
-// creates no pods; it exists so that the orphan-adoption race
-// (kubernetes#42639) can be reproduced against a real API server.
+// crds.Herd) that adopts matching ownerless Pods in its namespace and
+// releases the Pods it controls that no longer match. It creates no pods;
+// it exists so that the orphan-adoption race (kubernetes#42639) can be
+// reproduced against a real API server. Options.Kinds lets it manage
+// ReplicaSets, ReplicationControllers and Deployments the same way, for
+// the stepped target, which runs no kube-controller-manager (see Kinds).
 //
-// Adoption follows upstream's ControllerRefManager (ClaimObjects,
-// AdoptPod): a Herd that is not being deleted, with a non-empty
-// spec.selector.matchLabels, adopts a Pod in its namespace whose labels
-// match, that has no controller ownerReference and is not being deleted.
-// Before adopting it re-reads the Herd live and refuses when it is gone or
-// has a deletionTimestamp (RecheckDeletionTimestamp, kubernetes#42938);
-// the adopt-without-recheck bug skips that GET. The adoption is a
-// strategic merge patch adding {apiVersion cascade.dev/v1, kind Herd,
-// controller: true, blockOwnerDeletion: true} with the Pod's UID in the
-// patch as a precondition.
+// Ownership follows upstream's ControllerRefManager
+// (pkg/controller/controller_ref_manager.go, ClaimObject; decide): an
+// owner that is not being deleted adopts an object of its dependent kind
+// in its namespace whose labels match its selector, that has no
+// controller ownerReference and is not being deleted; it releases one it
+// controls whose labels no longer match. Before adopting it re-reads the
+// owner live and refuses when it is gone or has a deletionTimestamp
+// (RecheckDeletionTimestamp, kubernetes#42938); the adopt-without-recheck
+// bug skips that GET. Adoption is a strategic merge patch adding
+// {apiVersion, kind, name, uid, controller: true, blockOwnerDeletion:
+// true} (AdoptPod, AdoptReplicaSet), release a strategic merge patch
+// deleting the reference by UID (ReleasePod, ReleaseReplicaSet), both
+// with the dependent's UID in the patch as a precondition.
+//
+// The CRD of every custom kind it manages must be installed before it
+// starts (the harness installs it, crds.Install); Preflight checks.
 //
 // Options.Mode picks Auto (informers and workers) or Stepped (events held
-// until Stepper.Deliver, adoptions only on Stepper.Adopt).
+// until Stepper.Deliver, adoptions and releases only on Stepper.Adopt and
+// Stepper.Release).
 package adopter
 
 import (
@@ -24,20 +34,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -51,14 +59,15 @@ import (
 // UserAgent is the controller's user agent.
 const UserAgent = "cascade-adopter"
 
-var podGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-
 // Options configures a Controller.
 type Options struct {
 	// Mode is step.Auto (default) or step.Stepped.
 	Mode step.Mode
 	// Bugs: adopt-without-recheck is the one this controller reads.
 	Bugs bugs.Set
+	// Kinds names the owner kinds to manage, by API kind name, from
+	// Kinds; nil means Herd only.
+	Kinds []string
 	// Workers is the number of Auto-mode workers; 0 means 2.
 	Workers int
 	// EventWait bounds how long a Stepped call waits for the event it
@@ -66,21 +75,26 @@ type Options struct {
 	EventWait time.Duration
 }
 
-// Controller is one adopting controller. The Herd CRD must be installed
-// (crds.Install) before Run.
+// Controller is one adopting controller. The CRD of every custom kind it
+// watches must be installed (crds.Install) before Run.
 type Controller struct {
-	opts  Options
-	kube  kubernetes.Interface
-	dyn   dynamic.Interface
-	herds cache.SharedIndexInformer
-	pods  cache.SharedIndexInformer
-	queue workqueue.TypedRateLimitingInterface[string] // Auto: herd keys
-	step  *Stepper
-	wg    sync.WaitGroup
+	opts      Options
+	workloads []workload
+	dyn       dynamic.Interface
+	disc      discovery.DiscoveryInterface
+	kinds     []step.Kind                                  // watched: owners and dependents, in step.Kinds order
+	informers map[string]cache.SharedIndexInformer         // by API kind name
+	queue     workqueue.TypedRateLimitingInterface[string] // Auto: owner keys Kind/namespace/name
+	step      *Stepper
+	wg        sync.WaitGroup
 }
 
-// New builds a Controller; it makes no request until Run.
+// New builds a Controller; it makes no request until Preflight or Run.
 func New(cfg *rest.Config, opts Options) (*Controller, error) {
+	ws, err := parseKinds(opts.Kinds)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Workers <= 0 {
 		opts.Workers = 2
 	}
@@ -89,21 +103,19 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = UserAgent
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	md, err := metadata.NewForConfig(cfg)
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	c := &Controller{opts: opts, kube: kube, dyn: dyn,
-		herds: dynamicinformer.NewFilteredDynamicInformer(dyn, crds.Herd.GVR(), "", 0, cache.Indexers{}, nil).Informer(),
-		pods:  metadatainformer.NewFilteredMetadataInformer(md, podGVR, "", 0, cache.Indexers{}, nil).Informer(),
+	c := &Controller{opts: opts, workloads: ws, dyn: dyn, disc: disc, informers: map[string]cache.SharedIndexInformer{}}
+	for _, k := range step.Kinds {
+		if slices.ContainsFunc(ws, func(w workload) bool { return w.owner.Kind == k.Kind || w.dep.Kind == k.Kind }) {
+			c.kinds = append(c.kinds, k)
+		}
 	}
 	if opts.Mode == step.Stepped {
 		c.step = newStepper(c)
@@ -111,16 +123,18 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "cascade_adopter"})
 	}
-	for _, inf := range []cache.SharedIndexInformer{c.herds, c.pods} {
-		inf := inf
+	for _, k := range c.kinds {
+		inf := dynamicinformer.NewFilteredDynamicInformer(dyn, k.GVR(), "", 0, cache.Indexers{}, nil).Informer()
+		c.informers[k.Kind] = inf
+		kind := k.Kind
 		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.observe(inf, "add", obj) },
-			UpdateFunc: func(_, obj any) { c.observe(inf, "update", obj) },
+			AddFunc:    func(obj any) { c.observe(kind, "add", nil, obj) },
+			UpdateFunc: func(old, obj any) { c.observe(kind, "update", old, obj) },
 			DeleteFunc: func(obj any) {
 				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 					obj = d.Obj
 				}
-				c.observe(inf, "delete", obj)
+				c.observe(kind, "delete", nil, obj)
 			},
 		})
 		if err != nil {
@@ -133,37 +147,111 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 // Stepper returns the stepped scheduler, or nil in Auto mode.
 func (c *Controller) Stepper() *Stepper { return c.step }
 
+// Kinds lists the owner kinds the controller manages.
+func (c *Controller) Kinds() []string {
+	var out []string
+	for _, w := range c.workloads {
+		out = append(out, w.owner.Kind)
+	}
+	return out
+}
+
+// Preflight checks that the API server serves every kind the controller
+// watches; for a custom kind whose CRD is missing the one-line error says
+// which CRD to install. Run calls it first.
+func (c *Controller) Preflight(ctx context.Context) error {
+	for _, k := range c.kinds {
+		gv := k.Version
+		if k.Group != "" {
+			gv = k.Group + "/" + k.Version
+		}
+		rl, err := c.disc.ServerResourcesForGroupVersion(gv)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("adopter: discovery of %s: %s", gv, firstLine(err))
+		}
+		if err == nil && slices.ContainsFunc(rl.APIResources, func(r metav1.APIResource) bool { return r.Name == k.Resource }) {
+			continue
+		}
+		if k.Group == crds.Group {
+			return fmt.Errorf("adopter: the cluster does not serve %s.%s/%s: install the CRD %s.%s first (the harness installs it with crds.Install)",
+				k.Resource, k.Group, k.Version, k.Resource, k.Group)
+		}
+		return fmt.Errorf("adopter: the cluster does not serve %s (%s)", k.Resource, gv)
+	}
+	return ctx.Err()
+}
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
+
+func (c *Controller) workloadOf(ownerKind string) (workload, bool) {
+	for _, w := range c.workloads {
+		if w.owner.Kind == ownerKind {
+			return w, true
+		}
+	}
+	return workload{}, false
+}
+
 // observe routes an informer event: Stepped mode holds it; Auto mode
-// queues the Herds it concerns.
-func (c *Controller) observe(inf cache.SharedIndexInformer, typ string, obj any) {
-	o, ok := obj.(metav1.Object)
+// queues the owners it concerns, as the ReplicaSet controller's event
+// handlers do (addPod, updatePod: the controller named by the
+// dependent's controllerRef, before and after the update, and for an
+// orphan every owner whose selector matches it).
+func (c *Controller) observe(kind, typ string, oldObj, obj any) {
+	o, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return
 	}
 	if c.step != nil {
-		c.step.hold(inf == c.herds, typ, o)
+		c.step.hold(kind, typ, o)
 		return
 	}
-	if inf == c.herds {
-		c.queue.Add(o.GetNamespace() + "/" + o.GetName())
-		return
+	if _, isOwner := c.workloadOf(kind); isOwner && typ != "delete" {
+		c.queue.Add(kind + "/" + o.GetNamespace() + "/" + o.GetName())
 	}
 	if typ == "delete" {
 		return
 	}
-	for _, h := range c.herds.GetStore().List() {
-		herd := h.(*unstructured.Unstructured)
-		if herd.GetNamespace() == o.GetNamespace() && selectorOf(herd).Matches(labels.Set(o.GetLabels())) {
-			c.queue.Add(herd.GetNamespace() + "/" + herd.GetName())
+	objs := []*unstructured.Unstructured{o}
+	if old, ok := oldObj.(*unstructured.Unstructured); ok {
+		objs = append(objs, old)
+	}
+	for _, w := range c.workloads {
+		if w.dep.Kind != kind {
+			continue
+		}
+		for _, d := range objs {
+			if ref := metav1.GetControllerOfNoCopy(d); ref != nil {
+				if ref.Kind == w.owner.Kind {
+					c.queue.Add(w.owner.Kind + "/" + d.GetNamespace() + "/" + ref.Name)
+				}
+				continue
+			}
+			for _, x := range c.informers[w.owner.Kind].GetStore().List() {
+				if owner := x.(*unstructured.Unstructured); w.decide(owner, d) == adoptIt {
+					c.queue.Add(w.owner.Kind + "/" + owner.GetNamespace() + "/" + owner.GetName())
+				}
+			}
 		}
 	}
 }
 
-// Run runs the controller until ctx is done and returns once its
-// goroutines have stopped.
+// Run checks the cluster (Preflight), then runs the controller until ctx
+// is done and returns once its goroutines have stopped.
 func (c *Controller) Run(ctx context.Context) error {
+	if err := c.Preflight(ctx); err != nil {
+		if c.step != nil {
+			c.step.shutdown()
+		} else {
+			c.queue.ShutDown()
+		}
+		return err
+	}
 	ctx = ctrllog.IntoContext(ctx, ctrllog.FromContext(ctx).WithName("adopter"))
-	for _, inf := range []cache.SharedIndexInformer{c.herds, c.pods} {
+	for _, inf := range c.informers {
 		c.wg.Go(func() { inf.Run(ctx.Done()) })
 	}
 	if c.step == nil {
@@ -184,9 +272,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
-// WaitForSync waits until both informers have synced.
+// WaitForSync waits until every informer has synced.
 func (c *Controller) WaitForSync(ctx context.Context) error {
-	if !cache.WaitForCacheSync(ctx.Done(), c.herds.HasSynced, c.pods.HasSynced) {
+	var synced []cache.InformerSynced
+	for _, inf := range c.informers {
+		synced = append(synced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return errors.New("adopter: informers did not sync")
 	}
 	return nil
@@ -199,7 +291,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	if err := c.sync(ctx, key); err != nil {
-		ctrllog.FromContext(ctx).V(2).Info("sync failed, retrying", "herd", key, "err", err)
+		ctrllog.FromContext(ctx).V(2).Info("sync failed, retrying", "owner", key, "err", err)
 		c.queue.AddRateLimited(key)
 		return true
 	}
@@ -207,52 +299,43 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	return true
 }
 
-// sync is Auto mode's reconcile of one Herd: claim its orphans (ClaimPods).
+// sync is Auto mode's reconcile of one owner, Kind/namespace/name: claim
+// the dependents of its namespace (ClaimPods, ClaimReplicaSets over
+// ClaimObject), ignoring what ClaimObject and ReleasePod ignore: an
+// adoption or release whose dependent is gone (404), a release the API
+// server rejects as invalid (422: the reference is already gone, or the
+// dependent is another incarnation).
 func (c *Controller) sync(ctx context.Context, key string) error {
-	obj, exists, err := c.herds.GetStore().GetByKey(key)
+	kind, nsName, _ := strings.Cut(key, "/")
+	w, ok := c.workloadOf(kind)
+	if !ok {
+		return nil
+	}
+	obj, exists, err := c.informers[kind].GetStore().GetByKey(nsName)
 	if err != nil || !exists {
 		return err
 	}
-	herd := obj.(*unstructured.Unstructured)
+	owner := obj.(*unstructured.Unstructured)
 	var errs []error
-	recheck := recheckOnce(func() error { return c.recheck(ctx, herd) })
-	for _, p := range c.pods.GetStore().List() {
-		pod := p.(*metav1.PartialObjectMetadata)
-		if !adoptable(herd, pod) {
-			continue
-		}
-		if err := c.adopt(ctx, herd, pod, recheck); err != nil {
-			errs = append(errs, err)
+	recheck := recheckOnce(func() error { return c.recheck(ctx, w, owner) })
+	for _, x := range c.informers[w.dep.Kind].GetStore().List() {
+		dep := x.(*unstructured.Unstructured)
+		switch w.decide(owner, dep) {
+		case adoptIt:
+			if err := c.adopt(ctx, w, owner, dep, recheck); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		case releaseIt:
+			if err := c.release(ctx, w, owner, dep); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// selectorOf reads spec.selector.matchLabels; an empty selector matches
-// nothing (a ReplicaSet with one is invalid).
-func selectorOf(herd *unstructured.Unstructured) labels.Selector {
-	m, _, _ := unstructured.NestedStringMap(herd.Object, "spec", "selector", "matchLabels")
-	if len(m) == 0 {
-		return labels.Nothing()
-	}
-	return labels.SelectorFromSet(m)
-}
-
-// adoptable is ClaimObjects' test for an orphan, on cached objects: the
-// Herd is not being deleted; the Pod is in its namespace, matches its
-// selector, has no controller reference and is not being deleted.
-func adoptable(herd *unstructured.Unstructured, pod metav1.Object) bool {
-	if herd.GetDeletionTimestamp() != nil || pod.GetDeletionTimestamp() != nil || pod.GetNamespace() != herd.GetNamespace() {
-		return false
-	}
-	if metav1.GetControllerOfNoCopy(pod) != nil {
-		return false
-	}
-	return selectorOf(herd).Matches(labels.Set(pod.GetLabels()))
-}
-
 // recheckOnce runs f at most once (upstream checks the owner once per
-// ClaimObjects call, lazily, before the first adoption).
+// ClaimObjects call, lazily, before the first adoption: canAdopt).
 func recheckOnce(f func() error) func() error {
 	var once sync.Once
 	var err error
@@ -262,51 +345,81 @@ func recheckOnce(f func() error) func() error {
 	}
 }
 
-// recheck is RecheckDeletionTimestamp with the ReplicaSet controller's
-// getter: a live GET of the Herd that refuses adoption when it is gone
-// (404: a GET that finds nothing, or another incarnation) or being
-// deleted (409).
-func (c *Controller) recheck(ctx context.Context, herd *unstructured.Unstructured) error {
-	fresh, err := c.dyn.Resource(crds.Herd.GVR()).Namespace(herd.GetNamespace()).Get(ctx, herd.GetName(), metav1.GetOptions{})
+// recheck is RecheckDeletionTimestamp with the owner controller's getter
+// (the ReplicaSet and Deployment controllers' canAdoptFunc): a live GET of
+// the owner that refuses adoption when it is gone (404: a GET that finds
+// nothing, or another incarnation) or being deleted (409).
+func (c *Controller) recheck(ctx context.Context, w workload, owner *unstructured.Unstructured) error {
+	fresh, err := c.dyn.Resource(w.owner.GVR()).Namespace(owner.GetNamespace()).Get(ctx, owner.GetName(), metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if err != nil || fresh.GetUID() != herd.GetUID() {
+	if err != nil || fresh.GetUID() != owner.GetUID() {
 		got := "none"
 		if err == nil {
 			got = string(fresh.GetUID())
 		}
 		return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 404, Reason: metav1.StatusReasonNotFound,
-			Message: fmt.Sprintf("original Herd %s/%s is gone: got uid %s, wanted %s", herd.GetNamespace(), herd.GetName(), got, herd.GetUID())}}
+			Message: fmt.Sprintf("original %s %s/%s is gone: got uid %s, wanted %s", w.owner.Kind, owner.GetNamespace(), owner.GetName(), got, owner.GetUID())}}
 	}
 	if dt := fresh.GetDeletionTimestamp(); dt != nil {
 		return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 409, Reason: metav1.StatusReasonConflict,
-			Message: fmt.Sprintf("Herd %s/%s has just been deleted at %v", herd.GetNamespace(), herd.GetName(), dt)}}
+			Message: fmt.Sprintf("%s %s/%s has just been deleted at %v", w.owner.Kind, owner.GetNamespace(), owner.GetName(), dt)}}
 	}
 	return nil
 }
 
-// adopt patches a controller reference to herd onto pod, after recheck
-// unless the adopt-without-recheck bug is on.
-func (c *Controller) adopt(ctx context.Context, herd *unstructured.Unstructured, pod metav1.Object, recheck func() error) error {
+func apiVersion(k step.Kind) string {
+	if k.Group == "" {
+		return k.Version
+	}
+	return k.Group + "/" + k.Version
+}
+
+// adopt is AdoptPod / AdoptReplicaSet: after recheck (unless the
+// adopt-without-recheck bug is on), a strategic merge patch adding a
+// controller reference to owner, with dep's UID as a precondition (422
+// on another incarnation). It returns the re-check's refusal or the
+// patch's error as they are.
+func (c *Controller) adopt(ctx context.Context, w workload, owner, dep *unstructured.Unstructured, recheck func() error) error {
 	if !c.opts.Bugs.Has(bugs.AdoptWithoutRecheck) {
 		if err := recheck(); err != nil {
 			return err
 		}
 	}
 	t := true
-	ref := metav1.OwnerReference{APIVersion: crds.Group + "/" + crds.Version, Kind: crds.Herd.Kind, Name: herd.GetName(),
-		UID: herd.GetUID(), Controller: &t, BlockOwnerDeletion: &t}
+	ref := metav1.OwnerReference{APIVersion: apiVersion(w.owner), Kind: w.owner.Kind, Name: owner.GetName(),
+		UID: owner.GetUID(), Controller: &t, BlockOwnerDeletion: &t}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"ownerReferences": []metav1.OwnerReference{ref},
-		"uid":             pod.GetUID(), // precondition: 422 on another incarnation
+		"uid":             dep.GetUID(),
 	}})
 	if err != nil {
 		return err
 	}
-	_, err = c.kube.CoreV1().Pods(pod.GetNamespace()).Patch(ctx, pod.GetName(), types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	_, err = c.dyn.Resource(w.dep.GVR()).Namespace(dep.GetNamespace()).Patch(ctx, dep.GetName(), types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err == nil {
-		ctrllog.FromContext(ctx).V(2).Info("adopted", "pod", pod.GetNamespace()+"/"+pod.GetName(), "herd", herd.GetName())
+		ctrllog.FromContext(ctx).V(2).Info("adopted", "dependent", w.dep.Kind+" "+dep.GetNamespace()+"/"+dep.GetName(), "owner", w.owner.Kind+" "+owner.GetName())
+	}
+	return err
+}
+
+// release is ReleasePod / ReleaseReplicaSet without their error filter:
+// a strategic merge patch deleting every reference to owner's UID
+// (GenerateDeleteOwnerRefStrategicMergeBytes), with dep's UID as a
+// precondition. It returns the patch's error as it is; the Auto-mode
+// sync ignores 404 and 422 as ReleasePod does.
+func (c *Controller) release(ctx context.Context, w workload, owner, dep *unstructured.Unstructured) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"ownerReferences": []map[string]string{{"$patch": "delete", "uid": string(owner.GetUID())}},
+		"uid":             dep.GetUID(),
+	}})
+	if err != nil {
+		return err
+	}
+	_, err = c.dyn.Resource(w.dep.GVR()).Namespace(dep.GetNamespace()).Patch(ctx, dep.GetName(), types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if err == nil {
+		ctrllog.FromContext(ctx).V(2).Info("released", "dependent", w.dep.Kind+" "+dep.GetNamespace()+"/"+dep.GetName(), "owner", w.owner.Kind+" "+owner.GetName())
 	}
 	return err
 }

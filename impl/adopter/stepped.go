@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -16,13 +16,15 @@ import (
 )
 
 // Stepper is the stepped scheduler of a Controller in step.Stepped mode:
-// informer events are held per resource (herds, pods) and the
-// controller's cache changes only when Deliver takes one; adoptions happen
-// only on Adopt. The model's steps (model/step.go, applyController):
+// informer events are held per kind (each owner kind and each dependent
+// kind the controller watches) and the controller's cache changes only
+// when Deliver takes one; adoptions and releases happen only on Adopt and
+// Release. The model's steps (model/step.go, applyController):
 //
-//	controller deliver KEY         Deliver
-//	controller coalesce KEY        Coalesce
-//	controller adopt KEY by=OWNER  Adopt
+//	controller deliver KEY           Deliver
+//	controller coalesce KEY          Coalesce
+//	controller adopt KEY by=OWNER    Adopt
+//	controller release KEY by=OWNER  Release
 //
 // A step that cannot be taken returns an error wrapping
 // step.ErrNotEnabled and changes nothing.
@@ -32,34 +34,29 @@ type Stepper struct {
 
 	mu       sync.Mutex
 	arrivals step.Arrivals
-	queues   map[string][]held // by kind: "Herd", "Pod"
-	// the controller's cache: what Deliver has handed it
-	herds map[types.UID]*unstructured.Unstructured
-	pods  map[types.UID]metav1.Object
+	queues   map[string][]held // by API kind name
+	// the controller's cache, by kind: what Deliver has handed it
+	cache map[string]map[types.UID]*unstructured.Unstructured
 }
 
 type held struct {
 	typ string // add, update, delete
-	obj metav1.Object
+	obj *unstructured.Unstructured
 }
 
 func newStepper(c *Controller) *Stepper {
-	return &Stepper{c: c, arrivals: step.NewArrivals(), queues: map[string][]held{},
-		herds: map[types.UID]*unstructured.Unstructured{}, pods: map[types.UID]metav1.Object{}}
-}
-
-func kindOf(isHerd bool) string {
-	if isHerd {
-		return "Herd"
+	s := &Stepper{c: c, arrivals: step.NewArrivals(), queues: map[string][]held{},
+		cache: map[string]map[types.UID]*unstructured.Unstructured{}}
+	for _, k := range c.kinds {
+		s.cache[k.Kind] = map[types.UID]*unstructured.Unstructured{}
 	}
-	return "Pod"
+	return s
 }
 
-func (s *Stepper) hold(isHerd bool, typ string, o metav1.Object) {
+func (s *Stepper) hold(kind, typ string, o *unstructured.Unstructured) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := kindOf(isHerd)
-	s.queues[k] = append(s.queues[k], held{typ, o})
+	s.queues[kind] = append(s.queues[kind], held{typ, o})
 	s.arrivals.Signal()
 }
 
@@ -75,26 +72,31 @@ type PendingEvent struct {
 	Key  step.Key
 }
 
-// Pending lists the held events, herds first, each oldest first.
+// Pending lists the held events, kind by kind in the order of step.Kinds,
+// each oldest first.
 func (s *Stepper) Pending() []PendingEvent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []PendingEvent
-	for _, k := range []string{"Herd", "Pod"} {
-		for _, h := range s.queues[k] {
-			out = append(out, PendingEvent{Type: h.typ, Key: keyOf(k, h.obj)})
+	for _, k := range s.c.kinds {
+		for _, h := range s.queues[k.Kind] {
+			out = append(out, PendingEvent{Type: h.typ, Key: keyOf(k.Kind, h.obj)})
 		}
 	}
 	return out
 }
 
-func keyOf(kind string, o metav1.Object) step.Key {
+func keyOf(kind string, o *unstructured.Unstructured) step.Key {
 	return step.Key{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName(), UID: o.GetUID()}
+}
+
+func (s *Stepper) watches(kind string) bool {
+	return slices.ContainsFunc(s.c.kinds, func(k step.Kind) bool { return k.Kind == kind })
 }
 
 // head waits for an event of k's kind and checks that the oldest is about k.
 func (s *Stepper) head(ctx context.Context, k step.Key) (held, error) {
-	if k.Kind != "Herd" && k.Kind != "Pod" {
+	if !s.watches(k.Kind) {
 		return held{}, step.NotEnabled("the controller has no informer for kind %s", k.Kind)
 	}
 	timer := time.NewTimer(s.c.opts.EventWait)
@@ -133,16 +135,10 @@ func (s *Stepper) take(kind string, apply bool) {
 	if !apply {
 		return
 	}
-	uid := h.obj.GetUID()
-	switch {
-	case kind == "Herd" && h.typ == "delete":
-		delete(s.herds, uid)
-	case kind == "Herd":
-		s.herds[uid] = h.obj.(*unstructured.Unstructured)
-	case h.typ == "delete":
-		delete(s.pods, uid)
-	default:
-		s.pods[uid] = h.obj
+	if h.typ == "delete" {
+		delete(s.cache[kind], h.obj.GetUID())
+	} else {
+		s.cache[kind][h.obj.GetUID()] = h.obj
 	}
 }
 
@@ -177,9 +173,8 @@ func (s *Stepper) Coalesce(ctx context.Context, k step.Key) error {
 			ok = ok || later.obj.GetUID() == h.obj.GetUID()
 		}
 		if !ok && h.typ == "delete" {
-			_, inHerds := s.herds[h.obj.GetUID()]
-			_, inPods := s.pods[h.obj.GetUID()]
-			ok = !inHerds && !inPods
+			_, cached := s.cache[k.Kind][h.obj.GetUID()]
+			ok = !cached
 		}
 		wait := s.arrivals.Wait()
 		s.mu.Unlock()
@@ -197,86 +192,124 @@ func (s *Stepper) Coalesce(ctx context.Context, k step.Key) error {
 	}
 }
 
-// Adoption is one adoption the controller's cache allows.
-type Adoption struct {
+// Claim is one adoption or release the controller's cache allows.
+type Claim struct {
 	Owner, Dependent step.Key
+	// Release: Owner releases Dependent; otherwise Owner adopts it.
+	Release bool
 }
 
-// Adoptions lists what the controller would adopt from its cache, sorted.
-func (s *Stepper) Adoptions() []Adoption {
+// String renders the claim as the trace step that takes it.
+func (c Claim) String() string {
+	verb := "adopt"
+	if c.Release {
+		verb = "release"
+	}
+	return fmt.Sprintf("controller %s %s by=%s", verb, c.Dependent, c.Owner)
+}
+
+// Claims lists what the controller would do from its cache (the model's
+// claims: ClaimObject over every owner and candidate dependent), sorted.
+func (s *Stepper) Claims() []Claim {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Adoption
-	for _, h := range s.herds {
-		for _, p := range s.pods {
-			if adoptable(h, p) {
-				out = append(out, Adoption{Owner: keyOf("Herd", h), Dependent: keyOf("Pod", p)})
+	var out []Claim
+	for _, w := range s.c.workloads {
+		for _, o := range s.cache[w.owner.Kind] {
+			for _, d := range s.cache[w.dep.Kind] {
+				if a := w.decide(o, d); a != none {
+					out = append(out, Claim{Owner: keyOf(w.owner.Kind, o), Dependent: keyOf(w.dep.Kind, d), Release: a == releaseIt})
+				}
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		return out[i].Owner.String()+out[i].Dependent.String() < out[j].Owner.String()+out[j].Dependent.String()
-	})
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
 }
 
-// Adopt is `controller adopt KEY by=OWNER`: adopt the Pod dep by the Herd
-// owner, which the cache must allow. err reports a step that cannot be
-// taken; writeErr is the outcome of the step: the live re-check's refusal
-// (404 gone, 409 being deleted) or the patch's error, nil on success.
+// Adopt is `controller adopt KEY by=OWNER`: owner adopts dep, which the
+// cache must allow. err reports a step that cannot be taken; writeErr is
+// the outcome of the step: the live re-check's refusal (404 gone, 409
+// being deleted) or the patch's error, nil on success.
 func (s *Stepper) Adopt(ctx context.Context, dep, owner step.Key) (writeErr, err error) {
 	s.stepMu.Lock()
 	defer s.stepMu.Unlock()
-	herd, pod := s.find(dep, owner)
-	if herd == nil {
+	w, o, d := s.find(dep, owner, adoptIt)
+	if o == nil {
 		return nil, step.NotEnabled("controller would not adopt %s by %s", dep, owner)
 	}
-	return s.c.adopt(ctx, herd, pod, recheckOnce(func() error { return s.c.recheck(ctx, herd) })), nil
+	return s.c.adopt(ctx, w, o, d, recheckOnce(func() error { return s.c.recheck(ctx, w, o) })), nil
 }
 
-func (s *Stepper) find(dep, owner step.Key) (*unstructured.Unstructured, metav1.Object) {
+// Release is `controller release KEY by=OWNER`: owner drops its reference
+// from dep, which it controls and whose labels its selector no longer
+// matches in the cache, and owner is not being deleted (ClaimObject's
+// release branch; ReleasePod, ReleaseReplicaSet). err reports a step that
+// cannot be taken; writeErr is the patch's answer as the API server gave
+// it (404 when dep is gone, 422 for another incarnation), nil on
+// success: upstream's controller ignores those two, which in Stepped mode
+// only means it does not retry.
+func (s *Stepper) Release(ctx context.Context, dep, owner step.Key) (writeErr, err error) {
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
+	w, o, d := s.find(dep, owner, releaseIt)
+	if o == nil {
+		return nil, step.NotEnabled("controller would not release %s by %s", dep, owner)
+	}
+	return s.c.release(ctx, w, o, d), nil
+}
+
+func (s *Stepper) find(dep, owner step.Key, want action) (workload, *unstructured.Unstructured, *unstructured.Unstructured) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, h := range s.herds {
-		if !owner.Matches("Herd", h.GetNamespace(), h.GetName(), h.GetUID()) {
+	w, ok := s.c.workloadOf(owner.Kind)
+	if !ok || w.dep.Kind != dep.Kind {
+		return workload{}, nil, nil
+	}
+	for _, o := range s.cache[w.owner.Kind] {
+		if !owner.Matches(w.owner.Kind, o.GetNamespace(), o.GetName(), o.GetUID()) {
 			continue
 		}
-		for _, p := range s.pods {
-			if dep.Matches("Pod", p.GetNamespace(), p.GetName(), p.GetUID()) && adoptable(h, p) {
-				return h, p
+		for _, d := range s.cache[w.dep.Kind] {
+			if dep.Matches(w.dep.Kind, d.GetNamespace(), d.GetName(), d.GetUID()) && w.decide(o, d) == want {
+				return w, o, d
 			}
 		}
 	}
-	return nil, nil
+	return workload{}, nil, nil
 }
 
-// Settle delivers every held event and runs every adoption the cache
+// Settle delivers every held event and takes every claim the cache
 // allows, until a round changes nothing and no event arrives for a short
 // while (the counterpart of a trace's `settle` for the controller).
 func (s *Stepper) Settle(ctx context.Context) error {
 	for round := 0; round < 500; round++ {
 		s.stepMu.Lock()
 		n := 0
-		for _, k := range []string{"Herd", "Pod"} {
+		for _, k := range s.c.kinds {
 			for {
 				s.mu.Lock()
-				empty := len(s.queues[k]) == 0
+				empty := len(s.queues[k.Kind]) == 0
 				s.mu.Unlock()
 				if empty {
 					break
 				}
-				s.take(k, true)
+				s.take(k.Kind, true)
 				n++
 			}
 		}
 		s.stepMu.Unlock()
-		adopted := 0
-		for _, a := range s.Adoptions() {
-			if werr, err := s.Adopt(ctx, a.Dependent, a.Owner); err == nil && werr == nil {
-				adopted++
+		claimed := 0
+		for _, c := range s.Claims() {
+			take := s.Adopt
+			if c.Release {
+				take = s.Release
+			}
+			if werr, err := take(ctx, c.Dependent, c.Owner); err == nil && werr == nil {
+				claimed++
 			}
 		}
-		if n > 0 || adopted > 0 {
+		if n > 0 || claimed > 0 {
 			continue
 		}
 		s.mu.Lock()
