@@ -259,7 +259,8 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // Ops returns an Observed op (actor "cluster") for every event that no
-// op of recorded explains, with the interval described at Observer.
+// op of recorded explains, with the interval described at Observer, and
+// marks Removed the recorded DELETEs the watch shows removed the object.
 //
 // A DELETED event is explained when a successful recorded op removed that
 // object (an immediate DELETE answers a Status without a resourceVersion,
@@ -278,6 +279,19 @@ func sleep(ctx context.Context, d time.Duration) {
 // fuzzing the kubeconfig target), and the checker then rightly finds the
 // no-op's precondition failed on the version before.
 //
+// It also completes what the watch tells of recorded ops: a successful
+// DELETE whose answer is at the revision of the object's DELETED event
+// removed the object, and is marked Removed in recorded. Its answer
+// alone may not say so: a DELETE that read the object bare deletes it at
+// once, and etcd3's conditionalDelete removes whatever version is
+// current by then, answering that version as last stored (finalizers
+// and deletionTimestamp included) at the deletion's revision
+// (kubernetes#77988, see harness/lin's removal). A revision is one
+// write's, and no other answer carries a deletion's revision (a DELETE
+// or an update that finds the object gone answers the version it read),
+// so the DELETE is the remover. Left unmarked, the removal would stand
+// twice in the history, once as the DELETE and once Observed.
+//
 // Every answer also bounds the intervals of the writes around the
 // revision it shows, live at some instant between its Call and Return:
 // the write that produced it came before the answer's Return (an
@@ -288,6 +302,21 @@ func (o *Observer) Ops(recorded []Op) []Op {
 	o.mu.Lock()
 	events := append([]watchEvent(nil), o.events...)
 	o.mu.Unlock()
+
+	deletedAt := map[string]uint64{} // by UID: the revision of its DELETED event
+	for _, ev := range events {
+		if ev.removed && ev.obj.RV != 0 {
+			deletedAt[ev.obj.UID] = ev.obj.RV
+		}
+	}
+	for i := range recorded {
+		op := &recorded[i]
+		if op.Verb == Delete && op.OK() && !op.Removed && op.Got != nil && op.Got.UID != "" {
+			if rv, ok := deletedAt[op.Got.UID]; ok && rv == op.Got.RV {
+				op.Removed = true
+			}
+		}
+	}
 
 	answered := map[uint64][]*Op{} // successful recorded ops by the resourceVersion they answered
 	removedUID := map[string]bool{}

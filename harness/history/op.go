@@ -100,7 +100,9 @@ type Op struct {
 	// state right after the write) or, for an Observed op, the state the
 	// watch showed. Removed says the write removed the object from the
 	// store: a DELETE of an object without finalizers, the last finalizer
-	// removed from an object being deleted, or a DELETED watch event.
+	// removed from an object being deleted, a DELETED watch event, or a
+	// DELETE answered at the revision of the object's DELETED event
+	// (Observer.Ops: the answer may show finalizers, kubernetes#77988).
 	Got     *Object
 	Removed bool
 
