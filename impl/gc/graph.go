@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,9 +52,16 @@ func refMatches(ref metav1.OwnerReference, id Identity) bool {
 // one graph lock: processGraphChanges writes under it, workers read short
 // snapshots under it and never hold it across an API call.
 type node struct {
-	identity   Identity
-	owners     []metav1.OwnerReference
-	dependents map[types.UID]struct{}
+	identity Identity
+	owners   []metav1.OwnerReference
+	// dependents maps each dependent's UID to its created order key.
+	dependents map[types.UID]uint64
+	// created orders nodes by creation: the object's resourceVersion when
+	// the graph first observed it, which for an object first seen through
+	// its ADDED event is its creation revision (kube-apiserver on etcd3
+	// hands out revisions from one counter for every resource). Zero for
+	// a virtual node, or a resourceVersion that is not a number.
+	created uint64
 	// virtual: built from an ownerReference, never observed by an informer.
 	virtual bool
 	// beingDeleted: deletionTimestamp seen; a one-way flag (markBeingDeleted).
@@ -68,15 +76,35 @@ type graph struct {
 	nodes map[types.UID]*node
 }
 
-// dependentUIDs returns n's dependents sorted, so that every walk over
-// them is deterministic (upstream iterates a map).
+// dependentUIDs returns n's dependents in creation order (UID order
+// among equals). Upstream iterates a map and orphans dependents in
+// parallel, so any order is upstream's; Stepped mode needs one that is
+// deterministic and the model's, whose dependents are ordered by UID and
+// whose UIDs count creations. The order shows when one work item writes
+// several dependents of one resource: their events queue in that order.
 func (n *node) dependentUIDs() []types.UID {
 	out := make([]types.UID, 0, len(n.dependents))
 	for u := range n.dependents {
 		out = append(out, u)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	sort.Slice(out, func(i, j int) bool {
+		ci, cj := n.dependents[out[i]], n.dependents[out[j]]
+		if ci != cj {
+			return ci < cj
+		}
+		return out[i] < out[j]
+	})
 	return out
+}
+
+// createdOrder is a node's created key from the resourceVersion of its
+// first observation.
+func createdOrder(rv string) uint64 {
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // blockingDependents: dependents whose reference to n has

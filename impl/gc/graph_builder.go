@@ -77,6 +77,7 @@ func (gc *GarbageCollector) processGraphChanges(ctx context.Context, ev *event) 
 			existing.identity = observed
 		}
 		existing.virtual = false // markObserved
+		existing.created = createdOrder(ev.obj.ResourceVersion)
 	}
 
 	switch {
@@ -84,7 +85,8 @@ func (gc *GarbageCollector) processGraphChanges(ctx context.Context, ev *event) 
 		n := &node{
 			identity:           ev.identity(),
 			owners:             ev.obj.OwnerReferences,
-			dependents:         map[types.UID]struct{}{},
+			dependents:         map[types.UID]uint64{},
+			created:            createdOrder(ev.obj.ResourceVersion),
 			beingDeleted:       beingDeleted(ev.obj),
 			deletingDependents: beingDeleted(ev.obj) && hasFinalizer(ev.obj, metav1.FinalizerDeleteDependents),
 		}
@@ -204,14 +206,14 @@ func (gc *GarbageCollector) addDependentToOwners(ctx context.Context, n *node, o
 	for _, ref := range owners {
 		on := g.nodes[ref.UID]
 		if on == nil {
-			on = &node{identity: ownerIdentity(ref, n.identity.Namespace), dependents: map[types.UID]struct{}{}, virtual: true}
+			on = &node{identity: ownerIdentity(ref, n.identity.Namespace), dependents: map[types.UID]uint64{}, virtual: true}
 			log.V(5).Info("add virtual item", "identity", on.identity)
 			g.nodes[ref.UID] = on
-			on.dependents[n.identity.UID] = struct{}{}
+			on.dependents[n.identity.UID] = n.created
 			gc.attemptToDelete.Add(on.identity)
 			continue
 		}
-		on.dependents[n.identity.UID] = struct{}{}
+		on.dependents[n.identity.UID] = n.created
 		if potentiallyInvalid {
 			continue
 		}

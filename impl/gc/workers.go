@@ -64,9 +64,9 @@ func (gc *GarbageCollector) snapshot(uid types.UID) (node, bool) {
 		return node{}, false
 	}
 	c := *n
-	c.dependents = map[types.UID]struct{}{}
-	for d := range n.dependents {
-		c.dependents[d] = struct{}{}
+	c.dependents = make(map[types.UID]uint64, len(n.dependents))
+	for d, created := range n.dependents {
+		c.dependents[d] = created
 	}
 	return c, true
 }
