@@ -18,6 +18,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,6 +27,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cascade-k8s/cascade/harness/fuzz"
 	"github.com/cascade-k8s/cascade/harness/replay"
@@ -40,12 +44,22 @@ func main() {
 	budget := flag.Duration("budget", 90*time.Second, "time budget per seed")
 	only := flag.String("bugs", "", "comma-separated bugs (default: every injectable one)")
 	binDir := flag.String("kube-bin-dir", "", "control-plane binaries")
+	verbose := flag.Bool("v", false, "print every run's progress and the shrinker's on stderr")
 	flag.Parse()
+	// controller-runtime's webhook logs otherwise complain, with a stack,
+	// that no logger was set
+	ctrllog.SetLogger(logr.Discard())
+	if *verbose {
+		progressOut = os.Stderr
+	}
 	if err := run(*seeds, *budget, *only, *binDir); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-detect:", err)
 		os.Exit(1)
 	}
 }
+
+// progressOut receives the runs' progress lines (-v).
+var progressOut io.Writer
 
 func run(seeds int, budget time.Duration, only, binDir string) error {
 	ctx := context.Background()
@@ -73,12 +87,16 @@ func run(seeds int, budget time.Duration, only, binDir string) error {
 		kind := ""
 		for s := 1; s <= seeds; s++ {
 			set := bugs.Of(b)
-			env := fuzz.SteppedEnv{Target: target.ImplStepped, Admin: t.Admin, Limited: t.Limited, Inject: set.Names(), Coalesce: b == bugs.ForgetUnobservedVirtual,
+			surrogate, err := fuzz.ModelBugs(set)
+			if err != nil {
+				return err
+			}
+			env := fuzz.SteppedEnv{Surrogate: surrogate, Target: target.ImplStepped, Admin: t.Admin, Limited: t.Limited, Inject: set.Names(), Coalesce: b == bugs.ForgetUnobservedVirtual,
 				Bugs:  fuzz.ModelFaults(set),
 				Start: func(ctx context.Context) (*impl.Target, error) { return t.StartStepped(ctx, set, false, true) }}
 			out := filepath.Join("out", "bench-detect", string(b), strconv.Itoa(s))
 			rep, err := fuzz.RunStepped(ctx, env, fuzz.Config{Checks: 100000, Steps: 30, Seed: uint64(s), ShrinkTime: 15 * time.Second,
-				Universe: fuzz.DefaultUniverse, Out: out, Deadline: time.Now().Add(budget)})
+				Universe: fuzz.DefaultUniverse, Out: out, Deadline: time.Now().Add(budget), Progress: progressOut})
 			if err != nil {
 				return err
 			}

@@ -79,7 +79,9 @@ type Failure struct {
 	// Summary is one paragraph naming the property, the divergence or
 	// the illegal operation.
 	Summary string
-	// Steps is the shrunk run's step count.
+	// Steps is the shrunk run's step count: its client and internal
+	// steps, without those of its final settle (the model checker's
+	// counterexample lengths do not count a final settle either).
 	Steps int
 	// Trace, History and FailFile are the artifacts written ("" if none).
 	Trace, History, FailFile string
@@ -113,6 +115,7 @@ type runFailure struct {
 	kind, summary string
 	trace         string // trace file text
 	steps         int
+	script        []string                         // a stepped run's steps, for shrinking
 	write         func(dir string) (string, error) // extra artifact (history HTML)
 }
 

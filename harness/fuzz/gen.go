@@ -65,12 +65,49 @@ const selectorLabel = "app"
 type gen struct {
 	u       Universe
 	created []string // keys, in the order first created
+	// live, when set, lists the objects that exist now (a stepped run's
+	// model state): most steps then name one of them instead of a key
+	// that was once created and may be gone.
+	live func() []string
+	// kinds are the kinds this run creates: the universe's, or a swarm
+	// subset of them.
+	kinds []string
+}
+
+// swarm draws the run's configuration as swarm testing does (Groce et
+// al., "Swarm Testing", ISSTA 2012): each run leaves out a random part of
+// the universe's kinds and of the client verbs, so that the remaining
+// ones meet each other often enough to build the deep shapes bugs need —
+// a cluster-scoped owner of a namespaced dependent, an rc in the middle
+// of a chain, a two-object cycle — instead of every run being an even
+// mix in which each shape is rare. It returns the verbs the run keeps.
+func (g *gen) swarm(t *rapid.T, verbs map[string]func(*rapid.T) string) map[string]func(*rapid.T) string {
+	g.kinds = nil
+	for _, k := range g.u.Kinds {
+		if rapid.Bool().Draw(t, "swarm-kind-"+k) {
+			g.kinds = append(g.kinds, k)
+		}
+	}
+	if len(g.kinds) == 0 {
+		g.kinds = []string{rapid.SampledFrom(g.u.Kinds).Draw(t, "swarm-only-kind")}
+	}
+	kept := map[string]func(*rapid.T) string{"create": verbs["create"], "delete": verbs["delete"]}
+	for _, v := range []string{"finalizer", "owner", "label", "scale"} {
+		if rapid.Bool().Draw(t, "swarm-verb-"+v) {
+			kept[v] = verbs[v]
+		}
+	}
+	return kept
 }
 
 // key draws a key of the universe: kind, namespace (namespaced kinds) and
 // name.
 func (g *gen) key(t *rapid.T, label string) string {
-	k := rapid.SampledFrom(g.u.Kinds).Draw(t, label+"-kind")
+	kinds := g.kinds
+	if len(kinds) == 0 {
+		kinds = g.u.Kinds
+	}
+	k := rapid.SampledFrom(kinds).Draw(t, label+"-kind")
 	return g.keyOf(t, k, label)
 }
 
@@ -90,10 +127,14 @@ func (g *gen) keyOf(t *rapid.T, short, label string) string {
 // existing draws a key created before, or any key when none was (a
 // request on an absent object is a step worth taking too).
 func (g *gen) existing(t *rapid.T, label string) string {
-	if len(g.created) == 0 || rapid.IntRange(0, 9).Draw(t, label+"-fresh") == 0 {
+	pool := g.created
+	if g.live != nil {
+		pool = g.live()
+	}
+	if len(pool) == 0 || rapid.IntRange(0, 9).Draw(t, label+"-fresh") == 0 {
 		return g.key(t, label)
 	}
-	return rapid.SampledFrom(g.created).Draw(t, label)
+	return rapid.SampledFrom(pool).Draw(t, label)
 }
 
 // ownerRef draws an owner= value naming a created object, with the

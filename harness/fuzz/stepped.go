@@ -40,26 +40,55 @@ type SteppedEnv struct {
 	// Adopter says Start runs impl's adopting controller, whose steps
 	// the runs then take too.
 	Adopter bool
+	// Surrogate are the model's switches of the injected bugs. When set,
+	// a failing run is shrunk against the model with them on standing in
+	// for impl (modelSystem), and the result confirmed on impl.
+	Surrogate model.BugSet
 }
 
 // internalVerbs are the rapid action keys of internal steps: each takes
-// one enabled step of its verb, chosen by rapid, or is skipped when none
-// is enabled. Controller steps exist only for impl's adopter (Herds).
+// one enabled step of its group, chosen by rapid, or is skipped when none
+// is enabled. The groups are few and broad because rapid ends a run early
+// once its actions have been skipped twice as often as taken. Controller
+// steps exist only for impl's adopter (Herds).
 var internalVerbs = map[string]func(st model.Step) bool{
-	"gc deliver":         func(st model.Step) bool { return st.Actor == model.ActorGC && st.Op == model.OpDeliver },
-	"gc deliver-virtual": func(st model.Step) bool { return st.Op == model.OpDeliverVirtual },
-	"gc coalesce":        func(st model.Step) bool { return st.Actor == model.ActorGC && st.Op == model.OpCoalesce },
-	"gc lose":            func(st model.Step) bool { return st.Op == model.OpLose },
-	"gc attemptToDelete": func(st model.Step) bool { return st.Op == model.OpAttemptToDelete },
-	"gc attemptToOrphan": func(st model.Step) bool { return st.Op == model.OpAttemptToOrphan },
-	"gc send":            func(st model.Step) bool { return st.Op == model.OpSend },
-	"gc sync":            func(st model.Step) bool { return st.Op == model.OpSync },
-	"controller deliver": func(st model.Step) bool {
-		return st.Actor == model.ActorController && st.Op == model.OpDeliver && herdOrPod(st.Target.Kind)
+	"gc event": func(st model.Step) bool {
+		return (st.Actor == model.ActorGC && st.Op == model.OpDeliver) || st.Op == model.OpDeliverVirtual
 	},
-	"controller adopt": func(st model.Step) bool {
-		return st.Op == model.OpAdopt && st.By.Kind.Info().Short == "herd"
+	"gc work": func(st model.Step) bool {
+		switch st.Op {
+		case model.OpAttemptToDelete, model.OpAttemptToOrphan, model.OpSend, model.OpSync:
+			return true
+		}
+		return false
 	},
+	"gc coalesce": func(st model.Step) bool { return st.Actor == model.ActorGC && st.Op == model.OpCoalesce },
+	"gc lose":     func(st model.Step) bool { return st.Op == model.OpLose },
+	"controller": func(st model.Step) bool {
+		switch {
+		case st.Actor != model.ActorController:
+			return false
+		case st.Op == model.OpDeliver:
+			return herdOrPod(st.Target.Kind)
+		case st.Op == model.OpAdopt, st.Op == model.OpRelease:
+			return st.By.Kind.Info().Short == "herd"
+		}
+		return false
+	},
+}
+
+// offered reports whether a run offers the internal verb: fault steps
+// only under their switch, controller steps only with impl's adopter.
+func (env SteppedEnv) offered(verb string) bool {
+	switch verb {
+	case "gc coalesce":
+		return env.Coalesce
+	case "gc lose":
+		return env.Bugs.Has(model.BugLostFirstUpdate)
+	case "controller":
+		return env.Adopter
+	}
+	return true
 }
 
 func herdOrPod(k model.KindID) bool {
@@ -67,17 +96,63 @@ func herdOrPod(k model.KindID) bool {
 	return s == "herd" || s == "pod"
 }
 
-// steppedRun is one rapid check of a stepped run.
+// steppedRun is one rapid check of a stepped run: a lockstep judge over
+// impl, whose steps rapid draws.
 type steppedRun struct {
-	ctx  context.Context
-	env  SteppedEnv
-	cfg  Config
-	m    *model.Model
-	s    *model.State
-	it   *impl.Target
-	d    *driver.Driver
-	done []traces.Written // one stanza per step, with the model's output
-	fail func(kind, summary string)
+	lockstep
+	ctx context.Context
+	env SteppedEnv
+	cfg Config
+	it  *impl.Target
+	d   *driver.Driver
+}
+
+// implSystem is a Stepped impl driven through the driver.
+type implSystem struct{ r *steppedRun }
+
+func (is implSystem) client(st model.Step, line string) (model.Result, error) {
+	return is.r.d.Do(is.r.ctx, st, is.r.rvMapper())
+}
+
+func (is implSystem) internal(st model.Step, line string) (model.Result, error, error) {
+	real, err := is.r.d.RealLine(line)
+	if err != nil {
+		return model.Result{}, nil, err
+	}
+	writeErr, err := is.r.it.Step(is.r.ctx, real)
+	if errors.Is(err, step.ErrNotEnabled) {
+		return model.Result{}, err, nil
+	}
+	if err != nil {
+		return model.Result{}, nil, err
+	}
+	return resultOf(writeErr), nil, nil
+}
+
+// takes: without impl's adopter only the model's controller caches see
+// controller steps; nobody adopts here.
+func (is implSystem) takes(st model.Step) bool {
+	return st.Actor != model.ActorController || is.r.env.Adopter
+}
+
+func (is implSystem) dump() ([]string, error) { return is.r.d.Dump(is.r.ctx) }
+
+func (is implSystem) settle() error { return is.r.it.Settle(is.r.ctx) }
+
+// newRun makes a run on the shared impl, with a fresh model.
+func (env SteppedEnv) newRun(ctx context.Context, cfg Config, it *impl.Target) *steppedRun {
+	r := &steppedRun{ctx: ctx, env: env, cfg: cfg, it: it}
+	r.lockstep = lockstep{m: env.model(env.Bugs), s: model.NewState(), opts: model.Options{Coalesce: env.Coalesce}, sys: implSystem{r}}
+	return r
+}
+
+// model is the reference model of the runs, under bugs.
+func (env SteppedEnv) model(bugs model.BugSet) *model.Model {
+	m := &model.Model{Bugs: bugs, Controllers: []string{}}
+	if env.Adopter {
+		m.Controllers = []string{"herd"}
+	}
+	return m
 }
 
 // RunStepped runs cfg.Checks stepped runs against env.
@@ -86,7 +161,7 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 	defer rapidMu.Unlock()
 	rep := &Report{Target: env.Target, Inject: env.Inject, Mode: "stepped"}
 	start := time.Now()
-	var last *runFailure
+	var first, last *runFailure
 	var foundAt time.Time
 	n := 0
 	it, err := env.Start(ctx)
@@ -99,16 +174,15 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 			return
 		}
 		n++
-		m := &model.Model{Bugs: env.Bugs, Controllers: []string{}}
-		if env.Adopter {
-			m.Controllers = []string{"herd"}
-		}
-		r := &steppedRun{ctx: ctx, env: env, cfg: cfg, m: m, s: model.NewState(), it: it}
+		r := env.newRun(ctx, cfg, it)
 		r.fail = func(kind, summary string) {
 			if foundAt.IsZero() {
 				foundAt = time.Now()
 			}
-			last = &runFailure{kind: kind, summary: summary, trace: r.trace(kind, summary), steps: len(r.done)}
+			last = r.failure(kind, summary)
+			if first == nil {
+				first = last
+			}
 			t.Fatalf("%s: %s", kind, stable(summary, r.d))
 		}
 		r.run(t)
@@ -123,65 +197,74 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 	if err != nil || msg == "" {
 		return rep, err
 	}
+	if last != nil && env.Surrogate != 0 {
+		if better := env.shrinkBySurrogate(ctx, cfg, it, first, last); better != nil {
+			last = better
+		}
+		rep.Elapsed = time.Since(start)
+	}
 	return rep, finish(cfg, rep, last, foundAt, start, msg, failFile)
 }
 
-// run is one check: a fresh impl and driver, rapid's actions, then both
-// settled and compared.
-func (r *steppedRun) run(t *rapid.T) {
+// failure is the run's failure report, with the trace so far.
+func (r *steppedRun) failure(kind, summary string) *runFailure {
+	return &runFailure{kind: kind, summary: summary, trace: r.trace(kind, summary), steps: len(r.steps),
+		script: slices.Clone(r.steps)}
+}
+
+// begin settles the shared impl and makes the run's driver.
+func (r *steppedRun) begin() error {
 	if err := r.it.Settle(r.ctx); err != nil {
-		t.Fatalf("error: settle impl before the run: %v", err)
+		return fmt.Errorf("settle impl before the run: %w", err)
 	}
 	var err error
-	if r.d, err = driver.New(r.env.Admin, r.env.Limited, "cascade-"+driver.NewRunID()); err != nil {
+	r.d, err = driver.New(r.env.Admin, r.env.Limited, "cascade-"+driver.NewRunID())
+	return err
+}
+
+// end removes what the run created and lets impl take the deletions'
+// events, so that the next run starts from empty queues.
+func (r *steppedRun) end() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), time.Minute)
+	defer cancel()
+	_ = r.d.Cleanup(ctx)
+	_ = r.it.Settle(ctx)
+}
+
+// run is one check: rapid's actions on the model and impl, then both
+// settled and compared.
+func (r *steppedRun) run(t *rapid.T) {
+	if err := r.begin(); err != nil {
 		t.Fatalf("error: %v", err)
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), time.Minute)
-		defer cancel()
-		_ = r.d.Cleanup(ctx)
-		_ = r.it.Settle(ctx) // the deletions' events: the next run starts from empty queues
-	}()
-	g := &gen{u: r.cfg.Universe}
+	defer r.end()
+	g := &gen{u: r.cfg.Universe, live: func() []string { return liveKeys(r.s) }}
 	actions := map[string]func(*rapid.T){}
-	for verb, draw := range g.verbs() {
-		actions[verb] = func(t *rapid.T) { r.client(t, draw(t)) }
+	for verb, draw := range g.swarm(t, g.verbs()) {
+		actions[verb] = func(t *rapid.T) { r.client(draw(t)) }
 	}
 	for verb, match := range internalVerbs {
-		if (verb == "gc coalesce" && !r.env.Coalesce) || (strings.HasPrefix(verb, "controller ") && !r.env.Adopter) {
-			continue
+		if r.env.offered(verb) {
+			actions[verb] = func(t *rapid.T) { r.drawInternal(t, match) }
 		}
-		actions[verb] = func(t *rapid.T) { r.internal(t, match) }
 	}
-	actions[""] = func(t *rapid.T) { r.compare(t) }
+	// the GC catching up on everything: deep cascades in one action,
+	// between client steps that race with the GC one step at a time
+	actions["settle"] = func(t *rapid.T) {
+		if !r.settleSteps() {
+			t.Skip("quiescent")
+		}
+	}
+	actions[""] = func(t *rapid.T) { r.compare() }
 	t.Repeat(actions)
-	r.settle(t)
+	r.settle()
 }
 
-// client takes one client step on the model and through the driver.
-func (r *steppedRun) client(t *rapid.T, line string) {
-	st, err := model.ParseStep(line)
-	if err != nil {
-		t.Fatalf("error: generated step %q does not parse: %v", line, err)
-	}
-	next, want, err := r.m.Apply(r.s, st)
-	if err != nil {
-		// e.g. an owner never created: not a step a trace can take. A
-		// no-op, not a skip: rapid counts an action that skips after
-		// drawing as invalid and ends runs that have too many.
-		return
-	}
-	got, err := r.d.Do(r.ctx, st, r.rvMapper())
-	if err != nil {
-		r.fail("error", fmt.Sprintf("%s: %v", line, err))
-	}
-	r.taken(t, st, line, want, got, next)
-}
-
-// internal takes one enabled internal step of a verb on both.
-func (r *steppedRun) internal(t *rapid.T, match func(model.Step) bool) {
+// drawInternal takes one enabled internal step of a verb on both, chosen
+// by rapid, or skips when none is enabled.
+func (r *steppedRun) drawInternal(t *rapid.T, match func(model.Step) bool) {
 	var enabled []model.Step
-	for _, st := range r.m.Enabled(r.s, model.Options{Coalesce: r.env.Coalesce}) {
+	for _, st := range r.m.Enabled(r.s, r.opts) {
 		if match(st) {
 			enabled = append(enabled, st)
 		}
@@ -189,36 +272,22 @@ func (r *steppedRun) internal(t *rapid.T, match func(model.Step) bool) {
 	if len(enabled) == 0 {
 		t.Skip("not enabled")
 	}
-	st := enabled[rapid.IntRange(0, len(enabled)-1).Draw(t, "which")]
-	line := st.String()
-	next, want, err := r.m.Apply(r.s, st)
-	if err != nil {
-		t.Fatalf("error: the model offered %q and then refused it: %v", line, err)
-	}
-	r.internalStep(t, st, line, want, next)
+	r.take(enabled[rapid.IntRange(0, len(enabled)-1).Draw(t, "which")])
 }
 
-// internalStep takes on impl an internal step the model has taken, and
-// compares.
-func (r *steppedRun) internalStep(t *rapid.T, st model.Step, line string, want model.Result, next *model.State) {
-	if st.Actor == model.ActorController && !r.env.Adopter {
-		// only the model's controller caches see it: nobody adopts here
-		r.s = next
-		return
+// liveKeys are the keys of the objects that exist in s, live or
+// deleting, in creation order.
+func liveKeys(s *model.State) []string {
+	var out []string
+	for _, u := range s.UIDs {
+		if u.Kind == model.NoKind {
+			continue
+		}
+		if o := s.Lookup(u.Kind, u.Namespace, u.Name); o != nil && !slices.Contains(out, o.Key()) {
+			out = append(out, o.Key())
+		}
 	}
-	real, err := r.d.RealLine(line)
-	if err != nil {
-		r.fail("error", fmt.Sprintf("%s: %v", line, err))
-	}
-	writeErr, err := r.it.Step(r.ctx, real)
-	if errors.Is(err, step.ErrNotEnabled) {
-		r.done = append(r.done, traces.Written{Commands: []string{line}, Output: output(line, want, next)})
-		r.fail("divergence", fmt.Sprintf("the model takes %q but impl cannot: %v", line, err))
-	}
-	if err != nil {
-		r.fail("error", fmt.Sprintf("%s: %v", line, err))
-	}
-	r.taken(t, st, line, want, resultOf(writeErr), next)
+	return out
 }
 
 // resultOf turns a stepped write's answer into the model's Result.
@@ -232,72 +301,6 @@ func resultOf(writeErr error) model.Result {
 		return model.Result{Code: int(s.Code), Reason: string(s.Reason), Message: s.Message}
 	}
 	return model.Result{Reason: "Error", Message: writeErr.Error()}
-}
-
-// taken records a step both sides took, then checks that their answers
-// agree and that the model's safety properties hold on the transition.
-func (r *steppedRun) taken(t *rapid.T, st model.Step, line string, want, got model.Result, next *model.State) {
-	prev := r.s
-	r.s = next
-	r.done = append(r.done, traces.Written{Commands: []string{line}, Output: output(line, want, next)})
-	if want.OK() != got.OK() || (!want.OK() && (want.Code != got.Code || want.Reason != got.Reason)) {
-		r.fail("divergence", fmt.Sprintf("%q: the model answers %s, impl %s", line, want, got))
-	}
-	for _, v := range r.m.CheckTransition(&model.Transition{Prev: prev, Next: next, Step: st, Result: want}) {
-		if v.Known == "" {
-			r.fail("property", fmt.Sprintf("%q violates %s", line, v))
-		}
-	}
-}
-
-// output is a stanza's expected output: a refusal line, then the dump.
-func output(line string, res model.Result, s *model.State) []string {
-	var out []string
-	if !res.OK() {
-		out = append(out, "! "+line+" -> "+res.String())
-	}
-	return append(out, s.Dump()...)
-}
-
-// compare is rapid's invariant check after every action: impl's real
-// state equals the model's.
-func (r *steppedRun) compare(t *rapid.T) {
-	if len(r.done) == 0 {
-		return
-	}
-	real, err := r.d.Dump(r.ctx)
-	if err != nil {
-		r.fail("error", fmt.Sprintf("dump: %v", err))
-	}
-	if want := r.s.Dump(); !slices.Equal(want, real) {
-		r.fail("divergence", fmt.Sprintf("after %q the state differs (-model +impl):\n  %s", r.done[len(r.done)-1].Commands[0], strings.Join(traces.DiffLines(want, real), "\n  ")))
-	}
-}
-
-// settle ends a run: the model runs to quiescence and impl takes the
-// same internal steps in the same order (two settles in their own orders
-// could end apart where the outcome is not confluent, such as whether a
-// warning event is emitted before its object goes); then impl must have
-// nothing left to do, the states must agree, and the model's quiescent
-// properties must hold.
-func (r *steppedRun) settle(t *rapid.T) {
-	_, path, err := r.m.Settle(r.s)
-	if err != nil {
-		r.fail("error", fmt.Sprintf("model settle: %v", err))
-	}
-	for _, sd := range path {
-		r.internalStep(t, sd.Step, sd.Step.String(), sd.Result, sd.State)
-	}
-	r.done = append(r.done, traces.Written{Commands: []string{"settle"}, Output: r.s.Dump()})
-	if err := r.it.Settle(r.ctx); err != nil {
-		r.fail("error", fmt.Sprintf("impl settle: %v", err))
-	}
-	r.compare(t)
-	for _, v := range r.m.CheckQuiescent(r.s) {
-		if v.Known == "" {
-			r.fail("property", fmt.Sprintf("at quiescence: %s", v))
-		}
-	}
 }
 
 // rvMapper maps if-rv=N as replay does: current when the model's object

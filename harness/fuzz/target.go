@@ -21,9 +21,13 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 	inject := t.Spec.Inject.Names()
 	switch t.Spec.Name {
 	case target.ImplStepped:
+		surrogate, err := ModelBugs(t.Spec.Inject)
+		if err != nil {
+			return nil, err
+		}
 		env := SteppedEnv{
 			Target: t.Spec.Name, Admin: t.Admin, Limited: t.Limited, Inject: inject,
-			Bugs: ModelFaults(t.Spec.Inject),
+			Bugs: ModelFaults(t.Spec.Inject), Surrogate: surrogate,
 			Start: func(ctx context.Context) (*impl.Target, error) {
 				return t.StartStepped(ctx, t.Spec.Inject, false, true)
 			},

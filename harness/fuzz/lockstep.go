@@ -1,0 +1,291 @@
+package fuzz
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cascade-k8s/cascade/model"
+	"github.com/cascade-k8s/cascade/traces"
+)
+
+// system is what a lockstep run drives beside the reference model: a
+// Stepped impl through the driver (implSystem), or, while shrinking, the
+// model with the injected bugs switched on standing in for it
+// (modelSystem).
+type system interface {
+	// client performs a client step the reference model has accepted.
+	// An error means the request could not be made at all.
+	client(st model.Step, line string) (model.Result, error)
+	// internal takes an internal or fault step the reference model has
+	// taken. notEnabled reports that the system has no such step to take.
+	internal(st model.Step, line string) (res model.Result, notEnabled, err error)
+	// takes reports whether the system takes st at all: impl without its
+	// adopter leaves controller steps to the model's caches alone.
+	takes(st model.Step) bool
+	// dump is the system's state in the model's dump format.
+	dump() ([]string, error)
+	// settle runs the system to quiescence by itself.
+	settle() error
+}
+
+// lockstep is the judge of a stepped run: every step is taken on the
+// reference model and on the system, and after each one their answers and
+// states must agree and the model's safety properties hold. RunStepped
+// draws the steps with rapid; script replays a fixed list of them, which
+// is how a failing run is shrunk and confirmed.
+type lockstep struct {
+	m    *model.Model
+	s    *model.State
+	opts model.Options
+	sys  system
+	// done is the trace so far: one stanza per step, with the model's
+	// output.
+	done []traces.Written
+	// steps are the client and internal steps taken, without those a
+	// settle took: what a script replays.
+	steps []string
+	// fail reports a failure and must not return (rapid's Fatalf, or a
+	// panic with stopRun).
+	fail func(kind, summary string)
+}
+
+// client takes one client step on both. A step the model cannot take
+// (an owner never created: not a step a trace can take) is a no-op.
+func (l *lockstep) client(line string) {
+	st, err := model.ParseStep(line)
+	if err != nil {
+		l.fail("error", fmt.Sprintf("generated step %q does not parse: %v", line, err))
+	}
+	next, want, err := l.m.Apply(l.s, st)
+	if err != nil {
+		return
+	}
+	got, err := l.sys.client(st, line)
+	if err != nil {
+		l.fail("error", fmt.Sprintf("%s: %v", line, err))
+	}
+	l.steps = append(l.steps, line)
+	l.taken(st, line, want, got, next)
+}
+
+// take takes an internal step the model has enabled on both.
+func (l *lockstep) take(st model.Step) {
+	line := st.String()
+	next, want, err := l.m.Apply(l.s, st)
+	if err != nil {
+		l.fail("error", fmt.Sprintf("the model offered %q and then refused it: %v", line, err))
+	}
+	l.steps = append(l.steps, line)
+	l.internal(st, line, want, next)
+}
+
+// internal takes on the system an internal step the model has taken.
+func (l *lockstep) internal(st model.Step, line string, want model.Result, next *model.State) {
+	if !l.sys.takes(st) {
+		l.s = next
+		return
+	}
+	got, notEnabled, err := l.sys.internal(st, line)
+	if notEnabled != nil {
+		l.done = append(l.done, traces.Written{Commands: []string{line}, Output: output(line, want, next)})
+		l.fail("divergence", fmt.Sprintf("the model takes %q but the %s cannot: %v", line, l.sysName(), notEnabled))
+	}
+	if err != nil {
+		l.fail("error", fmt.Sprintf("%s: %v", line, err))
+	}
+	l.taken(st, line, want, got, next)
+}
+
+func (l *lockstep) sysName() string {
+	if _, ok := l.sys.(*modelSystem); ok {
+		return "model with the injected bugs"
+	}
+	return "impl"
+}
+
+// taken records a step both sides took, then checks that their answers
+// agree and that the model's safety properties hold on the transition.
+func (l *lockstep) taken(st model.Step, line string, want, got model.Result, next *model.State) {
+	prev := l.s
+	l.s = next
+	l.done = append(l.done, traces.Written{Commands: []string{line}, Output: output(line, want, next)})
+	if want.OK() != got.OK() || (!want.OK() && (want.Code != got.Code || want.Reason != got.Reason)) {
+		l.fail("divergence", fmt.Sprintf("%q: the model answers %s, %s %s", line, want, l.sysName(), got))
+	}
+	for _, v := range l.m.CheckTransition(&model.Transition{Prev: prev, Next: next, Step: st, Result: want}) {
+		if v.Known == "" {
+			l.fail("property", fmt.Sprintf("%q violates %s", line, v))
+		}
+	}
+}
+
+// compare checks that the system's state equals the model's.
+func (l *lockstep) compare() {
+	if len(l.done) == 0 {
+		return
+	}
+	real, err := l.sys.dump()
+	if err != nil {
+		l.fail("error", fmt.Sprintf("dump: %v", err))
+	}
+	if want := l.s.Dump(); !slices.Equal(want, real) {
+		l.fail("divergence", fmt.Sprintf("after %q the state differs (-model +%s):\n  %s", l.done[len(l.done)-1].Commands[0], l.sysName(), strings.Join(traces.DiffLines(want, real), "\n  ")))
+	}
+}
+
+// settleSteps takes the model's settle path on both, each step recorded
+// as a step of the run: the GC catching up in the middle of a run. It
+// reports whether there was anything to take.
+func (l *lockstep) settleSteps() bool {
+	_, path, err := l.m.Settle(l.s)
+	if err != nil {
+		l.fail("error", fmt.Sprintf("model settle: %v", err))
+	}
+	for _, sd := range path {
+		line := sd.Step.String()
+		l.steps = append(l.steps, line)
+		l.internal(sd.Step, line, sd.Result, sd.State)
+	}
+	return len(path) > 0
+}
+
+// settle ends a run: the model runs to quiescence and the system takes
+// the same internal steps in the same order (two settles in their own
+// orders could end apart where the outcome is not confluent, such as
+// whether a warning event is emitted before its object goes); then the
+// system must have nothing left to do, the states must agree, and the
+// model's quiescent properties must hold.
+func (l *lockstep) settle() {
+	_, path, err := l.m.Settle(l.s)
+	if err != nil {
+		l.fail("error", fmt.Sprintf("model settle: %v", err))
+	}
+	for _, sd := range path {
+		l.internal(sd.Step, sd.Step.String(), sd.Result, sd.State)
+	}
+	l.done = append(l.done, traces.Written{Commands: []string{"settle"}, Output: l.s.Dump()})
+	if err := l.sys.settle(); err != nil {
+		l.fail("error", fmt.Sprintf("%s settle: %v", l.sysName(), err))
+	}
+	l.compare()
+	for _, v := range l.m.CheckQuiescent(l.s) {
+		if v.Known == "" {
+			l.fail("property", fmt.Sprintf("at quiescence: %s", v))
+		}
+	}
+}
+
+// script replays steps as a run: client steps as drawn, internal steps
+// only when the model has them enabled (shrinking removes the steps that
+// enabled others), "settle" as the model's settle path, a compare after
+// each, and the final settle.
+func (l *lockstep) script(steps []string) {
+	for _, line := range steps {
+		if line == "settle" {
+			l.settleSteps()
+			l.compare()
+			continue
+		}
+		st, err := model.ParseStep(line)
+		if err != nil {
+			l.fail("error", fmt.Sprintf("step %q does not parse: %v", line, err))
+		}
+		if st.Actor == model.ActorClient {
+			l.client(line)
+		} else if en, ok := l.enabled(line); ok {
+			l.take(en)
+		} else {
+			continue
+		}
+		l.compare()
+	}
+	l.settle()
+}
+
+// enabled finds the enabled internal step spelled line.
+func (l *lockstep) enabled(line string) (model.Step, bool) {
+	for _, st := range l.m.Enabled(l.s, l.opts) {
+		if st.String() == line {
+			return st, true
+		}
+	}
+	return model.Step{}, false
+}
+
+// stopRun is the panic a scripted run's fail raises; guard recovers it.
+type stopRun struct{ kind, summary string }
+
+// guard runs f with l.fail panicking stopRun, and returns the failure
+// (nil if f ran through).
+func (l *lockstep) guard(f func()) (failed *stopRun) {
+	l.fail = func(kind, summary string) { panic(&stopRun{kind, summary}) }
+	defer func() {
+		if r := recover(); r != nil {
+			s, ok := r.(*stopRun)
+			if !ok {
+				panic(r)
+			}
+			failed = s
+		}
+	}()
+	f()
+	return nil
+}
+
+// output is a stanza's expected output: a refusal line, then the dump.
+func output(line string, res model.Result, s *model.State) []string {
+	var out []string
+	if !res.OK() {
+		out = append(out, "! "+line+" -> "+res.String())
+	}
+	return append(out, s.Dump()...)
+}
+
+// modelSystem is the model with the injected bugs switched on, standing
+// in for impl while a failing run is shrunk: impl's bug switches restore
+// the same documented behaviours as the model's (impl/bugs mirrors
+// model/bugs.go), so a run on which the two models disagree is a run on
+// which impl is expected to disagree with the reference model. Shrinking
+// asks it thousands of questions in the time impl answers one; every
+// answer it gives is confirmed on impl before it is reported.
+type modelSystem struct {
+	m    *model.Model
+	s    *model.State
+	opts model.Options
+}
+
+func (ms *modelSystem) client(st model.Step, line string) (model.Result, error) {
+	next, res, err := ms.m.Apply(ms.s, st)
+	if err != nil {
+		return model.Result{}, fmt.Errorf("refused by the model with the injected bugs: %w", err)
+	}
+	ms.s = next
+	return res, nil
+}
+
+func (ms *modelSystem) internal(st model.Step, line string) (model.Result, error, error) {
+	next, res, err := ms.m.Apply(ms.s, st)
+	if errors.Is(err, model.ErrNotEnabled) {
+		return model.Result{}, err, nil
+	}
+	if err != nil {
+		return model.Result{}, nil, err
+	}
+	ms.s = next
+	return res, nil, nil
+}
+
+func (ms *modelSystem) takes(model.Step) bool { return true }
+
+func (ms *modelSystem) dump() ([]string, error) { return ms.s.Dump(), nil }
+
+func (ms *modelSystem) settle() error {
+	s, _, err := ms.m.Settle(ms.s)
+	if err != nil {
+		return err
+	}
+	ms.s = s
+	return nil
+}
