@@ -89,6 +89,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	quietLogs()
 	u := fuzz.DefaultUniverse
 	u.Kinds = f.kinds
 	if err := u.Validate(); err != nil {
