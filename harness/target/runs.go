@@ -93,7 +93,7 @@ func SpecSkip(s Spec, tr *traces.Trace) string {
 		}
 	case ImplStepped:
 		if !steps && len(traceBugs) == 0 {
-			return "it takes no GC or controller step and needs no bug: it runs on impl (impl-stepped runs no workload controllers)"
+			return "it takes no GC or controller step and needs no bug: it runs on impl (impl-stepped runs none of kube-controller-manager's controllers)"
 		}
 		if why := steppedUnsupported(tr); why != "" {
 			return why
@@ -169,7 +169,11 @@ func (t *Target) ReplayTrace(ctx context.Context, tr *traces.Trace) (outs [][]st
 			return nil, "", err
 		}
 		bs = merge(bs, t.Spec.Inject)
-		it, err := t.StartStepped(ctx, bs, usesHerds(tr), usesProtection(tr))
+		var kinds []string
+		if usesWorkloads(tr) {
+			kinds = SteppedAdopterKinds
+		}
+		it, err := t.startStepped(ctx, bs, kinds, usesProtection(tr))
 		if err != nil {
 			return nil, "", err
 		}
@@ -290,23 +294,38 @@ func NeedsSteps(tr *traces.Trace) bool {
 	return anyCommand(tr, func(c traces.Command) bool { return !c.Settle && c.Step.Actor != model.ActorClient })
 }
 
-// steppedUnsupported names what a stepped impl run cannot replay: impl's
-// adopting controller manages Herds only, so controller steps on the
-// built-in workloads (which kube-controller-manager's own controllers
-// take, unstepped) have no stepped counterpart.
+// SteppedAdopterKinds are the owner kinds impl's stepped adopter manages
+// for every trace on impl-stepped that names Pods or workloads: the built-in workloads whose
+// kube-controller-manager controllers adopt and release (ReplicaSets and
+// ReplicationControllers their Pods, Deployments their ReplicaSets), as the
+// model's controller runs them all. Each is stepped; none creates or
+// scales anything, as on the model.
+var SteppedAdopterKinds = []string{"Deployment", "ReplicaSet", "ReplicationController"}
+
+// steppedUnsupported names what a stepped impl run cannot replay: a trace
+// creates the Herd CRD itself, and impl's adopter manages Herds only when
+// their CRD exists before it starts, so Herds go unmanaged there.
 func steppedUnsupported(tr *traces.Trace) string {
-	herds := usesHerds(tr)
-	for _, st := range tr.Stanzas {
-		for _, c := range st.Commands {
-			if c.Settle || c.Step.Actor != model.ActorController {
-				continue
-			}
-			if !herds || (c.Step.By.Name != "" && c.Step.By.Kind.Info().Short != "herd") {
-				return fmt.Sprintf("impl's stepped adopter manages Herds only: %q has no stepped counterpart", c.Text)
-			}
-		}
+	if usesHerds(tr) && slices.Contains(createdCRDs(tr), crds.Herd.Name()) {
+		return "it creates crd/" + crds.Herd.Name() + " and uses Herds, which impl's stepped adopter manages only when their CRD exists before it starts"
 	}
 	return ""
+}
+
+// usesWorkloads: the trace names objects the stepped adopter would watch
+// with SteppedAdopterKinds (Pods and the built-in workloads); without any
+// the adopter has nothing to do and is not started.
+func usesWorkloads(tr *traces.Trace) bool {
+	watched := func(k model.KindID) bool {
+		switch k.Info().Short {
+		case "pod", "rs", "rc", "deploy":
+			return true
+		}
+		return false
+	}
+	return anyCommand(tr, func(c traces.Command) bool {
+		return !c.Settle && (watched(c.Step.Target.Kind) || (c.Step.By.Name != "" && watched(c.Step.By.Kind)))
+	})
 }
 
 func usesHerds(tr *traces.Trace) bool {

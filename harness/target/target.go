@@ -9,7 +9,8 @@
 //	impl          envtest + kube-controller-manager's workload controllers
 //	              without its GC + impl (Auto, with Spec.Inject) + webhook
 //	impl-stepped  envtest without kube-controller-manager; every trace gets
-//	              its own impl in Stepped mode (StartStepped)
+//	              its own impl in Stepped mode, its adopter stepping the
+//	              built-in workloads (SteppedAdopterKinds)
 //	kubeconfig    an existing cluster named by a kubeconfig and context
 //
 // On a kubeconfig cluster the harness works only inside namespaces it
