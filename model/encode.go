@@ -168,6 +168,7 @@ func (d *Decoder) EncodeNext(b []byte, s *State) []byte {
 	gcCache := sliceIs(g.Watch.Cache, pg.Watch.Cache)
 	w, pw := &s.Controller.Watch, &p.Controller.Watch
 	ctrlCache := sliceIs(w.Cache, pw.Cache)
+	run := -1 // the first of a run of parts to copy
 	for part := range numParts {
 		var same bool
 		switch part {
@@ -204,11 +205,21 @@ func (d *Decoder) EncodeNext(b []byte, s *State) []byte {
 		case partBudget:
 			same = s.Budget == p.Budget
 		}
+		// Runs of parts that are the same are copied in one piece.
 		if same {
-			b = append(b, d.b[d.parts[part]:d.parts[part+1]]...)
-		} else {
-			b = s.encPart(b, part)
+			if run < 0 {
+				run = part
+			}
+			continue
 		}
+		if run >= 0 {
+			b = append(b, d.b[d.parts[run]:d.parts[part]]...)
+			run = -1
+		}
+		b = s.encPart(b, part)
+	}
+	if run >= 0 {
+		b = append(b, d.b[d.parts[run]:d.parts[numParts]]...)
 	}
 	return b
 }
@@ -350,9 +361,30 @@ func objectByUID(objs []Object, uid UID) *Object {
 	return nil
 }
 
-// objectIndex is slices.BinarySearchFunc by UID, written out.
+// objectIndex is slices.BinarySearchFunc by UID, written out. UIDs in a
+// list are distinct, so the object at position i has a UID of at least
+// the first one's plus i: uid cannot lie beyond position uid-first, and
+// in a list without gaps it is exactly there, which is checked first.
 func objectIndex(objs []Object, uid UID) (int, bool) {
-	lo, hi := 0, len(objs)
+	if len(objs) == 0 {
+		return 0, false
+	}
+	first := objs[0].UID
+	if uid <= first {
+		return 0, uid == first
+	}
+	hi := len(objs)
+	if d := uint(uid - first); d < uint(hi) {
+		hi = int(d) + 1
+	}
+	if last := objs[hi-1].UID; last <= uid {
+		if last == uid {
+			return hi - 1, true
+		}
+		return hi, false
+	}
+	lo := 1
+	hi--
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if objs[m].UID < uid {
@@ -481,6 +513,7 @@ func (s *State) encQueues(b []byte, w *Watcher) []byte {
 		return b
 	}
 	var prev []OwnerRef
+	pos := s.ws.cachePositions(w.Cache)
 	for k := range w.Queues {
 		q := w.Queues[k]
 		if len(q) == 0 {
@@ -490,7 +523,7 @@ func (s *State) encQueues(b []byte, w *Watcher) []byte {
 		for i := range q {
 			o := &q[i].Obj
 			b = append(b, byte(q[i].Type))
-			if c := objectByUID(w.Cache, o.UID); c != nil && sameObject(o, c) {
+			if c := cachedIn(w.Cache, pos, o.UID); c != nil && sameObject(o, c) {
 				b = binary.AppendUvarint(b, uint64(o.UID)<<1|1)
 			} else {
 				b = s.encObjectBody(binary.AppendUvarint(b, uint64(o.UID)<<1), o, &prev)
@@ -498,6 +531,36 @@ func (s *State) encQueues(b []byte, w *Watcher) []byte {
 		}
 	}
 	return b
+}
+
+// cachePositions records, for each object of a cache whose UID is small
+// enough, its position, so that cachedIn finds an object by UID without
+// a search. It returns nil (search) without a workspace.
+func (w *workspace) cachePositions(cache []Object) *[256]uint8 {
+	if w == nil || len(cache) > 256 {
+		return nil
+	}
+	pos := &w.cachePos
+	for i := range cache {
+		if u := cache[i].UID; u < 256 {
+			pos[u] = uint8(i)
+		}
+	}
+	return pos
+}
+
+// cachedIn returns the object of the cache with this UID, or nil. pos is
+// what cachePositions returned for this cache: its entries for UIDs the
+// cache does not hold are stale, so a position is used only if the
+// object there has the UID.
+func cachedIn(cache []Object, pos *[256]uint8, uid UID) *Object {
+	if pos == nil || uid >= 256 {
+		return objectByUID(cache, uid)
+	}
+	if p := int(pos[uid]); p < len(cache) && cache[p].UID == uid {
+		return &cache[p]
+	}
+	return nil
 }
 
 // ---- decoding ----
@@ -942,6 +1005,7 @@ func (d *Decoder) queues(w *Watcher) {
 		return
 	}
 	var prev []OwnerRef
+	pos := d.ws.cachePositions(w.Cache)
 	w.Queues = &d.cur.queues.take(1)[0]
 	*w.Queues = [NumKinds][]WatchEvent{}
 	for k := range w.Queues {
@@ -959,7 +1023,7 @@ func (d *Decoder) queues(w *Watcher) {
 				d.objectBody(o, &prev)
 				continue
 			}
-			c := objectByUID(w.Cache, uid)
+			c := cachedIn(w.Cache, pos, uid)
 			if c == nil {
 				d.bad = true
 				*o = Object{}

@@ -192,3 +192,27 @@ func TestIdentKeyShortcuts(t *testing.T) {
 		}
 	}
 }
+
+// TestObjectIndex: objectIndex agrees with a plain binary search on
+// sorted lists of distinct UIDs, dense or with gaps.
+func TestObjectIndex(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 2000 {
+		var objs []Object
+		for u := UID(1 + rng.IntN(3)); len(objs) < rng.IntN(12); u += UID(1 + rng.IntN(3)*rng.IntN(2)) {
+			objs = append(objs, Object{UID: u})
+		}
+		for u := UID(0); u < 40; u++ {
+			want, wantOK := len(objs), false
+			for i := range objs {
+				if objs[i].UID >= u {
+					want, wantOK = i, objs[i].UID == u
+					break
+				}
+			}
+			if got, ok := objectIndex(objs, u); got != want || ok != wantOK {
+				t.Fatalf("objectIndex(%v, %d) = %d, %v; want %d, %v", objs, u, got, ok, want, wantOK)
+			}
+		}
+	}
+}

@@ -34,6 +34,8 @@ type workspace struct {
 	orphans  arena[OrphanWatch]
 
 	keys keyMemo
+	// cachePos is scratch for cachePositions.
+	cachePos [256]uint8
 }
 
 // keyMemo remembers the trace keys of identities and targets: the GC's

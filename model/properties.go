@@ -76,23 +76,32 @@ type Property struct {
 	Check func(m *Model, t *Transition) *Violation
 	// CheckState is set for Quiescent properties.
 	CheckState func(m *Model, s *State) *Violation
+	// StoreOnly says that Check finds nothing in a transition whose next
+	// state shares its previous state's object list (copy-on-write: the
+	// step wrote nothing to the store), so CheckTransition and a model
+	// checker may skip it there. Each such Check reads the store through
+	// started, Get or finalizer comparisons that are then false.
+	StoreOnly bool
+	// Steps, when set, says which steps Check can find anything in:
+	// Check finds nothing in a transition whose step Steps rejects.
+	Steps func(st *Step) bool
 }
 
 // Properties is the catalogue of named properties.
 var Properties = []Property{
-	{Name: PropNoSolidOwnerCollected, Kind: Always, Check: checkSolidOwner,
+	{Name: PropNoSolidOwnerCollected, Kind: Always, Check: checkSolidOwner, StoreOnly: true,
 		Doc: "The GC never deletes an object that, when its DELETE lands, has an ownerReference resolving (same UID, kind and name, same namespace or a cluster-scoped owner) to a live owner that is not being deleted. (Upstream's classification also calls an owner solid while it is deleted in the background; deleting its dependents early loses nothing the user asked to keep, and an orphaning owner is the business of orphan respected.)"},
-	{Name: PropOrphanRespected, Kind: Always, Check: checkOrphanRespected,
+	{Name: PropOrphanRespected, Kind: Always, Check: checkOrphanRespected, StoreOnly: true,
 		Doc: "After a delete that orphans X, no object that referenced X at the time is deleted by the GC while it still references X. Two causes are known upstream: the GC had not observed the dependent when it orphaned (kubernetes#26120), and the orphan request switched a deletion already under way, which the DELETE path allows although kubernetes#32339 meant to forbid it, so a GC delete decided before the switch still lands."},
-	{Name: PropNoRemovalWithFinalizers, Kind: Always, Check: checkRemovalWithFinalizers,
+	{Name: PropNoRemovalWithFinalizers, Kind: Always, Check: checkRemovalWithFinalizers, StoreOnly: true,
 		Doc: "A DELETE never removes an object from storage while it lists finalizers other than orphan and foregroundDeletion, which a DELETE's own propagation choice may drop (an explicit Background delete of an object waiting in foreground removes it at once, by design)."},
-	{Name: PropNoFinalizerAfterDeletion, Kind: Always, Check: checkFinalizerAfterDeletion,
+	{Name: PropNoFinalizerAfterDeletion, Kind: Always, Check: checkFinalizerAfterDeletion, StoreOnly: true,
 		Doc: "Once deletion has started, only a DELETE request may add a finalizer (the API server re-choosing orphan/foregroundDeletion); updates may not."},
-	{Name: PropProtectionHolds, Kind: Always, Check: checkProtection,
+	{Name: PropProtectionHolds, Kind: Always, Check: checkProtection, StoreOnly: true,
 		Doc: "An object labelled delete-protection=Always never starts deletion; one labelled Cascading never starts deletion while it has active dependents. Storage-level deletes by apiextensions (a CRD taking its resources with it) bypass admission and are not counted."},
-	{Name: PropForegroundWaits, Kind: Always, Check: checkForegroundWaits,
+	{Name: PropForegroundWaits, Kind: Always, Check: checkForegroundWaits, StoreOnly: true,
 		Doc: "The GC never removes foregroundDeletion from an owner while a live dependent with blockOwnerDeletion=true to it is in the GC's graph with that blocking reference."},
-	{Name: PropNeverSilentlyOrphaned, Kind: Always, Check: checkSilentOrphan,
+	{Name: PropNeverSilentlyOrphaned, Kind: Always, Check: checkSilentOrphan, StoreOnly: true,
 		Doc: "A DELETE sent by the GC never puts the orphan finalizer on an object that lacked it: cascades do not turn into orphaning half way."},
 	{Name: PropGarbageCollected, Kind: Quiescent, CheckState: checkGarbageCollected,
 		Doc: "In a quiescent state no live object has ownerReferences that all resolve to absent owners, except where the GC by design never collects (a cluster-scoped object naming a namespaced owner kind; an owner kind nobody serves) or deletion protection refuses."},
@@ -100,11 +109,11 @@ var Properties = []Property{
 		Doc: "In a quiescent state no terminating object carries orphan, and one carrying foregroundDeletion still has a blocking dependent that is itself held by something outside the GC: a user finalizer, deletion protection, or such a chain (a cycle holds nothing)."},
 	{Name: PropGraphAgrees, Kind: Quiescent, CheckState: checkGraphAgrees,
 		Doc: "In a quiescent state every live object has an observed graph node with its ownerReferences and deletion state, every observed node is live, and a terminating object with foregroundDeletion is marked deletingDependents."},
-	{Name: PropOrphaningHappens, Kind: Sometimes, Check: witnessOrphaning,
+	{Name: PropOrphaningHappens, Kind: Sometimes, Check: witnessOrphaning, StoreOnly: true,
 		Doc: "attemptToOrphan completes for some owner."},
-	{Name: PropForegroundCompletes, Kind: Sometimes, Check: witnessForeground,
+	{Name: PropForegroundCompletes, Kind: Sometimes, Check: witnessForeground, StoreOnly: true,
 		Doc: "Some owner in foreground deletion leaves storage."},
-	{Name: PropCycleBroken, Kind: Sometimes, Check: witnessCycleBroken,
+	{Name: PropCycleBroken, Kind: Sometimes, Check: witnessCycleBroken, Steps: isUnblockSend,
 		Doc: "The GC sends the cycle-breaking patch that sets blockOwnerDeletion=false."},
 }
 
@@ -502,28 +511,43 @@ func witnessForeground(m *Model, t *Transition) *Violation {
 	return nil
 }
 
+// isUnblockSend reports whether a step sends a GC unblock patch.
+func isUnblockSend(st *Step) bool {
+	return st.Actor == ActorGC && st.Op == OpSend && st.Write == WriteUnblock
+}
+
 func witnessCycleBroken(m *Model, t *Transition) *Violation {
-	if t.Step.Actor == ActorGC && t.Step.Op == OpSend && t.Step.Write == WriteUnblock && t.Result.OK() {
+	if isUnblockSend(&t.Step) && t.Result.OK() {
 		return &Violation{Property: PropCycleBroken, Message: "unblocked " + t.Step.Target.String()}
 	}
 	return nil
 }
 
-// CheckTransition evaluates every Always property on a transition.
+// CheckTransition evaluates every Always property on a transition,
+// skipping those that cannot find anything in it (StoreOnly, Steps).
 func (m *Model) CheckTransition(t *Transition) []*Violation {
 	var out []*Violation
-	t.del, t.delOK = findDeleteTarget(t)
-	t.delSet = true
-	defer func() { t.del, t.delOK, t.delSet = nil, false, false }()
+	same := SameStore(t.Prev, t.Next)
+	if !same {
+		t.del, t.delOK = findDeleteTarget(t)
+		t.delSet = true
+		defer func() { t.del, t.delOK, t.delSet = nil, false, false }()
+	}
 	for i := range Properties {
-		if p := &Properties[i]; p.Kind == Always {
-			if v := p.Check(m, t); v != nil {
-				out = append(out, v)
-			}
+		p := &Properties[i]
+		if p.Kind != Always || (same && p.StoreOnly) || (p.Steps != nil && !p.Steps(&t.Step)) {
+			continue
+		}
+		if v := p.Check(m, t); v != nil {
+			out = append(out, v)
 		}
 	}
 	return out
 }
+
+// SameStore reports whether two states share one object list, which
+// under copy-on-write means that the store is the same (see StoreOnly).
+func SameStore(a, b *State) bool { return sliceIs(a.Objects, b.Objects) }
 
 // CheckQuiescent evaluates every Quiescent property on a state.
 func (m *Model) CheckQuiescent(s *State) []*Violation {

@@ -440,8 +440,12 @@ func (s *State) putNode(n Node) {
 	g.Nodes = slices.Insert(g.Nodes, i, n)
 }
 
+// removeNode drops the node with this UID (UIDs are unique in the
+// graph); the caller owns the nodes (ownNodes).
 func (g *GC) removeNode(uid UID) {
-	g.Nodes = slices.DeleteFunc(g.Nodes, func(n Node) bool { return n.UID == uid })
+	if i, ok := nodeIndex(g.Nodes, uid); ok {
+		g.Nodes = slices.Delete(g.Nodes, i, i+1)
+	}
 }
 
 // enqueue adds a node's identity to a work queue set (workqueue.Add

@@ -390,12 +390,21 @@ func (m *Model) AppendEnabled(out []Step, s *State, opts Options) []Step {
 	if start, stop := syncNeeded(s); len(start)+len(stop) > 0 {
 		out = append(out, Step{Actor: ActorGC, Op: OpSync})
 	}
+	// itemStep looks for a colliding key only in a set that has one.
+	set := g.AttemptToOrphan
+	if !keysCollide(set) {
+		set = nil
+	}
 	for _, id := range g.AttemptToOrphan {
-		out = append(out, s.itemStep(OpAttemptToOrphan, id, g.AttemptToOrphan))
+		out = append(out, s.itemStep(OpAttemptToOrphan, id, set))
+	}
+	set = g.AttemptToDelete
+	if !keysCollide(set) {
+		set = nil
 	}
 	for _, id := range g.AttemptToDelete {
 		if inFlight(g, id.UID) == nil {
-			out = append(out, s.itemStep(OpAttemptToDelete, id, g.AttemptToDelete))
+			out = append(out, s.itemStep(OpAttemptToDelete, id, set))
 		}
 	}
 	for i := range g.InFlight {
@@ -444,6 +453,19 @@ func (s *State) itemStep(op Op, id Identity, set []Identity) Step {
 		}
 	}
 	return st
+}
+
+// keysCollide reports whether two identities of a set with different
+// UIDs have the same trace key (what itemStep looks for).
+func keysCollide(set []Identity) bool {
+	for i := range set {
+		for j := i + 1; j < len(set); j++ {
+			if set[i].UID != set[j].UID && identKeysEqual(&set[i], &set[j]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // identTarget converts an identity to a Target. An unserved kind has no

@@ -98,6 +98,9 @@ func (w *Watcher) Pending() bool {
 // syncNeeded lists the custom kinds whose monitor a GC discovery sync
 // would start (the CRD exists) or stop (it is gone).
 func syncNeeded(s *State) (start, stop []KindID) {
+	if s.GC.Monitored == 0 && !hasKind(s.Objects, crdKind()) {
+		return nil, nil // no monitor to stop, no CRD to start one for
+	}
 	for i := range Kinds {
 		k := KindID(i)
 		if !k.Info().Custom {
@@ -113,6 +116,16 @@ func syncNeeded(s *State) (start, stop []KindID) {
 		}
 	}
 	return start, stop
+}
+
+// hasKind reports whether some object is of kind k.
+func hasKind(objs []Object, k KindID) bool {
+	for i := range objs {
+		if objs[i].Kind == k {
+			return true
+		}
+	}
+	return false
 }
 
 // gcSync is GarbageCollector.Sync finding the deletable resources changed:
