@@ -244,6 +244,8 @@ type explorer struct {
 	found     map[string]*candidate
 	sometimes []int         // indexes into model.Properties of Sometimes properties
 	witnessed []atomic.Bool // by sometimes index
+	// alwaysStoreOnly: every Always property is StoreOnly
+	alwaysStoreOnly bool
 }
 
 type candidate struct {
@@ -321,9 +323,14 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		}
 		e.admits = append(e.admits, f)
 	}
+	e.alwaysStoreOnly = true
 	for i := range model.Properties {
-		if model.Properties[i].Kind == model.Sometimes {
+		p := &model.Properties[i]
+		if p.Kind == model.Sometimes {
 			e.sometimes = append(e.sometimes, i)
+		}
+		if p.Kind == model.Always && !p.StoreOnly {
+			e.alwaysStoreOnly = false
 		}
 	}
 	e.witnessed = make([]atomic.Bool, len(e.sometimes))
@@ -406,12 +413,19 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		var next atomic.Int64
 		var failed atomic.Value
 		var wg sync.WaitGroup
+		// Room for each worker's share of the next level, guessed from
+		// how this level grew from the last (at most 2.5 times), so that
+		// the lists rarely grow, and copy, while they fill.
+		want := fr.len()
+		if level > 0 {
+			prev := len(e.levels[level-1])
+			want = min(fr.len()*5/2, fr.len()*fr.len()/prev*21/20)
+		}
+		want = want/len(ws) + 64
 		for _, w := range ws {
 			w.out = &w.bufs[level%2]
 			w.out.reset()
-			// Room for this worker's share of a next level the size of
-			// this one, so that the list rarely grows while it fills.
-			if want := fr.len() / len(ws); cap(w.out.items) < want {
+			if cap(w.out.items) < want {
 				w.out.items = make([]succ, 0, want)
 			}
 			wg.Add(1)
@@ -611,15 +625,31 @@ func (e *explorer) offer(v *model.Violation, c *candidate) {
 }
 
 func (e *explorer) checkTransition(w *worker, prev, next *model.State, st *model.Step, r model.Result, level int, fp uint64, act int32, order uint64) {
-	// The worker's Transition is overwritten field by field: it points
-	// only into the worker's decoder memory, which lives on anyway.
+	// A step that leaves the store as it was (most GC steps) can violate
+	// or witness only the properties that are not StoreOnly.
+	sameStore := model.SameStore(prev, next)
+	// The worker's Transition is overwritten field by field, and only
+	// when a property reads it: it points only into the worker's decoder
+	// memory, which lives on anyway.
 	t := &w.trans
-	t.Prev, t.Next, t.Step, t.Result = prev, next, *st, r
-	for _, v := range e.m.CheckTransition(t) {
-		e.offer(v, &candidate{level: level, fp: fp, act: act, order: order})
+	filled := false
+	if !sameStore || !e.alwaysStoreOnly {
+		t.Prev, t.Next, t.Step, t.Result = prev, next, *st, r
+		filled = true
+		for _, v := range e.m.CheckTransition(t) {
+			e.offer(v, &candidate{level: level, fp: fp, act: act, order: order})
+		}
 	}
 	for i, pi := range e.sometimes {
-		if !e.witnessed[i].Load() && model.Properties[pi].Check(e.m, t) != nil {
+		p := &model.Properties[pi]
+		if e.witnessed[i].Load() || (sameStore && p.StoreOnly) || (p.Steps != nil && !p.Steps(st)) {
+			continue
+		}
+		if !filled {
+			t.Prev, t.Next, t.Step, t.Result = prev, next, *st, r
+			filled = true
+		}
+		if p.Check(e.m, t) != nil {
 			e.witnessed[i].Store(true)
 		}
 	}
