@@ -1,6 +1,7 @@
 package history_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -191,5 +192,102 @@ func TestObserverDeleteAnsweredAtItsRemoval(t *testing.T) {
 	res := lin.Check(history.Merge(recorded, observed), lin.Options{})
 	if res.Verdict != "Ok" || len(res.Known) != 1 || res.Known[0].Issue != "kubernetes#77988" {
 		t.Errorf("want Ok through kubernetes#77988, got %s", res.Summary)
+	}
+}
+
+// podRun is the third false alarm fuzzing the kubeconfig target found
+// (seed 77): a Pod with a finalizer of its own is deleted in foreground,
+// the GC removes foregroundDeletion (seen only by watch), and a second
+// DELETE without options, a no-op on a Pod being deleted, is answered
+// the GC's revision before the watch delivers it.
+type podRun struct {
+	at                       func(ms int) int64
+	created, fg, gcDone      history.Object
+	create, fgDelete, second history.Op
+}
+
+func newPodRun(t *testing.T) podRun {
+	pod, ok := model.KindByShort("pod")
+	if !ok {
+		t.Fatal("no kind pod")
+	}
+	t0 := time.Unix(3000, 0)
+	r := podRun{at: func(ms int) int64 { return t0.Add(time.Duration(ms) * time.Millisecond).UnixNano() }}
+	r.created = history.Object{Kind: pod, Namespace: "obs-ns2", Name: "b", UID: "u-pod", RV: 6860, Replicas: -1,
+		Finalizers: []string{"cascade.dev/hold"}}
+	r.fg = r.created
+	r.fg.RV, r.fg.Deleting, r.fg.Finalizers = 6861, true, []string{"cascade.dev/hold", model.FinalizerForeground}
+	r.gcDone = r.fg
+	r.gcDone.RV, r.gcDone.Finalizers = 6862, []string{"cascade.dev/hold"}
+	op := func(actor string, verb history.Verb, got history.Object, call, ret int) history.Op {
+		return history.Op{Actor: actor, Verb: verb, Kind: pod, Namespace: r.created.Namespace, Name: r.created.Name,
+			Code: 200, Got: &got, Call: r.at(call), Return: r.at(ret)}
+	}
+	r.create = op("client-1", history.Create, r.created, 10, 20)
+	r.create.Code, r.create.Sent = 201, &history.Object{Kind: pod, Namespace: r.created.Namespace, Name: r.created.Name,
+		Finalizers: r.created.Finalizers, Replicas: -1}
+	r.fgDelete = op("client-0", history.Delete, r.fg, 25, 30)
+	r.fgDelete.Delete = &history.DeleteOptions{Propagation: "Foreground"}
+	r.second = op("client-1", history.Delete, r.gcDone, 40, 45)
+	r.second.Delete = &history.DeleteOptions{}
+	return r
+}
+
+// TestObserverNoOpDeleteIsNoWrite: the second DELETE found the Pod
+// being deleted, and its options change none of the finalizers, so it
+// wrote nothing: the revision it answered is the GC's. Taken for the
+// DELETE's write, the GC's removal of foregroundDeletion was charged to
+// the DELETE, whose options keep it.
+func TestObserverNoOpDeleteIsNoWrite(t *testing.T) {
+	r := newPodRun(t)
+	o := history.NewObserverAt(time.Unix(3000, 0))
+	o.See(&r.created, false, r.at(22))
+	o.See(&r.fg, false, r.at(31))
+	o.See(&r.gcDone, false, r.at(50)) // delivered after the DELETE was sent
+	recorded := history.Merge([]history.Op{r.create, r.fgDelete, r.second})
+	observed := o.Ops(recorded)
+	if len(observed) != 1 || observed[0].Got.RV != 6862 || observed[0].Call != r.at(25) || observed[0].Return != r.at(45) {
+		t.Fatalf("want the GC's rv 6862 observed in [the foreground DELETE's Call %d, the second DELETE's Return %d], got %+v",
+			r.at(25), r.at(45), observed)
+	}
+	if res := lin.Check(history.Merge(recorded, observed), lin.Options{}); res.Verdict != "Ok" {
+		t.Errorf("%s", res.Summary)
+	}
+
+	// A DELETE whose options switch the finalizers may have written the
+	// revision it answered: Orphan on a foreground deletion.
+	switched := r.gcDone
+	switched.Finalizers = []string{"cascade.dev/hold", model.FinalizerOrphan}
+	second := r.second
+	second.Got, second.Delete = &switched, &history.DeleteOptions{Propagation: "Orphan"}
+	o = history.NewObserverAt(time.Unix(3000, 0))
+	o.See(&r.created, false, r.at(22))
+	o.See(&r.fg, false, r.at(31))
+	o.See(&switched, false, r.at(50))
+	if observed := o.Ops(history.Merge([]history.Op{r.create, r.fgDelete, second})); len(observed) != 0 {
+		t.Errorf("want the switching DELETE taken for its write, got observed %+v", observed)
+	}
+}
+
+// TestObserverFirstDeleteIsJudged: a DELETE of an object not yet being
+// deleted is taken for the write of the revision it answered, and judged
+// as that write: a foreground DELETE of a live Pod answered with the
+// orphan finalizer stays illegal.
+func TestObserverFirstDeleteIsJudged(t *testing.T) {
+	r := newPodRun(t)
+	wrong := r.fg
+	wrong.Finalizers = []string{"cascade.dev/hold", model.FinalizerOrphan}
+	fgDelete := r.fgDelete
+	fgDelete.Got = &wrong
+	o := history.NewObserverAt(time.Unix(3000, 0))
+	o.See(&r.created, false, r.at(22))
+	o.See(&wrong, false, r.at(31))
+	recorded := history.Merge([]history.Op{r.create, fgDelete})
+	if observed := o.Ops(recorded); len(observed) != 0 {
+		t.Fatalf("want the DELETE taken for its write, got observed %+v", observed)
+	}
+	res := lin.Check(recorded, lin.Options{})
+	if res.Verdict != "Illegal" || !strings.Contains(res.Summary, "the delete left finalizers") {
+		t.Errorf("want the DELETE's finalizers illegal, got %s: %s", res.Verdict, res.Summary)
 	}
 }
