@@ -290,6 +290,20 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 // would have stopped the immediate deletion: no resourceVersion
 // precondition, no GC finalizer the options or the kind's default call
 // for, a kind without graceful deletion, not a Namespace.
+//
+// A graceful kind (a Pod) deleted with no grace period goes the same way
+// one step later: the DELETE writes deletionTimestamp first, and then
+// removes at once whatever version is current, without a resourceVersion
+// precondition unless the request had one. Within that window nothing
+// can add a finalizer of its own to the object being deleted (an update
+// may not), but another DELETE can still add the GC finalizer its
+// options call for (found by fuzzing the kubeconfig target: a DELETE
+// with propagation Orphan put orphan on a Pod a graceless DELETE had
+// started deleting, and that DELETE removed the Pod). So on a graceful
+// kind the race is known when every finalizer left is orphan or
+// foregroundDeletion, put on by a DELETE (or a write seen only by watch,
+// which on an object being deleted can only be one) that may have landed
+// after this DELETE was sent, with the same conditions otherwise.
 func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pre preconditions) *violation {
 	if !cur.known() {
 		return nil
@@ -300,11 +314,31 @@ func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pr
 	}
 	v := &violation{model.PropNoRemovalWithFinalizers, fmt.Sprintf("the delete removed the object while finalizers %v remained", fins), ""}
 	k := in.key.Kind
-	if c.lenient && cur.prov != nil && cur.prov.dressed >= 0 && c.ins[cur.prov.dressed].ret > in.op.Call &&
-		!pre.rvSet && !graceful(k) && k.Info().Kind != "Namespace" &&
-		len(deletionFinalizers(&history.Object{Kind: k}, opts)) == 0 {
+	if !c.lenient || cur.prov == nil || pre.rvSet || k.Info().Kind == "Namespace" ||
+		len(deletionFinalizers(&history.Object{Kind: k}, opts)) != 0 {
+		return v
+	}
+	switch {
+	case !graceful(k) && cur.prov.dressed >= 0 && c.ins[cur.prov.dressed].ret > in.op.Call:
 		v.known = "kubernetes#77988"
 		v.message += fmt.Sprintf("; it had read the object before op %d put them on, and deleted it at once", cur.prov.dressed)
+	case graceful(k):
+		var by []mark
+		for _, f := range fins {
+			m := noMark
+			switch f {
+			case model.FinalizerOrphan:
+				m = cur.prov.orphan
+			case model.FinalizerForeground:
+				m = cur.prov.fg
+			}
+			if m < 0 || c.ins[m].ret <= in.op.Call || c.ins[m].op.Verb != history.Delete && c.ins[m].op.Verb != history.Observed {
+				return v
+			}
+			by = append(by, m)
+		}
+		v.known = "kubernetes#77988"
+		v.message += fmt.Sprintf("; it had started a deletion without grace period before op %d put them on, and removed it at once", by[0])
 	}
 	return v
 }

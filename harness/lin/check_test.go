@@ -536,6 +536,30 @@ func TestDeleteFinalizerRace(t *testing.T) {
 		expectIllegal(t, b.check(), -1, fmt.Sprintf("op %d (client-0 patch", p), "no pod/ns/a was live",
 			fmt.Sprintf("op %d (client-1 delete", dl), model.PropNoRemovalWithFinalizers)
 	})
+	t.Run("a Pod, whose DELETE another DELETE's GC finalizer races", func(t *testing.T) {
+		// The graceless DELETE wrote deletionTimestamp, a DELETE with
+		// propagation Orphan put orphan on, and the first removed the
+		// Pod all the same (found by fuzzing the kubeconfig target).
+		b := newBuilder(t)
+		v = key("pod", "a")
+		defer func() { v = key("pv", "a") }()
+		b.create("client-1", v, 0, 10*ms, nil)
+		dl := b.refused("client-1", history.Delete, v, 20*ms, 60*ms, 200, "")
+		orphan := b.del("client-2", v, 30*ms, 40*ms, "Orphan")
+		got := *b.live[v]
+		got.RV = b.nextRV()
+		b.ops[dl].Got, b.ops[dl].Removed, b.ops[dl].Delete = &got, true, &history.DeleteOptions{}
+		delete(b.live, v)
+		r := b.check()
+		expectKnown(t, r, dl, "kubernetes#77988")
+		if !contains(r.Known[0].Message, fmt.Sprintf("before op %d put them on", orphan)) {
+			t.Errorf("known finding: %+v", r.Known[0])
+		}
+		// Put on before the DELETE was sent, the finalizer was there to
+		// be seen: no race explains the removal.
+		b.ops[orphan].Call, b.ops[orphan].Return = 12*ms, 15*ms
+		expectIllegal(t, b.check(), dl, model.PropNoRemovalWithFinalizers)
+	})
 	t.Run("removed after another DELETE started its deletion", func(t *testing.T) {
 		// The parked DELETE retries on the version a second DELETE wrote
 		// (being deleted, hold on) and removes it, answering that
