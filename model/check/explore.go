@@ -431,6 +431,13 @@ func Run(scope Scope, opts Options) (*Result, error) {
 			wg.Add(1)
 			go func(w *worker) {
 				defer wg.Done()
+				// The worker claims as one client of the table for the
+				// whole level (see seenTable.enter), stepping out only for
+				// quiescence checks, and its last successor's claim waits
+				// for the end of the level.
+				e.seen.enter(w.claimer)
+				defer e.seen.leave(w.claimer)
+				defer w.claimPending()
 				for {
 					b := int(next.Add(1) - 1)
 					if b >= nblocks || failed.Load() != nil {
@@ -540,7 +547,7 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 	fp := fr.fps[idx]
 	order := uint64(idx) << 20
 	if !expand || !e.admitted(s) {
-		return e.checkQuiescent(s, fp, level, order)
+		return e.quiescent(w, s, fp, level, order)
 	}
 	// changed records that some internal step changes what clients see.
 	// Quiescent would then find that step as its path to a change, so the
@@ -575,7 +582,6 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		w.enc, w.pendingEnc = w.pendingEnc, w.enc
 		return nil
 	}
-	defer w.claimPending()
 	for i := range e.ops {
 		if s.Budget&(1<<i) != 0 {
 			continue
@@ -606,6 +612,15 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 	if changed {
 		return nil
 	}
+	return e.quiescent(w, s, fp, level, order)
+}
+
+// quiescent is checkQuiescent for a worker, which steps out of the
+// visited table meanwhile: the internal-step search may take long, and a
+// grower would wait for it.
+func (e *explorer) quiescent(w *worker, s *model.State, fp uint64, level int, order uint64) error {
+	e.seen.leave(w.claimer)
+	defer e.seen.enter(w.claimer)
 	return e.checkQuiescent(s, fp, level, order)
 }
 

@@ -43,11 +43,15 @@ type seenTable struct {
 	zeroOrd uint64
 }
 
-// claimer says whether its worker is inside a claim; it fills a cache
-// line so that workers never write the same one.
+// claimer says whether its worker may be inside a claim; it fills a
+// cache line so that workers never write the same one. A worker stays
+// active over a whole block of claims (enter, leave), so that it does
+// not pay for a sequentially consistent store on every claim; it steps
+// out when it sees a grower waiting.
 type claimer struct {
-	active atomic.Bool
-	_      [63]byte
+	active  atomic.Bool
+	entered bool // owned by the worker: between enter and leave
+	_       [62]byte
 }
 
 const (
@@ -101,9 +105,23 @@ func (t *seenTable) len() int {
 	return n
 }
 
+// enter announces that c's worker is about to claim, and may go on
+// claiming until leave. A worker must not wait for anything but the
+// table between the two: a grower waits for it to reach its next claim.
+func (t *seenTable) enter(c *claimer) {
+	c.active.Store(true)
+	c.entered = true
+}
+
+// leave ends what enter began.
+func (t *seenTable) leave(c *claimer) {
+	c.entered = false
+	c.active.Store(false)
+}
+
 // claim records, on behalf of c's worker, that fp is reached with ord.
 // It reports whether fp was new; otherwise fp keeps the smaller of its
-// ord and this one.
+// ord and this one. Outside enter and leave it enters for itself.
 func (t *seenTable) claim(c *claimer, fp, ord uint64) bool {
 	if fp == 0 {
 		t.zeroMu.Lock()
@@ -115,15 +133,19 @@ func (t *seenTable) claim(c *claimer, fp, ord uint64) bool {
 		t.zero, t.zeroOrd = true, ord
 		return true
 	}
+	if !c.entered {
+		t.enter(c)
+		defer t.leave(c)
+	}
 	for {
-		// Announce the claim, then check for a grower; a grower raises
-		// growing, then checks for claims. The atomics are sequentially
-		// consistent, so one of the two sees the other.
-		c.active.Store(true)
+		// The claimer is active, then checks for a grower; a grower
+		// raises growing, then checks for active claimers. The atomics
+		// are sequentially consistent, so one of the two sees the other.
 		if t.growing.Load() {
 			c.active.Store(false)
 			t.growMu.Lock() // wait for the grow to finish
 			t.growMu.Unlock()
+			c.active.Store(true)
 			continue
 		}
 		tb := t.tab.Load()
@@ -134,9 +156,8 @@ func (t *seenTable) claim(c *claimer, fp, ord uint64) bool {
 			// short and the table costs 32 to 64 bytes per state.
 			grow = 2*t.counts[shardOf(fp)].Add(1) > 1<<tb.segBits
 		}
-		c.active.Store(false)
 		if grow {
-			t.grow(tb)
+			t.grow(c, tb)
 		}
 		if !full {
 			return fresh
@@ -179,8 +200,13 @@ func raise(p *uint64, v uint64) {
 }
 
 // grow doubles every segment, unless another worker has replaced old
-// already.
-func (t *seenTable) grow(old *slotTable) {
+// already. c is the growing worker's claimer, active on entry and on
+// return. The rehash runs on every core: the workers wait meanwhile, and
+// old segment s goes to new segment s only, so the segments are split
+// between goroutines that share nothing.
+func (t *seenTable) grow(c *claimer, old *slotTable) {
+	c.active.Store(false)
+	defer c.active.Store(true)
 	t.growMu.Lock()
 	defer t.growMu.Unlock()
 	if t.tab.Load() != old {
@@ -193,7 +219,28 @@ func (t *seenTable) grow(old *slotTable) {
 		}
 	}
 	tb := &slotTable{slots: allocHuge[slot](2 * len(old.slots)), segBits: old.segBits + 1}
-	for _, sl := range old.slots {
+	parts := min(runtime.GOMAXPROCS(0), len(old.slots)>>16) // at least 64 K slots each
+	if parts <= 1 {
+		tb.rehash(old, 0, numShards)
+	} else {
+		var wg sync.WaitGroup
+		for p := range parts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tb.rehash(old, p*numShards/parts, (p+1)*numShards/parts)
+			}()
+		}
+		wg.Wait()
+	}
+	t.tab.Store(tb)
+	t.growing.Store(false)
+}
+
+// rehash inserts the fingerprints of old's segments [from, to) into tb.
+func (tb *slotTable) rehash(old *slotTable, from, to int) {
+	size := 1 << old.segBits
+	for _, sl := range old.slots[from*size : to*size] {
 		if sl.fp == 0 {
 			continue
 		}
@@ -204,8 +251,6 @@ func (t *seenTable) grow(old *slotTable) {
 		}
 		seg[i] = sl
 	}
-	t.tab.Store(tb)
-	t.growing.Store(false)
 }
 
 // touch prefetches the slot where fp's probe starts, so that the cache
