@@ -177,7 +177,10 @@ func (s *State) trackOrphanRequest(prev, next *Object) {
 				s.Orphans = append(slices.Clip(s.Orphans), OrphanWatch{Owner: prev.UID, Dep: d.UID, Switched: prev.Deleting})
 			}
 		}
-	case had && !has && next != nil:
+	case had && !has:
+		// next == nil too: a request that took the orphan finalizer
+		// away and so let the object go (a Background or Foreground
+		// DELETE of an object orphan-deleting with no other finalizer)
 		s.Orphans = slices.DeleteFunc(slices.Clone(s.Orphans), func(w OrphanWatch) bool { return w.Owner == prev.UID && !w.Ran })
 	}
 }

@@ -27,7 +27,11 @@ func matches(sel Label, d *Object) bool {
 //     matches its selector is released, unless the owner is being deleted;
 //   - an object without a controller reference that matches, in the
 //     owner's namespace, not being deleted, is adopted, unless the owner is
-//     being deleted.
+//     being deleted;
+//   - a Pod being deleted is neither: the ReplicaSet and
+//     ReplicationController controllers claim only active Pods
+//     (FilterActivePods runs before ClaimPods), while a Deployment's
+//     ClaimReplicaSets filters nothing.
 func claims(s *State) []Claim {
 	c := s.Controller.Watch.Cache
 	var out []Claim
@@ -40,7 +44,7 @@ func claims(s *State) []Claim {
 		sel := selector(o)
 		for j := range c {
 			d := &c[j]
-			if d.Kind.Info().Short != adopts || d.Namespace != o.Namespace {
+			if d.Kind.Info().Short != adopts || d.Namespace != o.Namespace || (adopts == "pod" && d.Deleting) {
 				continue
 			}
 			ctrl, owned := controllerRef(d)

@@ -141,17 +141,26 @@ func gcDeleteTarget(t *Transition) (*Object, bool) {
 }
 
 func findDeleteTarget(t *Transition) (*Object, bool) {
-	if t.Step.Actor != ActorGC || t.Step.Op != OpSend || t.Step.Write != WriteDelete || !t.Result.OK() {
-		return nil, false
-	}
-	for _, f := range t.Prev.GC.InFlight {
-		if w := &f.Writes[0]; w.Op == WriteDelete && t.Prev.identMatches(&w.Item, &t.Step) {
-			if o := t.Prev.Get(w.Item.UID); o != nil {
-				return o, true
-			}
+	if w := gcDeleteWrite(t); w != nil {
+		if o := t.Prev.Get(w.Item.UID); o != nil {
+			return o, true
 		}
 	}
 	return nil, false
+}
+
+// gcDeleteWrite is the in-flight GC delete a successful `gc delete`
+// step sent, or nil.
+func gcDeleteWrite(t *Transition) *Write {
+	if t.Step.Actor != ActorGC || t.Step.Op != OpSend || t.Step.Write != WriteDelete || !t.Result.OK() {
+		return nil
+	}
+	for _, f := range t.Prev.GC.InFlight {
+		if w := &f.Writes[0]; w.Op == WriteDelete && t.Prev.identMatches(&w.Item, &t.Step) {
+			return w
+		}
+	}
+	return nil
 }
 
 // started reports whether o started deletion or left storage in t.
@@ -198,7 +207,12 @@ func checkOrphanRespected(m *Model, t *Transition) *Violation {
 		if w.Dep != d.UID {
 			continue
 		}
-		if _, refs := d.OwnerRefTo(w.Owner); !refs {
+		// Only a reference that resolves to the owner is one the orphan
+		// request protects. One that names it by UID but from another
+		// namespace, or with other coordinates, resolves to nothing: the
+		// GC collects the dependent as it would without the orphan
+		// deletion (attemptToDeleteItem finds the owner absent).
+		if !slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { return r.UID == w.Owner && resolves(t.Prev, d, r) }) {
 			continue
 		}
 		v := &Violation{Property: PropOrphanRespected, Message: fmt.Sprintf("gc deleted %s because of %s, whose deletion orphaned it", d.Key(), t.Prev.UIDLabel(w.Owner))}
@@ -307,10 +321,33 @@ func checkSilentOrphan(m *Model, t *Transition) *Violation {
 	if !isDel || d.HasFinalizer(FinalizerOrphan) {
 		return nil
 	}
+	if w := gcDeleteWrite(t); w != nil && w.Policy == Orphan {
+		// Not silent: attemptToDeleteItem asks for Orphan only to honour
+		// an orphan finalizer its GET saw, the deleting client's choice,
+		// even if attemptToOrphan removed it before the DELETE landed
+		// (deleteObject retries without the resourceVersion precondition
+		// when the ownerReferences are unchanged).
+		return nil
+	}
 	if n := t.Next.Get(d.UID); n != nil && n.HasFinalizer(FinalizerOrphan) {
 		return &Violation{Property: PropNeverSilentlyOrphaned, Message: fmt.Sprintf("gc's delete of %s put the orphan finalizer on it, orphaning its dependents mid-cascade", d.Key())}
 	}
 	return nil
+}
+
+// resolves reports whether a reference's coordinates name the object of
+// its UID as the GC's lookup from the dependent would (live or not):
+// same kind and name, and for a namespaced owner the dependent's
+// namespace.
+func resolves(s *State, d *Object, r OwnerRef) bool {
+	if r.UID == 0 || int(r.UID) > len(s.UIDs) {
+		return false
+	}
+	u := s.UIDs[r.UID-1]
+	if u.Kind == NoKind || u.Kind.Info().Kind != r.Kind || u.Name != r.Name {
+		return false
+	}
+	return u.Namespace == "" || u.Namespace == d.Namespace
 }
 
 // danglingRef reports whether a reference resolves to no live owner, the
@@ -366,6 +403,16 @@ func checkStuckFinalizer(m *Model, s *State) *Violation {
 			if d := staleBlocker(s, x.UID); d != nil {
 				v.Known = KnownStaleDuplicateRef
 				v.Message += fmt.Sprintf("; the graph still has a blocking reference from %s that the API server's dedup collapsed", d.Key())
+			} else if !m.Bugs.Has(BugNoCycleUnblock) && foregroundCycle(s, x, x, nil) {
+				// Upstream's unblock patch breaks every cycle the GC
+				// itself drives into foreground deletion; what is left is
+				// the cycle it never gets to. Without the unblock
+				// (no-cycle-unblock) the same state is the bug's.
+				v.Known = KnownForegroundCycle
+				v.Message += "; it blocks itself through dependents that are all deleting in the foreground"
+			} else if d := clusterScopedBlocker(s, x.UID); d != nil {
+				v.Known = KnownClusterScopedBlocker
+				v.Message += fmt.Sprintf("; it waits for %s, a cluster-scoped dependent of a namespaced owner, which the GC never deletes", d.Key())
 			}
 			return v
 		}
@@ -383,8 +430,10 @@ func (m *Model) heldOutsideGC(s *State, x *Object, visiting []UID) bool {
 	visiting = append(visiting, x.UID)
 	for i := range s.Objects {
 		d := &s.Objects[i]
-		r, refs := d.OwnerRefTo(x.UID)
-		if !refs || !r.Block {
+		// any blocking reference to x, as blockingDependents reads
+		// them: with duplicate references to one UID, one blocking is
+		// enough
+		if !slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { return r.UID == x.UID && r.Block }) {
 			continue
 		}
 		if !d.Deleting && m.protectionDenies(s, d) != "" {
@@ -432,6 +481,61 @@ func checkGraphAgrees(m *Model, s *State) *Violation {
 // foreground owner that waits on a dependent whose ownerReferences no
 // longer block it (see staleAfterDedup); no upstream issue reports it.
 const KnownStaleDuplicateRef = "graph_builder.go referencesDiffs (duplicate UIDs)"
+
+// KnownClusterScopedBlocker names upstream's own behaviour behind a
+// foreground owner that waits forever on a cluster-scoped dependent whose
+// blocking reference names it: blockingDependents counts the dependent
+// (the graph links by UID), while attemptToDeleteItem gives up on it for
+// good (isDangling's namespacedOwnerOfClusterScopedObjectErr) and never
+// deletes it. Found by stepped fuzzing of the model; no upstream issue
+// reports it.
+const KnownClusterScopedBlocker = "garbagecollector.go namespacedOwnerOfClusterScopedObjectErr (blocking dependent)"
+
+// KnownForegroundCycle names upstream's own behaviour behind a cycle of
+// foreground deletions, an object that blocks itself the shortest:
+// processDeletingDependentsItem (garbagecollector.go) pushes along only
+// the blocking dependents that are not deletingDependents themselves, and
+// the cycle-breaking unblock in attemptToDeleteItem runs only for an item
+// not yet deleting its dependents, so when every member already is
+// (deleted with Foreground by a client, or blocking itself) none is ever
+// unblocked. Found by stepped fuzzing of the model; no upstream issue
+// reports it.
+const KnownForegroundCycle = "garbagecollector.go processDeletingDependentsItem (foreground cycle)"
+
+// foregroundCycle reports whether x reaches target through blocking
+// references from dependents that are deleting with foregroundDeletion.
+func foregroundCycle(s *State, target, x *Object, visiting []UID) bool {
+	if slices.Contains(visiting, x.UID) {
+		return false
+	}
+	visiting = append(visiting, x.UID)
+	for i := range s.Objects {
+		d := &s.Objects[i]
+		if !d.Deleting || !d.HasFinalizer(FinalizerForeground) ||
+			!slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { return r.UID == x.UID && r.Block }) {
+			continue
+		}
+		if d.UID == target.UID || foregroundCycle(s, target, d, visiting) {
+			return true
+		}
+	}
+	return false
+}
+
+// clusterScopedBlocker returns a live cluster-scoped dependent with a
+// blocking reference to the namespaced owner, or nil.
+func clusterScopedBlocker(s *State, owner UID) *Object {
+	for i := range s.Objects {
+		d := &s.Objects[i]
+		if d.Deleting || d.Namespace != "" {
+			continue
+		}
+		if slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { return r.UID == owner && r.Block && neverCollected(s, d, r) }) {
+			return d
+		}
+	}
+	return nil
+}
 
 // staleBlocker returns a dependent whose graph node still blocks owner
 // with a reference staleAfterDedup tolerates, while the store's
