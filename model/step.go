@@ -371,59 +371,65 @@ func (m *Model) Enabled(s *State, opts Options) []Step { return m.AppendEnabled(
 // AppendEnabled appends what Enabled lists to out, so that a caller
 // enumerating many states can reuse one buffer.
 func (m *Model) AppendEnabled(out []Step, s *State, opts Options) []Step {
+	// Steps are a few hundred bytes each: they are filled in place
+	// (nextStep) rather than built and copied in.
 	g := &s.GC
-	for k, q := range g.Watch.queues() {
-		if len(q) > 0 {
-			t := TargetOf(&q[0].Obj)
-			out = append(out, Step{Actor: ActorGC, Op: OpDeliver, Target: t})
-			if opts.Coalesce && g.Watch.canCoalesce(KindID(k)) {
-				out = append(out, Step{Actor: ActorGC, Op: OpCoalesce, Target: t})
-			}
-			if m.Bugs.Has(BugLostFirstUpdate) && q[0].Type == Modified {
-				out = append(out, Step{Actor: ActorGC, Op: OpLose, Target: t})
+	if g.Watch.Queues != nil {
+		for k, q := range g.Watch.Queues {
+			if len(q) > 0 {
+				t := TargetOf(&q[0].Obj)
+				*nextStep(&out) = Step{Actor: ActorGC, Op: OpDeliver, Target: t}
+				if opts.Coalesce && g.Watch.canCoalesce(KindID(k)) {
+					*nextStep(&out) = Step{Actor: ActorGC, Op: OpCoalesce, Target: t}
+				}
+				if m.Bugs.Has(BugLostFirstUpdate) && q[0].Type == Modified {
+					*nextStep(&out) = Step{Actor: ActorGC, Op: OpLose, Target: t}
+				}
 			}
 		}
 	}
 	if len(g.VirtualEvents) > 0 {
-		out = append(out, s.itemStep(OpDeliverVirtual, g.VirtualEvents[0], nil))
+		s.fillItemStep(nextStep(&out), OpDeliverVirtual, &g.VirtualEvents[0], nil)
 	}
 	if start, stop := syncNeeded(s); len(start)+len(stop) > 0 {
-		out = append(out, Step{Actor: ActorGC, Op: OpSync})
+		*nextStep(&out) = Step{Actor: ActorGC, Op: OpSync}
 	}
-	// itemStep looks for a colliding key only in a set that has one.
+	// fillItemStep looks for a colliding key only in a set that has one.
 	set := g.AttemptToOrphan
 	if !keysCollide(set) {
 		set = nil
 	}
-	for _, id := range g.AttemptToOrphan {
-		out = append(out, s.itemStep(OpAttemptToOrphan, id, set))
+	for i := range g.AttemptToOrphan {
+		s.fillItemStep(nextStep(&out), OpAttemptToOrphan, &g.AttemptToOrphan[i], set)
 	}
 	set = g.AttemptToDelete
 	if !keysCollide(set) {
 		set = nil
 	}
-	for _, id := range g.AttemptToDelete {
-		if inFlight(g, id.UID) == nil {
-			out = append(out, s.itemStep(OpAttemptToDelete, id, set))
+	for i := range g.AttemptToDelete {
+		if id := &g.AttemptToDelete[i]; inFlight(g, id.UID) == nil {
+			s.fillItemStep(nextStep(&out), OpAttemptToDelete, id, set)
 		}
 	}
 	for i := range g.InFlight {
 		id := &g.InFlight[i].Writes[0].Item
-		st := Step{Actor: ActorGC, Op: OpSend, Target: identTarget(*id), Write: g.InFlight[i].Writes[0].Op}
-		for j := range g.InFlight { // as itemStep, over the items being written
+		st := nextStep(&out)
+		*st = Step{Actor: ActorGC, Op: OpSend, Target: identTarget(*id), Write: g.InFlight[i].Writes[0].Op}
+		for j := range g.InFlight { // as fillItemStep, over the items being written
 			if o := &g.InFlight[j].Writes[0].Item; o.UID != id.UID && identKeysEqual(o, id) {
 				st.UIDLabel = s.UIDLabel(id.UID)
 			}
 		}
-		out = append(out, st)
 	}
 	w := &s.Controller.Watch
-	for k, q := range w.queues() {
-		if len(q) > 0 {
-			t := TargetOf(&q[0].Obj)
-			out = append(out, Step{Actor: ActorController, Op: OpDeliver, Target: t})
-			if opts.Coalesce && w.canCoalesce(KindID(k)) {
-				out = append(out, Step{Actor: ActorController, Op: OpCoalesce, Target: t})
+	if w.Queues != nil {
+		for k, q := range w.Queues {
+			if len(q) > 0 {
+				t := TargetOf(&q[0].Obj)
+				*nextStep(&out) = Step{Actor: ActorController, Op: OpDeliver, Target: t}
+				if opts.Coalesce && w.canCoalesce(KindID(k)) {
+					*nextStep(&out) = Step{Actor: ActorController, Op: OpCoalesce, Target: t}
+				}
 			}
 		}
 	}
@@ -435,28 +441,37 @@ func (m *Model) AppendEnabled(out []Step, s *State, opts Options) []Step {
 		if c.Release {
 			op = OpRelease
 		}
-		out = append(out, Step{Actor: ActorController, Op: op, Target: TargetOf(w.cached(c.Dep)), By: TargetOf(w.cached(c.Owner))})
+		*nextStep(&out) = Step{Actor: ActorController, Op: op, Target: TargetOf(w.cached(c.Dep)), By: TargetOf(w.cached(c.Owner))}
 	}
 	for _, c := range crdCleanups(s) {
-		out = append(out, Step{Actor: ActorAPIExtensions, Op: OpCleanup, Target: TargetOf(s.Get(c))})
+		*nextStep(&out) = Step{Actor: ActorAPIExtensions, Op: OpCleanup, Target: TargetOf(s.Get(c))}
 	}
 	return out
 }
 
-// itemStep builds a GC step naming an identity, with uid= when another
-// queued item has the same key.
-func (s *State) itemStep(op Op, id Identity, set []Identity) Step {
-	st := Step{Actor: ActorGC, Op: op, Target: identTarget(id)}
-	for _, o := range set {
-		if o.UID != id.UID && identKeysEqual(&o, &id) {
+// nextStep appends a Step to *out, to be overwritten in place.
+func nextStep(out *[]Step) *Step {
+	if n := len(*out); n < cap(*out) {
+		*out = (*out)[:n+1]
+	} else {
+		*out = append(*out, Step{})
+	}
+	return &(*out)[len(*out)-1]
+}
+
+// fillItemStep overwrites *st with a GC step naming an identity, with
+// uid= when another item of set has the same key.
+func (s *State) fillItemStep(st *Step, op Op, id *Identity, set []Identity) {
+	*st = Step{Actor: ActorGC, Op: op, Target: identTarget(*id)}
+	for i := range set {
+		if o := &set[i]; o.UID != id.UID && identKeysEqual(o, id) {
 			st.UIDLabel = s.UIDLabel(id.UID)
 		}
 	}
-	return st
 }
 
 // keysCollide reports whether two identities of a set with different
-// UIDs have the same trace key (what itemStep looks for).
+// UIDs have the same trace key (what fillItemStep looks for).
 func keysCollide(set []Identity) bool {
 	for i := range set {
 		for j := i + 1; j < len(set); j++ {
