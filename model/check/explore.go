@@ -142,6 +142,14 @@ type outBuf struct {
 // and an encoding larger than a chunk gets a chunk of its own.
 const chunkSize = 4 << 20
 
+// free returns the chunks' memory; the buffer must not be used again.
+func (o *outBuf) free() {
+	for _, c := range o.chunks {
+		freeHuge(c)
+	}
+	o.chunks, o.used = nil, 0
+}
+
 func (o *outBuf) reset() {
 	for i := range o.chunks[:o.used] {
 		o.chunks[i] = o.chunks[i][:0]
@@ -157,7 +165,8 @@ func (o *outBuf) store(enc []byte) (chunk, start uint32) {
 		}
 		o.used++
 		if c := &o.chunks[o.used-1]; cap(*c) < len(enc) {
-			*c = make([]byte, 0, len(enc))
+			freeHuge(*c)
+			*c = allocHuge[byte](len(enc))[:0]
 		}
 	}
 	c := &o.chunks[o.used-1]
@@ -389,6 +398,15 @@ func Run(scope Scope, opts Options) (*Result, error) {
 	for i := range ws {
 		ws[i] = &worker{seen: e.seen, claimer: e.seen.claimer(i)}
 	}
+	// The table and the encoding chunks are mapped outside the Go heap
+	// (allocHuge); nothing the result holds points into them.
+	defer func() {
+		e.seen.free()
+		for _, w := range ws {
+			w.bufs[0].free()
+			w.bufs[1].free()
+		}
+	}()
 	complete := true
 	level := 0
 	for fr.len() > 0 {

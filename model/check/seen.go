@@ -235,6 +235,17 @@ func (t *seenTable) grow(c *claimer, old *slotTable) {
 	}
 	t.tab.Store(tb)
 	t.growing.Store(false)
+	// No worker reads the old array any more: claims waited for the
+	// grow, and a prefetch (touch) of memory that is gone is ignored.
+	freeHuge(old.slots)
+}
+
+// free returns the table's memory; the table must not be used again.
+func (t *seenTable) free() {
+	if tb := t.tab.Load(); tb != nil {
+		freeHuge(tb.slots)
+		t.tab.Store(nil)
+	}
 }
 
 // rehash inserts the fingerprints of old's segments [from, to) into tb.
