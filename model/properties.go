@@ -302,13 +302,20 @@ func checkForegroundWaits(m *Model, t *Transition) *Violation {
 		}
 		for j := range t.Prev.Objects {
 			d := &t.Prev.Objects[j]
-			r, refs := d.OwnerRefTo(x.UID)
-			if !refs || !r.Block {
+			// a blocking reference that resolves to x: one from another
+			// namespace names nothing the dependent can have, and the GC
+			// may drop its edge with the virtual node it made for it
+			if !slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { return r.UID == x.UID && r.Block && resolves(t.Prev, d, r) }) {
 				continue
 			}
 			if dn := t.Prev.GC.node(d.UID); dn != nil && !dn.Virtual {
 				if gr, has := findRef(dn.Owners, x.UID); has && gr.Block {
-					return &Violation{Property: PropForegroundWaits, Message: fmt.Sprintf("gc removed foregroundDeletion from %s while %s, known to the GC, blocks it", x.Key(), d.Key())}
+					v := &Violation{Property: PropForegroundWaits, Message: fmt.Sprintf("gc removed foregroundDeletion from %s while %s, known to the GC, blocks it", x.Key(), d.Key())}
+					if w := gcDeleteWrite(t); w != nil && w.Item.UID == x.UID && w.Policy != Foreground && w.RV != 0 && w.RV != x.RV {
+						v.Known = KnownRetryWithoutRV
+						v.Message += fmt.Sprintf("; the GC decided its %s delete before the foreground deletion began, and deleteObject retried it without the resourceVersion precondition", w.Policy)
+					}
+					return v
 				}
 			}
 		}
@@ -412,7 +419,7 @@ func checkStuckFinalizer(m *Model, s *State) *Violation {
 				v.Message += "; it blocks itself through dependents that are all deleting in the foreground"
 			} else if d := clusterScopedBlocker(s, x.UID); d != nil {
 				v.Known = KnownClusterScopedBlocker
-				v.Message += fmt.Sprintf("; it waits for %s, a cluster-scoped dependent of a namespaced owner, which the GC never deletes", d.Key())
+				v.Message += fmt.Sprintf("; it waits for %s, a cluster-scoped object naming a namespaced owner, which the GC never deletes", d.Key())
 			}
 			return v
 		}
@@ -483,13 +490,24 @@ func checkGraphAgrees(m *Model, s *State) *Violation {
 const KnownStaleDuplicateRef = "graph_builder.go referencesDiffs (duplicate UIDs)"
 
 // KnownClusterScopedBlocker names upstream's own behaviour behind a
-// foreground owner that waits forever on a cluster-scoped dependent whose
-// blocking reference names it: blockingDependents counts the dependent
-// (the graph links by UID), while attemptToDeleteItem gives up on it for
-// good (isDangling's namespacedOwnerOfClusterScopedObjectErr) and never
-// deletes it. Found by stepped fuzzing of the model; no upstream issue
+// foreground owner that waits forever on a cluster-scoped dependent that
+// blocks it and names a namespaced owner (the foreground owner itself or
+// another): blockingDependents counts the dependent (the graph links by
+// UID), while attemptToDeleteItem gives up on it for good (isDangling's
+// namespacedOwnerOfClusterScopedObjectErr) and never deletes it. Found by stepped fuzzing of the model; no upstream issue
 // reports it.
 const KnownClusterScopedBlocker = "garbagecollector.go namespacedOwnerOfClusterScopedObjectErr (blocking dependent)"
+
+// KnownRetryWithoutRV names upstream's own behaviour behind a GC delete
+// that ends a client's foreground deletion: attemptToDeleteItem decided
+// a Background (or Orphan) delete of a dangling item; a client then
+// deleted the item with Foreground; the GC's DELETE failed its
+// resourceVersion precondition, and deleteObject (garbagecollector.go,
+// kubernetes#132632) retried it without one because the ownerReferences
+// had not changed. The retried DELETE's policy replaces foregroundDeletion
+// and the item goes without waiting for its blocking dependents. Found by
+// stepped fuzzing of the model; no upstream issue reports it.
+const KnownRetryWithoutRV = "garbagecollector.go deleteObject (retry without resourceVersion)"
 
 // KnownForegroundCycle names upstream's own behaviour behind a cycle of
 // foreground deletions, an object that blocks itself the shortest:
@@ -522,15 +540,18 @@ func foregroundCycle(s *State, target, x *Object, visiting []UID) bool {
 	return false
 }
 
-// clusterScopedBlocker returns a live cluster-scoped dependent with a
-// blocking reference to the namespaced owner, or nil.
+// clusterScopedBlocker returns a live cluster-scoped dependent that
+// blocks owner and names some namespaced owner, or nil: classifyReferences
+// stops at that reference's namespacedOwnerOfClusterScopedObjectErr, so
+// the GC gives up on the dependent whatever its other references say.
 func clusterScopedBlocker(s *State, owner UID) *Object {
 	for i := range s.Objects {
 		d := &s.Objects[i]
 		if d.Deleting || d.Namespace != "" {
 			continue
 		}
-		if slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { return r.UID == owner && r.Block && neverCollected(s, d, r) }) {
+		blocks := slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { return r.UID == owner && r.Block })
+		if blocks && slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { return neverCollected(s, d, r) }) {
 			return d
 		}
 	}
