@@ -88,6 +88,8 @@ type Failure struct {
 	// FoundAfter is the time from the start of Run to the first failing
 	// run (before shrinking).
 	FoundAfter time.Duration
+	// Run is the number of the first failing run, from 1.
+	Run int
 	// Seed reproduces the failure with the same configuration.
 	Seed uint64
 }

@@ -65,10 +65,10 @@ const selectorLabel = "app"
 type gen struct {
 	u       Universe
 	created []string // keys, in the order first created
-	// live, when set, lists the objects that exist now (a stepped run's
-	// model state): most steps then name one of them instead of a key
-	// that was once created and may be gone.
-	live func() []string
+	// state, when set, is a stepped run's model state now. Steps then
+	// name objects that exist, aim at the objects the GC is working on,
+	// and draw owner references by relationship (stepstate.go).
+	state func() *model.State
 	// kinds are the kinds this run creates: the universe's, or a swarm
 	// subset of them.
 	kinds []string
@@ -128,8 +128,12 @@ func (g *gen) keyOf(t *rapid.T, short, label string) string {
 // request on an absent object is a step worth taking too).
 func (g *gen) existing(t *rapid.T, label string) string {
 	pool := g.created
-	if g.live != nil {
-		pool = g.live()
+	if g.state != nil {
+		s := g.state()
+		pool = liveKeys(s)
+		if hot := hotKeys(s); len(hot) > 0 && rapid.IntRange(0, 2).Draw(t, label+"-hot") == 0 {
+			pool = hot
+		}
 	}
 	if len(pool) == 0 || rapid.IntRange(0, 9).Draw(t, label+"-fresh") == 0 {
 		return g.key(t, label)
@@ -140,7 +144,13 @@ func (g *gen) existing(t *rapid.T, label string) string {
 // ownerRef draws an owner= value naming a created object, with the
 // dependent's namespace for namespaced owners in its own namespace.
 func (g *gen) ownerRef(t *rapid.T, dep string) string {
-	owner := g.existing(t, "owner")
+	owner := ""
+	if g.state != nil {
+		owner = g.related(t, dep)
+	}
+	if owner == "" {
+		owner = g.existing(t, "owner")
+	}
 	ok, ons, oname := split(owner)
 	_, dns, _ := split(dep)
 	ref := ok + "/" + oname
@@ -205,7 +215,7 @@ func (g *gen) verbs() map[string]func(*rapid.T) string {
 				}
 			}
 			if len(workloads) == 0 {
-				t.Skip("no workload created yet")
+				return g.create(t) // nothing to scale yet
 			}
 			return fmt.Sprintf("scale %s %d", rapid.SampledFrom(workloads).Draw(t, "target"), rapid.IntRange(0, 1).Draw(t, "replicas"))
 		},

@@ -27,6 +27,9 @@ type SteppedEnv struct {
 	// Every run begins and ends by settling it, so that no run meets
 	// another's leftovers in its queues; starting one per run would cost
 	// more than the run (the webhook's TLS server and registration).
+	// Start is nil, the runs drive the model with the Surrogate bugs in
+	// impl's place: that is how the generator is tested against every
+	// bug of the catalogue in a fraction of a second (shrink_test.go).
 	Start func(ctx context.Context) (*impl.Target, error)
 	// Bugs are the model's switches. A stepped run gives the model only
 	// the fault switches (lost-first-update: informer behaviour, not GC
@@ -139,10 +142,15 @@ func (is implSystem) dump() ([]string, error) { return is.r.d.Dump(is.r.ctx) }
 
 func (is implSystem) settle() error { return is.r.it.Settle(is.r.ctx) }
 
-// newRun makes a run on the shared impl, with a fresh model.
+// newRun makes a run on the shared impl, or on the surrogate model when
+// there is no impl, with a fresh model.
 func (env SteppedEnv) newRun(ctx context.Context, cfg Config, it *impl.Target) *steppedRun {
 	r := &steppedRun{ctx: ctx, env: env, cfg: cfg, it: it}
-	r.lockstep = lockstep{m: env.model(env.Bugs), s: model.NewState(), opts: model.Options{Coalesce: env.Coalesce}, sys: implSystem{r}}
+	opts := model.Options{Coalesce: env.Coalesce}
+	r.lockstep = lockstep{m: env.model(env.Bugs), s: model.NewState(), opts: opts, sys: implSystem{r}}
+	if it == nil {
+		r.sys = &modelSystem{m: env.model(env.Bugs | env.Surrogate), s: model.NewState(), opts: opts}
+	}
 	return r
 }
 
@@ -163,12 +171,15 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 	start := time.Now()
 	var first, last *runFailure
 	var foundAt time.Time
-	n := 0
-	it, err := env.Start(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("fuzz: start impl: %w", err)
+	n, foundRun := 0, 0
+	var it *impl.Target
+	if env.Start != nil {
+		var err error
+		if it, err = env.Start(ctx); err != nil {
+			return nil, fmt.Errorf("fuzz: start impl: %w", err)
+		}
+		defer func() { _ = it.Stop() }()
 	}
-	defer func() { _ = it.Stop() }()
 	prop := func(t *rapid.T) {
 		if cfg.expired() && foundAt.IsZero() {
 			return
@@ -177,13 +188,13 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 		r := env.newRun(ctx, cfg, it)
 		r.fail = func(kind, summary string) {
 			if foundAt.IsZero() {
-				foundAt = time.Now()
+				foundAt, foundRun = time.Now(), n
 			}
 			last = r.failure(kind, summary)
 			if first == nil {
 				first = last
 			}
-			t.Fatalf("%s: %s", kind, stable(summary, r.d))
+			t.Fatalf("%s: %s", kind, stable(summary, r.prefixer()))
 		}
 		r.run(t)
 		rep.Steps += len(r.done)
@@ -203,7 +214,9 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 		}
 		rep.Elapsed = time.Since(start)
 	}
-	return rep, finish(cfg, rep, last, foundAt, start, msg, failFile)
+	err = finish(cfg, rep, last, foundAt, start, msg, failFile)
+	rep.Failure.Run = foundRun
+	return rep, err
 }
 
 // failure is the run's failure report, with the trace so far.
@@ -212,8 +225,19 @@ func (r *steppedRun) failure(kind, summary string) *runFailure {
 		script: slices.Clone(r.steps)}
 }
 
+// prefixer is the run's driver for stable, if it has one.
+func (r *steppedRun) prefixer() interface{ Prefix() string } {
+	if r.d == nil {
+		return nil
+	}
+	return r.d
+}
+
 // begin settles the shared impl and makes the run's driver.
 func (r *steppedRun) begin() error {
+	if r.it == nil {
+		return nil
+	}
 	if err := r.it.Settle(r.ctx); err != nil {
 		return fmt.Errorf("settle impl before the run: %w", err)
 	}
@@ -225,6 +249,9 @@ func (r *steppedRun) begin() error {
 // end removes what the run created and lets impl take the deletions'
 // events, so that the next run starts from empty queues.
 func (r *steppedRun) end() {
+	if r.it == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), time.Minute)
 	defer cancel()
 	_ = r.d.Cleanup(ctx)
@@ -238,31 +265,61 @@ func (r *steppedRun) run(t *rapid.T) {
 		t.Fatalf("error: %v", err)
 	}
 	defer r.end()
-	g := &gen{u: r.cfg.Universe, live: func() []string { return liveKeys(r.s) }}
+	g := &gen{u: r.cfg.Universe, state: func() *model.State { return r.s }}
 	actions := map[string]func(*rapid.T){}
-	for verb, draw := range g.swarm(t, g.verbs()) {
+	verbs := g.swarm(t, g.verbs())
+	for verb, draw := range verbs {
 		actions[verb] = func(t *rapid.T) { r.client(draw(t)) }
 	}
+	// An action with nothing to do creates an object instead of skipping:
+	// rapid ends a run once its actions have been skipped twice as often
+	// as taken, and early in a run, before anything exists, most internal
+	// actions would be.
+	create := verbs["create"]
 	for verb, match := range internalVerbs {
 		if r.env.offered(verb) {
-			actions[verb] = func(t *rapid.T) { r.drawInternal(t, match) }
+			actions[verb] = func(t *rapid.T) {
+				if !r.drawInternal(t, match) {
+					r.client(create(t))
+				}
+			}
 		}
 	}
 	// the GC catching up on everything: deep cascades in one action,
 	// between client steps that race with the GC one step at a time
 	actions["settle"] = func(t *rapid.T) {
 		if !r.settleSteps() {
-			t.Skip("quiescent")
+			r.client(create(t))
 		}
 	}
-	actions[""] = func(t *rapid.T) { r.compare() }
-	t.Repeat(actions)
+	r.repeat(t, actions)
 	r.settle()
 }
 
+// repeat takes a drawn number of actions, from half to one and a half
+// times cfg.Steps, and
+// compares the states after each. It stands in for rapid's t.Repeat,
+// whose geometric run lengths make most runs much shorter than the
+// average; on impl a run costs about a second before its first step, so
+// short runs are wasted. The length is a draw of its own, so rapid still
+// shrinks it (down to half), and the surrogate shrinker below that.
+func (r *steppedRun) repeat(t *rapid.T, actions map[string]func(*rapid.T)) {
+	keys := make([]string, 0, len(actions))
+	for k := range actions {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	steps := max(r.cfg.Steps, 2)
+	n := rapid.IntRange(steps/2, steps*3/2).Draw(t, "steps")
+	for range n {
+		actions[rapid.SampledFrom(keys).Draw(t, "action")](t)
+		r.compare()
+	}
+}
+
 // drawInternal takes one enabled internal step of a verb on both, chosen
-// by rapid, or skips when none is enabled.
-func (r *steppedRun) drawInternal(t *rapid.T, match func(model.Step) bool) {
+// by rapid, and reports whether one was enabled.
+func (r *steppedRun) drawInternal(t *rapid.T, match func(model.Step) bool) bool {
 	var enabled []model.Step
 	for _, st := range r.m.Enabled(r.s, r.opts) {
 		if match(st) {
@@ -270,24 +327,10 @@ func (r *steppedRun) drawInternal(t *rapid.T, match func(model.Step) bool) {
 		}
 	}
 	if len(enabled) == 0 {
-		t.Skip("not enabled")
+		return false
 	}
 	r.take(enabled[rapid.IntRange(0, len(enabled)-1).Draw(t, "which")])
-}
-
-// liveKeys are the keys of the objects that exist in s, live or
-// deleting, in creation order.
-func liveKeys(s *model.State) []string {
-	var out []string
-	for _, u := range s.UIDs {
-		if u.Kind == model.NoKind {
-			continue
-		}
-		if o := s.Lookup(u.Kind, u.Namespace, u.Name); o != nil && !slices.Contains(out, o.Key()) {
-			out = append(out, o.Key())
-		}
-	}
-	return out
+	return true
 }
 
 // resultOf turns a stepped write's answer into the model's Result.
