@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
+	"math/bits"
 )
 
 // Encode appends a canonical encoding of the state: two states are equal
@@ -168,60 +169,40 @@ func (d *Decoder) EncodeNext(b []byte, s *State) []byte {
 	gcCache := sliceIs(g.Watch.Cache, pg.Watch.Cache)
 	w, pw := &s.Controller.Watch, &p.Controller.Watch
 	ctrlCache := sliceIs(w.Cache, pw.Cache)
-	run := -1 // the first of a run of parts to copy
-	for part := range numParts {
-		var same bool
-		switch part {
-		case partUIDs:
-			same = true
-		case partObjects:
-			same = sliceIs(s.Objects, p.Objects)
-		case partGCCache:
-			same = gcCache
-		case partGCQueues:
-			same = gcCache && g.Watch.Queues == pg.Watch.Queues
-		case partNodes:
-			same = sliceIs(g.Nodes, pg.Nodes)
-		case partVirtualEvents:
-			same = sliceIs(g.VirtualEvents, pg.VirtualEvents)
-		case partAttemptToDelete:
-			same = sliceIs(g.AttemptToDelete, pg.AttemptToDelete)
-		case partAttemptToOrphan:
-			same = sliceIs(g.AttemptToOrphan, pg.AttemptToOrphan)
-		case partInFlight:
-			same = sliceIs(g.InFlight, pg.InFlight)
-		case partAbsent:
-			same = sliceIs(g.Absent, pg.Absent)
-		case partMonitored:
-			same = g.Monitored == pg.Monitored
-		case partControllerCache:
-			same = ctrlCache
-		case partControllerQueues:
-			same = ctrlCache && w.Queues == pw.Queues
-		case partOrphans:
-			same = sliceIs(s.Orphans, p.Orphans)
-		case partEvents:
-			same = sliceIs(s.Events, p.Events)
-		case partBudget:
-			same = s.Budget == p.Budget
+	// One bit per part that differs (the UID table does not).
+	var changed uint32
+	set := func(part int, same bool) {
+		if !same {
+			changed |= 1 << part
 		}
-		// Runs of parts that are the same are copied in one piece.
-		if same {
-			if run < 0 {
-				run = part
-			}
-			continue
-		}
-		if run >= 0 {
-			b = append(b, d.b[d.parts[run]:d.parts[part]]...)
-			run = -1
+	}
+	set(partObjects, sliceIs(s.Objects, p.Objects))
+	set(partGCCache, gcCache)
+	set(partGCQueues, gcCache && g.Watch.Queues == pg.Watch.Queues)
+	set(partNodes, sliceIs(g.Nodes, pg.Nodes))
+	set(partVirtualEvents, sliceIs(g.VirtualEvents, pg.VirtualEvents))
+	set(partAttemptToDelete, sliceIs(g.AttemptToDelete, pg.AttemptToDelete))
+	set(partAttemptToOrphan, sliceIs(g.AttemptToOrphan, pg.AttemptToOrphan))
+	set(partInFlight, sliceIs(g.InFlight, pg.InFlight))
+	set(partAbsent, sliceIs(g.Absent, pg.Absent))
+	set(partMonitored, g.Monitored == pg.Monitored)
+	set(partControllerCache, ctrlCache)
+	set(partControllerQueues, ctrlCache && w.Queues == pw.Queues)
+	set(partOrphans, sliceIs(s.Orphans, p.Orphans))
+	set(partEvents, sliceIs(s.Events, p.Events))
+	set(partBudget, s.Budget == p.Budget)
+	// The parts between two that differ are copied in one piece.
+	from := 0 // the first part not written yet
+	for changed != 0 {
+		part := bits.TrailingZeros32(changed)
+		changed &= changed - 1
+		if d.parts[from] < d.parts[part] {
+			b = append(b, d.b[d.parts[from]:d.parts[part]]...)
 		}
 		b = s.encPart(b, part)
+		from = part + 1
 	}
-	if run >= 0 {
-		b = append(b, d.b[d.parts[run]:d.parts[numParts]]...)
-	}
-	return b
+	return append(b, d.b[d.parts[from]:d.parts[numParts]]...)
 }
 
 // sliceIs reports whether two slices are the same memory (so, under
