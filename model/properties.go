@@ -45,9 +45,11 @@ type Transition struct {
 	Step       Step
 	Result     Result
 
-	// del memoises gcDeleteTarget, which three properties ask, for the
-	// duration of one CheckTransition (delSet).
+	// del and delW memoise gcDeleteTarget and gcDeleteWrite, which
+	// several properties ask, for the duration of one CheckTransition
+	// (delSet).
 	del           *Object
+	delW          *Write
 	delOK, delSet bool
 }
 
@@ -140,8 +142,9 @@ func gcDeleteTarget(t *Transition) (*Object, bool) {
 	return findDeleteTarget(t)
 }
 
-func findDeleteTarget(t *Transition) (*Object, bool) {
-	if w := gcDeleteWrite(t); w != nil {
+// deleteTarget is gcDeleteTarget for the write gcDeleteWrite found.
+func deleteTarget(t *Transition, w *Write) (*Object, bool) {
+	if w != nil {
 		if o := t.Prev.Get(w.Item.UID); o != nil {
 			return o, true
 		}
@@ -149,9 +152,18 @@ func findDeleteTarget(t *Transition) (*Object, bool) {
 	return nil, false
 }
 
+func findDeleteTarget(t *Transition) (*Object, bool) { return deleteTarget(t, gcDeleteWrite(t)) }
+
 // gcDeleteWrite is the in-flight GC delete a successful `gc delete`
 // step sent, or nil.
 func gcDeleteWrite(t *Transition) *Write {
+	if t.delSet {
+		return t.delW
+	}
+	return findDeleteWrite(t)
+}
+
+func findDeleteWrite(t *Transition) *Write {
 	if t.Step.Actor != ActorGC || t.Step.Op != OpSend || t.Step.Write != WriteDelete || !t.Result.OK() {
 		return nil
 	}
@@ -239,11 +251,8 @@ func checkRemovalWithFinalizers(m *Model, t *Transition) *Violation {
 	}
 	for i := range t.Prev.Objects {
 		o := &t.Prev.Objects[i]
-		if t.Next.Get(o.UID) != nil {
-			continue
-		}
 		for _, f := range o.Finalizers {
-			if f != FinalizerOrphan && f != FinalizerForeground {
+			if f != FinalizerOrphan && f != FinalizerForeground && t.Next.Get(o.UID) == nil {
 				return &Violation{Property: PropNoRemovalWithFinalizers, Message: fmt.Sprintf("%s left storage by a delete while it had finalizer %q", o.Key(), f)}
 			}
 		}
@@ -654,9 +663,10 @@ func (m *Model) CheckTransition(t *Transition) []*Violation {
 	var out []*Violation
 	same := SameStore(t.Prev, t.Next)
 	if !same {
-		t.del, t.delOK = findDeleteTarget(t)
+		t.delW = findDeleteWrite(t)
+		t.del, t.delOK = deleteTarget(t, t.delW)
 		t.delSet = true
-		defer func() { t.del, t.delOK, t.delSet = nil, false, false }()
+		defer func() { t.del, t.delW, t.delOK, t.delSet = nil, nil, false, false }()
 	}
 	for i := range Properties {
 		p := &Properties[i]
