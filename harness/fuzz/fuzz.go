@@ -90,6 +90,10 @@ type Failure struct {
 	FoundAfter time.Duration
 	// Run is the number of the first failing run, from 1.
 	Run int
+	// Attributed: the failure was shrunk against the model with the
+	// injected bugs, which reproduces it while the model alone does not,
+	// and impl confirmed the shrunk run. It is the injected bugs'.
+	Attributed bool
 	// Seed reproduces the failure with the same configuration.
 	Seed uint64
 }
@@ -118,6 +122,7 @@ type runFailure struct {
 	trace         string // trace file text
 	steps         int
 	script        []string                         // a stepped run's steps, for shrinking
+	attributed    bool                             // shrunk by surrogate: the injected bugs' failure
 	write         func(dir string) (string, error) // extra artifact (history HTML)
 }
 

@@ -69,9 +69,12 @@ type gen struct {
 	// name objects that exist, aim at the objects the GC is working on,
 	// and draw owner references by relationship (stepstate.go).
 	state func() *model.State
-	// kinds are the kinds this run creates: the universe's, or a swarm
-	// subset of them.
-	kinds []string
+	// hot, with state, lists the objects inside a GC or controller
+	// decision window (hotKeys).
+	hot func() []string
+	// kinds and namespaces are those this run creates in: the
+	// universe's, or a swarm subset of them.
+	kinds, namespaces []string
 }
 
 // swarm draws the run's configuration as swarm testing does (Groce et
@@ -90,6 +93,13 @@ func (g *gen) swarm(t *rapid.T, verbs map[string]func(*rapid.T) string) map[stri
 	}
 	if len(g.kinds) == 0 {
 		g.kinds = []string{rapid.SampledFrom(g.u.Kinds).Draw(t, "swarm-only-kind")}
+	}
+	// one namespace in half the runs: objects then meet as owners,
+	// dependents and adoption candidates more often; both in the others,
+	// for references across namespaces
+	g.namespaces = g.u.Namespaces
+	if len(g.u.Namespaces) > 1 && rapid.Bool().Draw(t, "swarm-one-namespace") {
+		g.namespaces = []string{rapid.SampledFrom(g.u.Namespaces).Draw(t, "swarm-namespace")}
 	}
 	kept := map[string]func(*rapid.T) string{"create": verbs["create"], "delete": verbs["delete"]}
 	for _, v := range []string{"finalizer", "owner", "label", "scale"} {
@@ -117,7 +127,11 @@ func (g *gen) keyOf(t *rapid.T, short, label string) string {
 	if !kind.Info().Namespaced {
 		return short + "/" + name
 	}
-	ns := rapid.SampledFrom(g.u.Namespaces).Draw(t, label+"-ns")
+	namespaces := g.namespaces
+	if len(namespaces) == 0 {
+		namespaces = g.u.Namespaces
+	}
+	ns := rapid.SampledFrom(namespaces).Draw(t, label+"-ns")
 	if ns == model.DefaultNamespace {
 		return short + "/" + name
 	}
@@ -131,7 +145,7 @@ func (g *gen) existing(t *rapid.T, label string) string {
 	if g.state != nil {
 		s := g.state()
 		pool = liveKeys(s)
-		if hot := hotKeys(s); len(hot) > 0 && rapid.IntRange(0, 2).Draw(t, label+"-hot") == 0 {
+		if hot := g.hot(); len(hot) > 0 && rapid.IntRange(0, 2).Draw(t, label+"-hot") == 0 {
 			pool = hot
 		}
 	}
@@ -185,28 +199,11 @@ func workload(short string) bool {
 // each draws one step of its verb as trace text.
 func (g *gen) verbs() map[string]func(*rapid.T) string {
 	return map[string]func(*rapid.T) string{
-		"create": g.create,
-		"delete": func(t *rapid.T) string {
-			line := "delete " + g.existing(t, "target")
-			if p := rapid.IntRange(0, 3).Draw(t, "policy"); p > 0 {
-				line += " propagation=" + [...]string{"", "Background", "Foreground", "Orphan"}[p]
-			}
-			return line
-		},
-		"finalizer": func(t *rapid.T) string {
-			verb := rapid.SampledFrom([]string{"add-finalizer", "remove-finalizer"}).Draw(t, "finalizer-verb")
-			return verb + " " + g.existing(t, "target") + " " + Finalizer
-		},
-		"owner": func(t *rapid.T) string {
-			key := g.existing(t, "target")
-			if rapid.Bool().Draw(t, "add") {
-				return "add-owner " + key + " " + g.ownerRef(t, key)
-			}
-			ok, _, oname := split(g.existing(t, "owner"))
-			kind, _ := model.KindByShort(ok)
-			return "remove-owner " + key + " " + kind.Info().Kind + "/" + oname
-		},
-		"label": func(t *rapid.T) string { return g.label(t, g.existing(t, "target")) },
+		"create":    g.create,
+		"delete":    func(t *rapid.T) string { return g.deleteOf(t, g.existing(t, "target")) },
+		"finalizer": func(t *rapid.T) string { return g.finalizerOf(t, g.existing(t, "target")) },
+		"owner":     func(t *rapid.T) string { return g.ownerOf(t, g.existing(t, "target")) },
+		"label":     func(t *rapid.T) string { return g.label(t, g.existing(t, "target")) },
 		"scale": func(t *rapid.T) string {
 			var workloads []string
 			for _, k := range g.created {
@@ -220,6 +217,50 @@ func (g *gen) verbs() map[string]func(*rapid.T) string {
 			return fmt.Sprintf("scale %s %d", rapid.SampledFrom(workloads).Draw(t, "target"), rapid.IntRange(0, 1).Draw(t, "replicas"))
 		},
 	}
+}
+
+// onKey draws a step of one of the verbs that change an existing object,
+// on key.
+func (g *gen) onKey(t *rapid.T, key string) string {
+	switch rapid.SampledFrom([]string{"delete", "finalizer", "owner", "label"}).Draw(t, "verb-on-key") {
+	case "delete":
+		return g.deleteOf(t, key)
+	case "finalizer":
+		return g.finalizerOf(t, key)
+	case "owner":
+		return g.ownerOf(t, key)
+	}
+	return g.label(t, key)
+}
+
+func (g *gen) deleteOf(t *rapid.T, key string) string {
+	line := "delete " + key
+	if p := rapid.IntRange(0, 3).Draw(t, "policy"); p > 0 {
+		line += " propagation=" + [...]string{"", "Background", "Foreground", "Orphan"}[p]
+	}
+	return line
+}
+
+func (g *gen) finalizerOf(t *rapid.T, key string) string {
+	verb := rapid.SampledFrom([]string{"add-finalizer", "remove-finalizer"}).Draw(t, "finalizer-verb")
+	return verb + " " + key + " " + Finalizer
+}
+
+// ownerOf draws an add-owner or remove-owner step on key; a stepped run
+// removes one of the references the object has.
+func (g *gen) ownerOf(t *rapid.T, key string) string {
+	if rapid.Bool().Draw(t, "add") {
+		return "add-owner " + key + " " + g.ownerRef(t, key)
+	}
+	if g.state != nil {
+		if o := lookupKey(g.state(), key); o != nil && len(o.Owners) > 0 {
+			r := rapid.SampledFrom(o.Owners).Draw(t, "owner-ref")
+			return "remove-owner " + key + " " + r.Kind + "/" + r.Name
+		}
+	}
+	ok, _, oname := split(g.existing(t, "owner"))
+	kind, _ := model.KindByShort(ok)
+	return "remove-owner " + key + " " + kind.Info().Kind + "/" + oname
 }
 
 // create draws a create step: labels, a finalizer, owners, and for

@@ -61,9 +61,29 @@ func (env SteppedEnv) surrogateCheck(steps []string) (*stopRun, []string) {
 	return failed, l.steps
 }
 
+// modelAlone runs steps on the model without any injected bug or fault
+// (a fault step, such as a lost informer update, is then not enabled and
+// skipped), in lockstep with itself: the failures it finds are the
+// model's own properties failing.
+func (env SteppedEnv) modelAlone(steps []string) *stopRun {
+	self := env
+	self.Bugs, self.Surrogate = 0, 0
+	f, _ := self.surrogateCheck(steps)
+	return f
+}
+
+// bugs reports whether steps make the reference model and the surrogate
+// disagree while the reference model alone passes: a failure of the
+// injected bugs, not of the model's own properties.
+func (env SteppedEnv) bugs(steps []string) bool {
+	f, _ := env.surrogateCheck(steps)
+	return f != nil && env.modelAlone(steps) == nil
+}
+
 // shrinkBySurrogate minimizes a failing run's steps against the surrogate
 // and confirms the result on impl. It returns nil when the surrogate does
-// not reproduce the failure or impl does not confirm the minimized run.
+// not reproduce the failure, the model fails it alone, or impl does not
+// confirm the minimized run.
 func (env SteppedEnv) shrinkBySurrogate(ctx context.Context, cfg Config, it *impl.Target, candidates ...*runFailure) *runFailure {
 	start := time.Now()
 	for _, c := range candidates {
@@ -74,13 +94,18 @@ func (env SteppedEnv) shrinkBySurrogate(ctx context.Context, cfg Config, it *imp
 			progress(cfg, "shrink: the model with %s does not reproduce the %d-step run; keeping rapid's", env.Surrogate, len(c.script))
 			continue
 		}
-		fails := func(steps []string) bool { f, _ := env.surrogateCheck(steps); return f != nil }
+		if f := env.modelAlone(c.script); f != nil {
+			progress(cfg, "shrink: the %d-step run fails on the model alone (%s): not the injected bugs'; keeping rapid's", len(c.script), firstLine(f.summary))
+			continue
+		}
+		fails := env.bugs
 		steps := ddmin(c.script, fails)
 		steps = simplify(steps, fails)
 		_, steps = env.surrogateCheck(steps) // only the steps taken
 		progress(cfg, "shrink: %d steps -> %d on the model with %s (%s); confirming on impl", len(c.script), len(steps), env.Surrogate, time.Since(start).Round(time.Millisecond))
 		if f := env.confirm(ctx, cfg, it, steps); f != nil {
 			progress(cfg, "shrink: impl fails the %d-step run too: %s", f.steps, firstLine(f.summary))
+			f.attributed = true
 			return f
 		}
 		progress(cfg, "shrink: impl passes the %d-step run; keeping rapid's", len(steps))

@@ -40,9 +40,11 @@ type SteppedEnv struct {
 	Inject []string
 	// Coalesce lets runs take informer relists that skip an event.
 	Coalesce bool
-	// Adopter says Start runs impl's adopting controller, whose steps
-	// the runs then take too.
-	Adopter bool
+	// AdopterKinds are the owner kinds (short names: rs, rc, deploy, herd)
+	// whose adopting controller Start runs in impl, stepped: the runs
+	// then take controller steps too, and the model runs the same
+	// controllers. None: controller steps only feed the model's caches.
+	AdopterKinds []string
 	// Surrogate are the model's switches of the injected bugs. When set,
 	// a failing run is shrunk against the model with them on standing in
 	// for impl (modelSystem), and the result confirmed on impl.
@@ -50,10 +52,8 @@ type SteppedEnv struct {
 }
 
 // internalVerbs are the rapid action keys of internal steps: each takes
-// one enabled step of its group, chosen by rapid, or is skipped when none
-// is enabled. The groups are few and broad because rapid ends a run early
-// once its actions have been skipped twice as often as taken. Controller
-// steps exist only for impl's adopter (Herds).
+// one enabled step of its group, chosen by rapid. Controller steps are
+// offered only when impl runs its adopter (AdopterKinds).
 var internalVerbs = map[string]func(st model.Step) bool{
 	"gc event": func(st model.Step) bool {
 		return (st.Actor == model.ActorGC && st.Op == model.OpDeliver) || st.Op == model.OpDeliverVirtual
@@ -68,13 +68,9 @@ var internalVerbs = map[string]func(st model.Step) bool{
 	"gc coalesce": func(st model.Step) bool { return st.Actor == model.ActorGC && st.Op == model.OpCoalesce },
 	"gc lose":     func(st model.Step) bool { return st.Op == model.OpLose },
 	"controller": func(st model.Step) bool {
-		switch {
-		case st.Actor != model.ActorController:
-			return false
-		case st.Op == model.OpDeliver:
-			return herdOrPod(st.Target.Kind)
-		case st.Op == model.OpAdopt, st.Op == model.OpRelease:
-			return st.By.Kind.Info().Short == "herd"
+		switch st.Op {
+		case model.OpDeliver, model.OpAdopt, model.OpRelease:
+			return st.Actor == model.ActorController
 		}
 		return false
 	},
@@ -89,14 +85,9 @@ func (env SteppedEnv) offered(verb string) bool {
 	case "gc lose":
 		return env.Bugs.Has(model.BugLostFirstUpdate)
 	case "controller":
-		return env.Adopter
+		return len(env.AdopterKinds) > 0
 	}
 	return true
-}
-
-func herdOrPod(k model.KindID) bool {
-	s := k.Info().Short
-	return s == "herd" || s == "pod"
 }
 
 // steppedRun is one rapid check of a stepped run: a lockstep judge over
@@ -135,7 +126,7 @@ func (is implSystem) internal(st model.Step, line string) (model.Result, error, 
 // takes: without impl's adopter only the model's controller caches see
 // controller steps; nobody adopts here.
 func (is implSystem) takes(st model.Step) bool {
-	return st.Actor != model.ActorController || is.r.env.Adopter
+	return st.Actor != model.ActorController || len(is.r.env.AdopterKinds) > 0
 }
 
 func (is implSystem) dump() ([]string, error) { return is.r.d.Dump(is.r.ctx) }
@@ -156,11 +147,7 @@ func (env SteppedEnv) newRun(ctx context.Context, cfg Config, it *impl.Target) *
 
 // model is the reference model of the runs, under bugs.
 func (env SteppedEnv) model(bugs model.BugSet) *model.Model {
-	m := &model.Model{Bugs: bugs, Controllers: []string{}}
-	if env.Adopter {
-		m.Controllers = []string{"herd"}
-	}
-	return m
+	return &model.Model{Bugs: bugs, Controllers: append([]string{}, env.AdopterKinds...)}
 }
 
 // RunStepped runs cfg.Checks stepped runs against env.
@@ -216,6 +203,7 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 	}
 	err = finish(cfg, rep, last, foundAt, start, msg, failFile)
 	rep.Failure.Run = foundRun
+	rep.Failure.Attributed = last != nil && last.attributed
 	return rep, err
 }
 
@@ -265,7 +253,7 @@ func (r *steppedRun) run(t *rapid.T) {
 		t.Fatalf("error: %v", err)
 	}
 	defer r.end()
-	g := &gen{u: r.cfg.Universe, state: func() *model.State { return r.s }}
+	g := &gen{u: r.cfg.Universe, state: func() *model.State { return r.s }, hot: func() []string { return hotKeys(r.m, r.s) }}
 	actions := map[string]func(*rapid.T){}
 	verbs := g.swarm(t, g.verbs())
 	for verb, draw := range verbs {
@@ -283,6 +271,52 @@ func (r *steppedRun) run(t *rapid.T) {
 					r.client(create(t))
 				}
 			}
+		}
+	}
+	// a client step inside a GC or controller decision window: on an
+	// object a work item has decided about, or an adoption is pending
+	// for, before the write lands
+	actions["race"] = func(t *rapid.T) {
+		hot := g.hot()
+		if len(hot) == 0 {
+			r.client(create(t))
+			return
+		}
+		r.client(g.onKey(t, rapid.SampledFrom(hot).Draw(t, "race-target")))
+	}
+	// two live objects made each other's owners (or one its own): the
+	// GC's circular-dependency handling needs a cycle, which owner
+	// references drawn one at a time close only rarely
+	actions["cycle"] = func(t *rapid.T) {
+		lines := g.cycle(t)
+		if lines == nil {
+			r.client(create(t))
+			return
+		}
+		for _, l := range lines {
+			r.client(l)
+		}
+	}
+	// the GC and controllers catching up in an order rapid draws: internal
+	// steps, one at a time, until none is enabled (or 40 were taken)
+	actions["drain"] = func(t *rapid.T) {
+		took := false
+		for range 40 {
+			var internal []model.Step
+			for _, st := range r.m.Enabled(r.s, model.Options{}) {
+				if st.Internal() && (st.Actor != model.ActorController || len(r.env.AdopterKinds) > 0) {
+					internal = append(internal, st)
+				}
+			}
+			if len(internal) == 0 {
+				break
+			}
+			r.take(internal[rapid.IntRange(0, len(internal)-1).Draw(t, "drain-step")])
+			r.compare()
+			took = true
+		}
+		if !took {
+			r.client(create(t))
 		}
 	}
 	// the GC catching up on everything: deep cascades in one action,

@@ -30,15 +30,27 @@ func liveKeys(s *model.State) []string {
 	return out
 }
 
-// hotKeys are the live objects the GC is working on: queued for
-// attemptToDelete or attemptToOrphan, or with a decided write not yet
-// sent. A client step on one of them lands inside a GC decision window,
-// where the delete-after-GET and adoption-after-orphan races are.
-func hotKeys(s *model.State) []string {
+// hotKeys are the live objects inside a decision window: the GC's
+// (queued for attemptToDelete or attemptToOrphan, or with a decided write
+// not yet sent) and the adopting controller's (an adoption or release
+// its cache offers). A client step on one of them lands where the
+// delete-after-GET and adoption-after-orphan races are.
+func hotKeys(m *model.Model, s *model.State) []string {
 	var out []string
 	add := func(uid model.UID) {
 		if o := s.Get(uid); o != nil && !slices.Contains(out, o.Key()) {
 			out = append(out, o.Key())
+		}
+	}
+	addKey := func(t model.Target) {
+		if o := s.Lookup(t.Kind, t.Namespace, t.Name); o != nil {
+			add(o.UID)
+		}
+	}
+	for _, st := range m.Enabled(s, model.Options{}) {
+		if st.Actor == model.ActorController && (st.Op == model.OpAdopt || st.Op == model.OpRelease) {
+			addKey(st.Target)
+			addKey(st.By)
 		}
 	}
 	g := &s.GC
@@ -70,6 +82,11 @@ var ownerClasses = []string{"any", "same-namespace", "cluster-scoped", "other-sc
 func (g *gen) related(t *rapid.T, dep string) string {
 	s := g.state()
 	class := rapid.SampledFrom(ownerClasses).Draw(t, "owner-class")
+	if class != "cycle" && slices.ContainsFunc(liveKeys(s), func(k string) bool { return owns(s, dep, k) }) && rapid.IntRange(0, 2).Draw(t, "close-cycle") == 0 {
+		// closing a cycle needs the one object that the dependent owns,
+		// rarer than any other class's candidates: favour it
+		class = "cycle"
+	}
 	_, depNS, _ := split(dep)
 	depCluster := !namespaced(dep)
 	var pool []string
@@ -129,4 +146,40 @@ func lookupKey(s *model.State, key string) *model.Object {
 		ns = model.DefaultNamespace
 	}
 	return s.Lookup(kind, ns, name)
+}
+
+// cycle draws two live objects of one scope (namespace, or cluster) and
+// the add-owner steps that make each the other's owner; the two may be
+// one object, which then owns itself. References in cycles mostly block:
+// blocking is what foreground deletion has to break. Nil when nothing is
+// live.
+func (g *gen) cycle(t *rapid.T) []string {
+	live := liveKeys(g.state())
+	if len(live) == 0 {
+		return nil
+	}
+	a := rapid.SampledFrom(live).Draw(t, "cycle-a")
+	_, ans, _ := split(a)
+	var peers []string
+	for _, k := range live {
+		if _, ns, _ := split(k); namespaced(k) == namespaced(a) && ns == ans {
+			peers = append(peers, k)
+		}
+	}
+	b := rapid.SampledFrom(peers).Draw(t, "cycle-b")
+	ref := func(owner string) string {
+		k, _, name := split(owner)
+		r := k + "/" + name
+		if rapid.IntRange(0, 3).Draw(t, "cycle-controller") == 0 {
+			r += ",controller"
+		}
+		if rapid.IntRange(0, 3).Draw(t, "cycle-block") > 0 {
+			r += ",block"
+		}
+		return r
+	}
+	if a == b {
+		return []string{"add-owner " + a + " " + ref(a)}
+	}
+	return []string{"add-owner " + a + " " + ref(b), "add-owner " + b + " " + ref(a)}
 }

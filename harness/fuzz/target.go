@@ -28,8 +28,9 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 		env := SteppedEnv{
 			Target: t.Spec.Name, Admin: t.Admin, Limited: t.Limited, Inject: inject,
 			Bugs: ModelFaults(t.Spec.Inject), Surrogate: surrogate,
+			AdopterKinds: SteppedAdopterKinds,
 			Start: func(ctx context.Context) (*impl.Target, error) {
-				return t.StartStepped(ctx, t.Spec.Inject, false, true)
+				return t.StartSteppedKinds(ctx, t.Spec.Inject, target.SteppedAdopterKinds, true)
 			},
 		}
 		return RunStepped(ctx, env, cfg)
@@ -50,6 +51,11 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 	}
 	return nil, errors.New("fuzz: the model is the oracle of fuzzing, not a target (use upstream, impl, impl-stepped or kubeconfig)")
 }
+
+// SteppedAdopterKinds are target.SteppedAdopterKinds as the model names
+// them: stepped runs adopt and release with the built-in workload
+// controllers, as kube-controller-manager's would.
+var SteppedAdopterKinds = []string{"deploy", "rs", "rc"}
 
 // ModelFaults are the injected bugs the model of a stepped run must share:
 // those that are informer faults rather than GC logic, whose steps only

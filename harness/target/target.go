@@ -360,8 +360,14 @@ func (t *Target) StartStepped(ctx context.Context, bs bugs.Set, adopter, withWeb
 	return t.startStepped(ctx, bs, kinds, withWebhook)
 }
 
-// startStepped is StartStepped with the adopter managing the owner kinds
-// named (adopter.Kinds; none: no adopter).
+// StartSteppedKinds is StartStepped with the adopter managing the owner
+// kinds named (adopter.Kinds, e.g. SteppedAdopterKinds; none: no
+// adopter).
+func (t *Target) StartSteppedKinds(ctx context.Context, bs bugs.Set, kinds []string, withWebhook bool) (*impl.Target, error) {
+	return t.startStepped(ctx, bs, kinds, withWebhook)
+}
+
+// startStepped is StartSteppedKinds.
 func (t *Target) startStepped(ctx context.Context, bs bugs.Set, kinds []string, withWebhook bool) (*impl.Target, error) {
 	if t.Spec.Name != ImplStepped {
 		return nil, fmt.Errorf("target %s cannot be stepped (impl-stepped can)", t.Spec.Name)
