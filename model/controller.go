@@ -90,7 +90,11 @@ func (m *Model) adopt(s *State, a Claim) Result {
 		if _, has := o.OwnerRefTo(ref.UID); has {
 			return ok(200)
 		}
-		o.Owners = append(append([]OwnerRef(nil), o.Owners...), ref)
+		// The adoption is a strategic merge patch whose ownerReferences
+		// list holds only the new reference; the API server's merge
+		// (strategicpatch mergeSlice, normalizeElementOrder) puts a patch
+		// element the object did not have before the ones it had.
+		o.Owners = append([]OwnerRef{ref}, o.Owners...)
 		return ok(200)
 	})
 }
