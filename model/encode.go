@@ -482,10 +482,12 @@ func (s *State) encCache(b []byte, w *Watcher) []byte {
 // the object as the cache still has it.
 func (s *State) encQueues(b []byte, w *Watcher) []byte {
 	var mask uint64
+	n := 0 // events
 	if w.Queues != nil {
 		for k := range w.Queues {
-			if len(w.Queues[k]) > 0 {
+			if l := len(w.Queues[k]); l > 0 {
 				mask |= 1 << k
+				n += l
 			}
 		}
 	}
@@ -494,7 +496,10 @@ func (s *State) encQueues(b []byte, w *Watcher) []byte {
 		return b
 	}
 	var prev []OwnerRef
-	pos := s.ws.cachePositions(w.Cache)
+	var pos *[256]uint8 // a position table pays off from a few lookups on
+	if n > 2 {
+		pos = s.ws.cachePositions(w.Cache)
+	}
 	for k := range w.Queues {
 		q := w.Queues[k]
 		if len(q) == 0 {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // Actor is who takes a step.
@@ -307,7 +306,7 @@ func (s *State) identMatches(id *Identity, st *Step) bool {
 // keys; otherwise the strings are compared.
 // The strings come from the workspace's memo when there is one.
 func (w *workspace) identKeyIs(id *Identity, t *Target) bool {
-	if t.Kind != NoKind && id.Name != t.Name && strings.IndexByte(id.Name, '/') < 0 && strings.IndexByte(t.Name, '/') < 0 {
+	if t.Kind != NoKind && id.Name != t.Name && !hasSlash(id.Name) && !hasSlash(t.Name) {
 		return false
 	}
 	return w.identKey(id) == w.targetKey(t)
@@ -319,10 +318,21 @@ func identKeysEqual(a, b *Identity) bool {
 	if a.Kind == b.Kind && a.Namespace == b.Namespace && a.Name == b.Name {
 		return true // identKey reads nothing else
 	}
-	if a.Name != b.Name && strings.IndexByte(a.Name, '/') < 0 && strings.IndexByte(b.Name, '/') < 0 {
+	if a.Name != b.Name && !hasSlash(a.Name) && !hasSlash(b.Name) {
 		return false
 	}
 	return identKey(*a) == identKey(*b)
+}
+
+// hasSlash is strings.IndexByte(s, '/') >= 0 for the short names the
+// GC compares for every queued item, without a call.
+func hasSlash(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return true
+		}
+	}
+	return false
 }
 
 // findItem resolves a step's key to the one queued UID it names.
