@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,35 +20,48 @@ import (
 
 // Dump renders the real state of every key the driver created in
 // model.State.Dump's format: one sorted line per key (live, deleting or
-// gone), then the OwnerRefInvalidNamespace events about its objects.
+// gone), then the OwnerRefInvalidNamespace events about its objects. The
+// reads run concurrently: stepped fuzzing dumps after every step.
 func (d *Driver) Dump(ctx context.Context) ([]string, error) {
-	var lines []string
-	for _, key := range d.Keys() {
-		inc := d.latest(key)
-		r, err := d.resource(model.PrincipalAdmin, inc.kind, inc.ns)
-		if err != nil {
-			return nil, err
-		}
-		u, err := r.Get(ctx, d.realName(inc.kind, inc.name), metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			lines = append(lines, key+" gone")
-		case err != nil:
-			return nil, fmt.Errorf("dump %s: %w", key, err)
-		default:
-			line, err := d.dumpObject(ctx, inc, u)
-			if err != nil {
-				return nil, err
-			}
-			lines = append(lines, line)
-		}
+	keys := d.Keys()
+	lines := make([]string, len(keys))
+	var events []string
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	g.Go(func() error {
+		var err error
+		events, err = d.events(gctx)
+		return err
+	})
+	for i, key := range keys {
+		g.Go(func() error {
+			line, err := d.dumpKey(gctx, key)
+			lines[i] = line
+			return err
+		})
 	}
-	slices.Sort(lines)
-	events, err := d.events(ctx)
-	if err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	slices.Sort(lines)
 	return append(lines, events...), nil
+}
+
+// dumpKey renders the latest incarnation of one key.
+func (d *Driver) dumpKey(ctx context.Context, key string) (string, error) {
+	inc := d.latest(key)
+	r, err := d.resource(model.PrincipalAdmin, inc.kind, inc.ns)
+	if err != nil {
+		return "", err
+	}
+	u, err := r.Get(ctx, d.realName(inc.kind, inc.name), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return key + " gone", nil
+	case err != nil:
+		return "", fmt.Errorf("dump %s: %w", key, err)
+	}
+	return d.dumpObject(ctx, inc, u)
 }
 
 func (d *Driver) latest(key string) incarnation {

@@ -131,6 +131,18 @@ func (is implSystem) takes(st model.Step) bool {
 
 func (is implSystem) dump() ([]string, error) { return is.r.d.Dump(is.r.ctx) }
 
+// redump waits up to a second for impl's asynchronous events.
+func (is implSystem) redump(want []string) ([]string, error) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		real, err := is.dump()
+		if err != nil || slices.Equal(want, real) || time.Now().After(deadline) {
+			return real, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (is implSystem) settle() error { return is.r.it.Settle(is.r.ctx) }
 
 // newRun makes a run on the shared impl, or on the surrogate model when
