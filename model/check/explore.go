@@ -481,7 +481,16 @@ func Run(scope Scope, opts Options) (*Result, error) {
 			go func(w *worker) {
 				defer wg.Done()
 				items := w.out.items
+				// The slots are read in claim order, at random in the
+				// table: each is prefetched a few reads ahead.
+				const ahead = 8
+				for i := range min(ahead, len(items)) {
+					e.seen.touch(items[i].fp)
+				}
 				for i := range items {
+					if j := i + ahead; j < len(items) {
+						e.seen.touch(items[j].fp)
+					}
 					items[i].ord, _ = e.seen.get(items[i].fp)
 				}
 				slices.SortFunc(items, func(a, b succ) int { return cmp.Compare(a.ord, b.ord) })
