@@ -98,7 +98,7 @@ func run(seeds int, budget time.Duration, only, binDir string) error {
 					return t.StartSteppedKinds(ctx, set, target.SteppedAdopterKinds, true)
 				}}
 			out := filepath.Join("out", "bench-detect", string(b), strconv.Itoa(s))
-			rep, err := fuzz.RunStepped(ctx, env, fuzz.Config{Checks: 100000, Steps: 30, Seed: uint64(s), ShrinkTime: 15 * time.Second,
+			rep, err := fuzz.RunStepped(ctx, env, fuzz.Config{Checks: 100000, Steps: 30, Seed: uint64(s), ShrinkTime: 3 * time.Second,
 				Universe: fuzz.DefaultUniverse, Out: out, Deadline: time.Now().Add(budget), Progress: progressOut})
 			if err != nil {
 				return err
