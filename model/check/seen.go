@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // seenTable is the visited set: fingerprint -> ord, how the state was
@@ -214,8 +215,15 @@ func (t *seenTable) grow(c *claimer, old *slotTable) {
 	}
 	t.growing.Store(true)
 	for i := range t.claimers {
-		for t.claimers[i].active.Load() {
-			runtime.Gosched()
+		// A worker reaches its next claim within microseconds, unless
+		// the system has descheduled its thread: then spinning would
+		// only take the core it needs, so the grower sleeps instead.
+		for spins := 0; t.claimers[i].active.Load(); spins++ {
+			if spins < 64 {
+				runtime.Gosched()
+			} else {
+				time.Sleep(20 * time.Microsecond)
+			}
 		}
 	}
 	tb := &slotTable{slots: allocHuge[slot](2 * len(old.slots)), segBits: old.segBits + 1}
