@@ -97,7 +97,7 @@ var Properties = []Property{
 		Doc: "After a delete that orphans X, no object that referenced X at the time is deleted by the GC while it still references X. Two causes are known upstream: the GC had not observed the dependent when it orphaned (kubernetes#26120), and the orphan request switched a deletion already under way, which the DELETE path allows although kubernetes#32339 meant to forbid it, so a GC delete decided before the switch still lands."},
 	{Name: PropNoRemovalWithFinalizers, Kind: Always, Check: checkRemovalWithFinalizers, StoreOnly: true,
 		Doc: "A DELETE never removes an object from storage while it lists finalizers other than orphan and foregroundDeletion, which a DELETE's own propagation choice may drop (an explicit Background delete of an object waiting in foreground removes it at once, by design)."},
-	{Name: PropNoFinalizerAfterDeletion, Kind: Always, Check: checkFinalizerAfterDeletion, StoreOnly: true,
+	{Name: PropNoFinalizerAfterDeletion, Kind: Always, Check: checkFinalizerAfterDeletion, StoreOnly: true, Steps: isNotDeleteStep,
 		Doc: "Once deletion has started, only a DELETE request may add a finalizer (the API server re-choosing orphan/foregroundDeletion); updates may not."},
 	{Name: PropProtectionHolds, Kind: Always, Check: checkProtection, StoreOnly: true,
 		Doc: "An object labelled delete-protection=Always never starts deletion; one labelled Cascading never starts deletion while it has active dependents. Storage-level deletes by apiextensions (a CRD taking its resources with it) bypass admission and are not counted."},
@@ -111,7 +111,7 @@ var Properties = []Property{
 		Doc: "In a quiescent state no terminating object carries orphan, and one carrying foregroundDeletion still has a blocking dependent that is itself held by something outside the GC: a user finalizer, deletion protection, or such a chain (a cycle holds nothing)."},
 	{Name: PropGraphAgrees, Kind: Quiescent, CheckState: checkGraphAgrees,
 		Doc: "In a quiescent state every live object has an observed graph node with its ownerReferences and deletion state, every observed node is live, and a terminating object with foregroundDeletion is marked deletingDependents."},
-	{Name: PropOrphaningHappens, Kind: Sometimes, Check: witnessOrphaning, StoreOnly: true,
+	{Name: PropOrphaningHappens, Kind: Sometimes, Check: witnessOrphaning, StoreOnly: true, Steps: isAttemptToOrphan,
 		Doc: "attemptToOrphan completes for some owner."},
 	{Name: PropForegroundCompletes, Kind: Sometimes, Check: witnessForeground, StoreOnly: true,
 		Doc: "Some owner in foreground deletion leaves storage."},
@@ -259,6 +259,9 @@ func checkRemovalWithFinalizers(m *Model, t *Transition) *Violation {
 	}
 	return nil
 }
+
+// isNotDeleteStep is the Steps of checkFinalizerAfterDeletion.
+func isNotDeleteStep(st *Step) bool { return !isDeleteStep(*st) }
 
 func checkFinalizerAfterDeletion(m *Model, t *Transition) *Violation {
 	if isDeleteStep(t.Step) {
@@ -617,8 +620,11 @@ func staleAfterDedup(graph, store []OwnerRef) bool {
 	return len(added)+len(removed)+len(changed) == 0 && slices.Equal(keep(graph), keep(store))
 }
 
+// isAttemptToOrphan is the Steps of witnessOrphaning.
+func isAttemptToOrphan(st *Step) bool { return st.Op == OpAttemptToOrphan }
+
 func witnessOrphaning(m *Model, t *Transition) *Violation {
-	if t.Step.Op != OpAttemptToOrphan {
+	if !isAttemptToOrphan(&t.Step) {
 		return nil
 	}
 	for i := range t.Prev.Objects {
