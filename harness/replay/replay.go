@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cascade-k8s/cascade/harness/driver"
 	"github.com/cascade-k8s/cascade/model"
@@ -91,13 +92,34 @@ func Run(ctx context.Context, t *traces.Trace, d *driver.Driver, target Target) 
 				s = n
 			}
 		}
-		dump, err := d.Dump(ctx)
+		dump, err := eventualDump(ctx, d, out, st.Expected)
 		if err != nil {
 			return nil, err
 		}
 		outs = append(outs, append(out, dump...))
 	}
 	return outs, nil
+}
+
+// eventualDump dumps the target and, while the stanza's output differs
+// from what the trace expects, dumps again for up to a second: a GC
+// writes its Warning events through client-go's asynchronous broadcaster
+// (impl and kube-controller-manager alike), so an event may land just
+// after the step that emitted it. Any other difference stays and is
+// reported.
+func eventualDump(ctx context.Context, d *driver.Driver, out, expected []string) ([]string, error) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		dump, err := d.Dump(ctx)
+		if err != nil || slices.Equal(comparable(append(slices.Clip(out), dump...)), comparable(expected)) || time.Now().After(deadline) {
+			return dump, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 var refused = regexp.MustCompile(`^(! .* -> \d+ \w+)(: .*)?$`)
