@@ -177,6 +177,15 @@ func TestKnownForegroundRace(t *testing.T) {
 		b.write("gc", o, 3040*ms, 3045*ms, withoutFinalizer(model.FinalizerForeground))
 		expectOk(t, b.check())
 	})
+	t.Run("blocking dependent in another namespace does not hold it", func(t *testing.T) {
+		b := newBuilder(t)
+		far := history.Key{Kind: p.Kind, Namespace: "other", Name: p.Name}
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.create("client-1", far, 11*ms, 20*ms, nil, b.ref(o, true, false))
+		b.del("client-0", o, 3000*ms, 3010*ms, "Foreground")
+		b.write("gc", o, 3040*ms, 3045*ms, withoutFinalizer(model.FinalizerForeground))
+		expectOk(t, b.check())
+	})
 }
 
 func TestKnownAdoptionRace(t *testing.T) {

@@ -265,7 +265,7 @@ func referrers(s *store, owner *entry, block bool) []depRef {
 			return true
 		}
 		for i, r := range e.obj.Owners {
-			if r.UID == owner.obj.UID && (r.Block || !block) {
+			if r.UID == owner.obj.UID && (r.Block || !block) && resolves(e.obj, r, owner.obj) {
 				out = append(out, depRef{e, i})
 			}
 		}
@@ -278,6 +278,18 @@ func referrers(s *store, owner *entry, block bool) []depRef {
 		return 1
 	})
 	return out
+}
+
+// resolves reports whether dependent d's reference r names owner by its
+// coordinates as well as its UID: same kind and name, and a namespaced
+// owner in d's namespace. A reference from another namespace resolves to
+// nothing (attemptToDeleteItem finds the owner absent); whether the GC's
+// graph, which links by UID, counts it as blocking depends on which of
+// the two it observed first, so it obliges the GC to wait for it no more
+// than an orphan request protects it (as the model's properties).
+func resolves(d *history.Object, r history.Ref, owner *history.Object) bool {
+	return r.Kind == owner.Kind.Info().Kind && r.Name == owner.Name &&
+		(owner.Namespace == "" || owner.Namespace == d.Namespace)
 }
 
 // unobserved reports whether the GC may not have seen d's reference when
