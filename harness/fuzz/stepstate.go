@@ -81,8 +81,9 @@ var ownerClasses = []string{"any", "same-namespace", "cluster-scoped", "other-sc
 // class drawn has no candidate (the caller then draws any object).
 func (g *gen) related(t *rapid.T, dep string) string {
 	s := g.state()
+	live := liveKeys(s)
 	class := rapid.SampledFrom(ownerClasses).Draw(t, "owner-class")
-	if class != "cycle" && slices.ContainsFunc(liveKeys(s), func(k string) bool { return owns(s, dep, k) }) && rapid.IntRange(0, 2).Draw(t, "close-cycle") == 0 {
+	if class != "cycle" && slices.ContainsFunc(live, func(k string) bool { return owns(s, dep, k) }) && rapid.IntRange(0, 2).Draw(t, "close-cycle") == 0 {
 		// closing a cycle needs the one object that the dependent owns,
 		// rarer than any other class's candidates: favour it
 		class = "cycle"
@@ -90,7 +91,7 @@ func (g *gen) related(t *rapid.T, dep string) string {
 	_, depNS, _ := split(dep)
 	depCluster := !namespaced(dep)
 	var pool []string
-	for _, k := range liveKeys(s) {
+	for _, k := range live {
 		_, ns, _ := split(k)
 		ok := false
 		switch class {

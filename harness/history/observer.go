@@ -450,14 +450,15 @@ func mayHaveWritten(op *Op, rv uint64, before *Object, seen map[uint64]int64) bo
 		return false
 	}
 	if op.Verb == Delete && before != nil && before.Deleting &&
-		sameFinalizers(DeletionFinalizers(before, op.Delete), before.Finalizers) {
+		SameFinalizers(DeletionFinalizers(before, op.Delete), before.Finalizers) {
 		return false
 	}
 	return true
 }
 
-// sameFinalizers reports whether a and b hold the same finalizers.
-func sameFinalizers(a, b []string) bool {
+// SameFinalizers reports whether a and b hold the same finalizers, in any
+// order.
+func SameFinalizers(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
 	}

@@ -360,7 +360,7 @@ func legalDelete(cur *entry, got *history.Object, opts *history.DeleteOptions) s
 	switch {
 	case len(fins) == 0 && !graceful(k) && k.Info().Kind != "Namespace":
 		return "the delete kept an object that had no finalizers left"
-	case !sameSet(got.Finalizers, fins) && !(graceful(k) && cur.obj.Deleting && slices.Equal(got.Finalizers, cur.obj.Finalizers)):
+	case !history.SameFinalizers(got.Finalizers, fins) && !(graceful(k) && cur.obj.Deleting && slices.Equal(got.Finalizers, cur.obj.Finalizers)):
 		return fmt.Sprintf("the delete left finalizers %v, the API server's choice is %v", got.Finalizers, fins)
 	case !slices.Equal(got.Owners, cur.obj.Owners):
 		return "the delete changed ownerReferences"

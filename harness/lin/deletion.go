@@ -1,7 +1,6 @@
 package lin
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/cascade-k8s/cascade/harness/history"
@@ -19,18 +18,6 @@ import (
 // with).
 func deletionFinalizers(o *history.Object, opts *history.DeleteOptions) []string {
 	return history.DeletionFinalizers(o, opts)
-}
-
-func sameSet(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			return false
-		}
-	}
-	return true
 }
 
 // graceful reports kinds whose DELETE may set deletionTimestamp without

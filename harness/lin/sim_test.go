@@ -156,7 +156,7 @@ func (s *sim) client(actor string) *history.Op {
 			return op
 		}
 		o := clone(cur)
-		changed := !o.Deleting || !sameSet(o.Finalizers, fins)
+		changed := !o.Deleting || !history.SameFinalizers(o.Finalizers, fins)
 		o.Deleting, o.Finalizers = true, fins
 		if changed {
 			op.Got = s.put(o)

@@ -390,18 +390,7 @@ func (c *Controller) adopt(ctx context.Context, w workload, owner, dep *unstruct
 	t := true
 	ref := metav1.OwnerReference{APIVersion: apiVersion(w.owner), Kind: w.owner.Kind, Name: owner.GetName(),
 		UID: owner.GetUID(), Controller: &t, BlockOwnerDeletion: &t}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"ownerReferences": []metav1.OwnerReference{ref},
-		"uid":             dep.GetUID(),
-	}})
-	if err != nil {
-		return err
-	}
-	_, err = c.dyn.Resource(w.dep.GVR()).Namespace(dep.GetNamespace()).Patch(ctx, dep.GetName(), types.StrategicMergePatchType, patch, metav1.PatchOptions{})
-	if err == nil {
-		ctrllog.FromContext(ctx).V(2).Info("adopted", "dependent", w.dep.Kind+" "+dep.GetNamespace()+"/"+dep.GetName(), "owner", w.owner.Kind+" "+owner.GetName())
-	}
-	return err
+	return c.patchOwnerRefs(ctx, w, owner, dep, []metav1.OwnerReference{ref}, "adopted")
 }
 
 // release is ReleasePod / ReleaseReplicaSet without their error filter:
@@ -410,16 +399,19 @@ func (c *Controller) adopt(ctx context.Context, w workload, owner, dep *unstruct
 // precondition. It returns the patch's error as it is; the Auto-mode
 // sync ignores 404 and 422 as ReleasePod does.
 func (c *Controller) release(ctx context.Context, w workload, owner, dep *unstructured.Unstructured) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"ownerReferences": []map[string]string{{"$patch": "delete", "uid": string(owner.GetUID())}},
-		"uid":             dep.GetUID(),
-	}})
+	return c.patchOwnerRefs(ctx, w, owner, dep, []map[string]string{{"$patch": "delete", "uid": string(owner.GetUID())}}, "released")
+}
+
+// patchOwnerRefs sends the strategic merge patch of adoption and release:
+// the ownerReferences list given, with dep's UID as a precondition.
+func (c *Controller) patchOwnerRefs(ctx context.Context, w workload, owner, dep *unstructured.Unstructured, refs any, done string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": refs, "uid": dep.GetUID()}})
 	if err != nil {
 		return err
 	}
 	_, err = c.dyn.Resource(w.dep.GVR()).Namespace(dep.GetNamespace()).Patch(ctx, dep.GetName(), types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err == nil {
-		ctrllog.FromContext(ctx).V(2).Info("released", "dependent", w.dep.Kind+" "+dep.GetNamespace()+"/"+dep.GetName(), "owner", w.owner.Kind+" "+owner.GetName())
+		ctrllog.FromContext(ctx).V(2).Info(done, "dependent", w.dep.Kind+" "+dep.GetNamespace()+"/"+dep.GetName(), "owner", w.owner.Kind+" "+owner.GetName())
 	}
 	return err
 }
