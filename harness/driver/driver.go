@@ -362,6 +362,13 @@ func (d *Driver) record(k model.KindID, ns, name string, uid types.UID) {
 	d.objs = append(d.objs, incarnation{key: key, label: label, kind: k, ns: ns, name: name, uid: uid})
 }
 
+// Owns reports whether uid is one the driver gave out: an object it
+// created, or a made-up UID it put in an ownerReference (uid=SYMBOL).
+// Settling on a shared target waits only for work on these.
+func (d *Driver) Owns(uid types.UID) bool {
+	return d.labelOf(uid) != "uid:"+string(uid)
+}
+
 // Keys lists every key the driver created, sorted, once each.
 func (d *Driver) Keys() []string {
 	d.mu.Lock()

@@ -331,6 +331,32 @@ func (gc *GarbageCollector) Stats() Stats {
 	return s
 }
 
+// Backoff names an item waiting out a back-off in one of the work queues,
+// by the queue's name as upstream's (garbage_collector_attempt_to_delete,
+// garbage_collector_attempt_to_orphan).
+type Backoff struct {
+	Queue string
+	UID   types.UID
+}
+
+// BackingOff returns the Auto-mode items waiting out a back-off, each
+// with the number of its wait: a new number every time the item fails
+// and is requeued (AddRateLimited), so that a caller can tell whether an
+// item it saw waiting has been retried since. Settling on a shared impl
+// uses it to wait for one more try of its own items only: an item that
+// fails for good (a delete the protection webhook denies, an owner of a
+// kind nobody serves) is retried forever, with back-offs up to the
+// rate limiter's 1000 s. Empty in Stepped mode.
+func (gc *GarbageCollector) BackingOff() map[Backoff]uint64 {
+	out := map[Backoff]uint64{}
+	if gc.mode == step.Stepped {
+		return out
+	}
+	gc.attemptToDelete.(*autoQueue).backingOff(out)
+	gc.attemptToOrphan.(*autoQueue).backingOff(out)
+	return out
+}
+
 // GraphHasUID reports whether the graph has a node for uid (observed or
 // virtual), as upstream's GraphHasUID does for its integration tests.
 func (gc *GarbageCollector) GraphHasUID(uid types.UID) bool {
@@ -392,16 +418,22 @@ type queue interface {
 // autoQueue is the rate-limited client-go work queue Auto mode's workers
 // take from, with the count of items waiting out a back-off.
 type autoQueue struct {
-	q       workqueue.TypedRateLimitingInterface[types.UID]
-	mu      sync.Mutex
-	waiting map[types.UID]bool
+	name string
+	q    workqueue.TypedRateLimitingInterface[types.UID]
+	mu   sync.Mutex
+	// waiting maps each item waiting out a back-off to the number of
+	// that wait (waits counts them), so that BackingOff's callers can
+	// tell an item that was retried since they last looked.
+	waiting map[types.UID]uint64
+	waits   uint64
 }
 
 func newAutoQueue(name string) *autoQueue {
 	return &autoQueue{
+		name: name,
 		q: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: name}),
-		waiting: map[types.UID]bool{},
+		waiting: map[types.UID]uint64{},
 	}
 }
 
@@ -411,7 +443,8 @@ func (a *autoQueue) Add(id Identity) { a.q.Add(id.UID) }
 // AddRateLimited requeues the node after its back-off.
 func (a *autoQueue) AddRateLimited(id Identity) {
 	a.mu.Lock()
-	a.waiting[id.UID] = true
+	a.waits++
+	a.waiting[id.UID] = a.waits
 	a.mu.Unlock()
 	a.q.AddRateLimited(id.UID)
 }
@@ -435,6 +468,15 @@ func (a *autoQueue) retrying() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.waiting)
+}
+
+// backingOff adds the queue's waiting items to out.
+func (a *autoQueue) backingOff(out map[Backoff]uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for uid, n := range a.waiting {
+		out[Backoff{Queue: a.name, UID: uid}] = n
+	}
 }
 
 // heldQueue is a Stepped-mode work queue: an insertion-ordered set that
