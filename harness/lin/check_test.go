@@ -679,3 +679,34 @@ func TestConflictMeanwhile(t *testing.T) {
 		expectIllegal(t, b.check(), cf, "Conflict while no pod/ns/b was live")
 	}
 }
+
+// TestRetryWithoutRV: upstream's deleteObject, refused 409 Conflict on its
+// resourceVersion precondition, GETs the object and deletes again with
+// only the UID precondition when the ownerReferences look unchanged; a
+// client's removal of the last ownerReference between that GET and the
+// DELETE lets the GC collect an object without owners. Without the
+// refused DELETE before it, the same collection is illegal.
+func TestRetryWithoutRV(t *testing.T) {
+	for _, retried := range []bool{true, false} {
+		b := newBuilder(t)
+		o, d := key("pod", "o"), key("rc", "d")
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, true))
+		decided := b.live[d].RV
+		b.del("client-0", o, 21*ms, 30*ms, "Background")
+		b.write("client-1", d, 31*ms, 35*ms, func(x *history.Object) { x.Labels = map[string]string{"app": "web"} })
+		if retried {
+			c := b.refused("gc", history.Delete, d, 36*ms, 38*ms, 409, "Conflict")
+			b.ops[c].Delete = &history.DeleteOptions{Propagation: "Background", PreconditionUID: b.live[d].UID, PreconditionRV: fmt.Sprint(decided)}
+		}
+		b.write("client-1", d, 40*ms, 45*ms, withRefs())
+		del := b.del("gc", d, 50*ms, 55*ms, "Background")
+		b.ops[del].Delete.PreconditionUID = "u2"
+		r := b.check()
+		if retried {
+			expectKnown(t, r, del, model.KnownRetryWithoutRV)
+		} else {
+			expectIllegal(t, r, del, "which has no ownerReferences")
+		}
+	}
+}

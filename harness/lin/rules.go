@@ -84,7 +84,7 @@ func (c *checker) racy(m mark, in *input) bool {
 func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
 	d := cur.obj
 	if len(d.Owners) == 0 {
-		return &violation{model.PropNoSolidOwnerCollected, fmt.Sprintf("gc deleted %s, which has no ownerReferences", in.key), ""}
+		return c.retryRace(in, &violation{model.PropNoSolidOwnerCollected, fmt.Sprintf("gc deleted %s, which has no ownerReferences", in.key), ""})
 	}
 	var solid []*entry
 	for i := range d.Owners {
@@ -112,12 +112,49 @@ func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
 			v.known = "kubernetes#32339"
 			v.message += "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
 		}
+		if v.known == "" {
+			v = c.retryRace(in, v)
+		}
 		return v
 	}
 	if next != nil && next.obj.HasFinalizer(model.FinalizerOrphan) && !d.HasFinalizer(model.FinalizerOrphan) {
 		return &violation{model.PropNeverSilentlyOrphaned, fmt.Sprintf("gc's delete of %s put the orphan finalizer on it", in.key), ""}
 	}
 	return nil
+}
+
+// retryRace classifies v, a GC DELETE that collected an object it may
+// not, as upstream's deleteObject retry (lenient mode only): when the
+// GC's DELETE fails its resourceVersion precondition, deleteObject GETs
+// the object and, if its ownerReferences still equal those the GC
+// decided on, deletes again with only the UID precondition
+// (operations.go, kubernetes#132632). A client write landing between
+// that GET and the DELETE — removing the last ownerReference, or adding
+// a live owner — goes unnoticed, and the object is collected. The sign
+// in the history is in itself: a GC DELETE without a resourceVersion
+// precondition whose latest earlier GC DELETE of the object was refused
+// with 409 Conflict while carrying one (found by fuzzing impl, which
+// mirrors deleteObject).
+func (c *checker) retryRace(in *input, v *violation) *violation {
+	if !c.lenient || in.op.Delete == nil || in.op.Delete.PreconditionRV != "" {
+		return v
+	}
+	var prev *history.Op
+	for _, o := range c.ins {
+		op := o.op
+		if o == in || op.Actor != history.ActorGC || op.Verb != history.Delete || o.key != in.key || op.Call >= in.op.Call {
+			continue
+		}
+		if prev == nil || op.Call > prev.Call {
+			prev = op
+		}
+	}
+	if prev == nil || prev.Code != 409 || prev.Delete == nil || prev.Delete.PreconditionRV == "" {
+		return v
+	}
+	v.known = model.KnownRetryWithoutRV
+	v.message += "; its DELETE had failed its resourceVersion precondition, and deleteObject retried it without one after a GET that showed the same ownerReferences"
+	return v
 }
 
 // gcPatch: what a GC update or patch may change (upstream
