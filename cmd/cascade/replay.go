@@ -28,6 +28,7 @@ type targetFlags struct {
 	webhookHost                         string
 	inject                              []string
 	binDir                              string
+	history                             bool
 }
 
 func (f *targetFlags) register(fl *pflag.FlagSet) {
@@ -38,6 +39,7 @@ func (f *targetFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.webhook, "webhook", false, "kubeconfig: serve and register the deletion-protection webhook for the run")
 	fl.StringVar(&f.webhookHost, "webhook-host", "", "kubeconfig: address the webhook listens on and the API server dials (default 127.0.0.1)")
 	fl.StringArrayVar(&f.inject, "inject", nil, "impl, impl-stepped: switch on a catalogued bug (repeatable; "+strings.Join(bugs.InjectableNames(), ", ")+")")
+	fl.BoolVar(&f.history, "history", false, "upstream, impl: also check each replay's recorded history (the audit log) for linearizability, as cascade fuzz does")
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "envtest targets: directory with etcd, kube-apiserver, kube-controller-manager (default: $KUBEBUILDER_ASSETS, else bin/kube/v1.36.3 of the checkout)")
 }
 
@@ -53,7 +55,7 @@ func (f *targetFlags) spec(log io.Writer) (target.Spec, error) {
 	}
 	s := target.Spec{
 		Name: f.name, Inject: bs, Kubeconfig: f.kubeconfig, Context: f.context, LimitedContext: f.limitedContext,
-		Webhook: f.webhook, WebhookHost: f.webhookHost, BinDir: f.binDir, Log: log,
+		Webhook: f.webhook, WebhookHost: f.webhookHost, BinDir: f.binDir, History: f.history, Log: log,
 	}
 	if err := s.Validate(); err != nil {
 		return target.Spec{}, usageErr("--target %s: %v", f.name, err)
@@ -133,7 +135,11 @@ expects, naming the first stanza that differs with a line diff
 On the model the whole output counts: refused requests with their messages,
 property violations (a trace with a '# property:' header must violate it) and
 the sorted state dump. Real targets are held to the status code and reason of
-refused requests and to the state dump.
+refused requests and to the state dump; with --history (upstream, impl) also
+to the recorded history of every request between them, which must be
+linearizable with every GC and controller write permitted where it lands, as
+in cascade fuzz: a GC write that breaks a safety property and is undone
+before the next dump fails the replay there.
 
 Targets (see 'cascade conform --help' for what each one runs):
   model         the model (default)

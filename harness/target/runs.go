@@ -132,18 +132,25 @@ func (t *Target) foreignCRDs(ctx context.Context, tr *traces.Trace) string {
 // each stanza's output for replay.Diff, or skip saying why the trace
 // cannot run here (Skip). On the model it returns the model's outputs.
 func (t *Target) ReplayTrace(ctx context.Context, tr *traces.Trace) (outs [][]string, skip string, err error) {
+	outs, skip, _, err = t.replayTrace(ctx, tr)
+	return outs, skip, err
+}
+
+// replayTrace is ReplayTrace, and with Spec.History the verdict on the
+// replay's history (nil: linearizable).
+func (t *Target) replayTrace(ctx context.Context, tr *traces.Trace) (outs [][]string, skip string, hist, err error) {
 	if skip = t.Skip(ctx, tr); skip != "" {
-		return nil, skip, nil
+		return nil, skip, nil, nil
 	}
 	if t.Spec.Name == Model {
 		results, _, err := traces.Replay(tr)
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		for _, r := range results {
 			outs = append(outs, r.Output)
 		}
-		return outs, "", nil
+		return outs, "", nil, nil
 	}
 	timeout := t.Spec.TraceTimeout
 	if timeout <= 0 {
@@ -153,7 +160,7 @@ func (t *Target) ReplayTrace(ctx context.Context, tr *traces.Trace) (outs [][]st
 	defer cancel()
 	d, err := driver.New(t.Admin, t.Limited, "cascade-"+driver.NewRunID())
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -166,7 +173,7 @@ func (t *Target) ReplayTrace(ctx context.Context, tr *traces.Trace) (outs [][]st
 	if t.Spec.Name == ImplStepped {
 		bs, err := implBugs(tr)
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		bs = merge(bs, t.Spec.Inject)
 		var kinds []string
@@ -175,7 +182,7 @@ func (t *Target) ReplayTrace(ctx context.Context, tr *traces.Trace) (outs [][]st
 		}
 		it, err := t.startStepped(ctx, bs, kinds, usesProtection(tr))
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		defer func() {
 			if serr := it.Stop(); serr != nil {
@@ -184,8 +191,18 @@ func (t *Target) ReplayTrace(ctx context.Context, tr *traces.Trace) (outs [][]st
 		}()
 		settler = Stepped(it, d)
 	}
+	var rec *auditTail
+	if t.Spec.History {
+		if rec, err = t.tailAudit(ctx); err != nil {
+			return nil, "", nil, err
+		}
+		defer rec.close()
+	}
 	outs, err = replay.Run(ctx, tr, d, settler)
-	return outs, "", err
+	if err == nil && rec != nil {
+		hist, err = rec.check(ctx, d.Prefix())
+	}
+	return outs, "", hist, err
 }
 
 // Verdict is the outcome of Check.
@@ -193,7 +210,9 @@ type Verdict struct {
 	// Skip says why the trace did not run ("" if it ran).
 	Skip string
 	// Divergence is the first stanza that differs from the trace, with a
-	// line diff (nil when the trace agrees).
+	// line diff, or with Spec.History a *HistoryError when the stanzas
+	// agree but the replay's history is not linearizable (nil when the
+	// trace agrees).
 	Divergence error
 	// Err is why the replay could not be completed: a step the target
 	// could not take, a cluster that never went quiet, a failed cleanup.
@@ -248,11 +267,14 @@ func (t *Target) Check(ctx context.Context, tr *traces.Trace) Verdict {
 		v.Elapsed = time.Since(begin)
 		return v
 	}
-	outs, skip, err := t.ReplayTrace(ctx, tr)
+	outs, skip, hist, err := t.replayTrace(ctx, tr)
 	v := Verdict{Skip: skip, Err: err, Outs: outs, Elapsed: time.Since(begin)}
 	if skip == "" && len(outs) == len(tr.Stanzas) {
 		// a completed replay whose cleanup failed still has a verdict
 		v.Divergence = replay.Diff(tr, t.Spec.Name, outs)
+	}
+	if v.Divergence == nil {
+		v.Divergence = hist
 	}
 	return v
 }

@@ -96,6 +96,15 @@ type Spec struct {
 	// Audit turns the envtest API server's audit log on
 	// (controlplane.Options.Audit).
 	Audit bool
+	// History checks the history of every replay for linearizability
+	// against the model, as fuzzing does (harness/lin): every request of
+	// every actor, read from the audit log, must linearize, with each GC
+	// and controller write permitted where it lands. A trace's stanzas
+	// show states after steps and settles; the history shows what
+	// happened between, such as a GC write that breaks a safety property
+	// and is undone before the cluster settles. Envtest targets (upstream,
+	// impl) only; it turns the audit log on.
+	History bool
 	// Log receives one-line progress messages (nil: none).
 	Log io.Writer
 	// TraceTimeout bounds one trace replay; zero means three minutes.
@@ -140,6 +149,9 @@ func (s Spec) Validate() error {
 	}
 	if (s.Name == Kubeconfig || s.Name == Model) && (s.BinDir != "" || s.Audit) {
 		return inputErr("the control-plane binaries and the audit log belong to the envtest targets, not %s", s.Name)
+	}
+	if s.History && s.Name != Upstream && s.Name != Impl {
+		return inputErr("checking the history needs the audit log of an envtest target that runs a GC by itself (upstream, impl), not %s", s.Name)
 	}
 	return nil
 }
@@ -197,7 +209,7 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 	if err != nil {
 		return nil, &InputError{Err: err}
 	}
-	opts := controlplane.Options{BinDir: binDir, Audit: s.Audit}
+	opts := controlplane.Options{BinDir: binDir, Audit: s.Audit || s.History}
 	what := "etcd and kube-apiserver"
 	switch s.Name {
 	case Upstream:

@@ -1,0 +1,99 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/cascade-k8s/cascade/harness/controlplane"
+	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/harness/lin"
+)
+
+// A replay's history (Spec.History): the audit log's records from just
+// before the replay's first request to just after its last settle, in
+// the replay's scope, checked as fuzzing checks a concurrent run's.
+
+// auditIdle is how long the audit log must have nothing new before a read
+// of it counts as complete: kube-apiserver writes it in blocking mode, so
+// a request's record is in the file before its response, and what the
+// reader has not seen after a quiet spell was not sent.
+const auditIdle = 300 * time.Millisecond
+
+// HistoryError is a replay whose history is not linearizable: a request's
+// answer the API server could not have given, or a GC or controller
+// write the model's specification forbids where it lands.
+type HistoryError struct {
+	// Summary is lin's one paragraph naming the op and the rule.
+	Summary string
+}
+
+func (e *HistoryError) Error() string { return "history: " + e.Summary }
+
+// auditTail reads the audit log from where it ended when it was opened.
+type auditTail struct {
+	r *controlplane.AuditReader
+}
+
+// tailAudit opens the audit log and reads past what is in it already.
+func (t *Target) tailAudit(ctx context.Context) (*auditTail, error) {
+	if t.CP == nil || t.CP.AuditLog() == "" {
+		return nil, errors.New("checking the history needs the audit log of an envtest target")
+	}
+	r, err := t.CP.FollowAudit()
+	if err != nil {
+		return nil, err
+	}
+	a := &auditTail{r: r}
+	if _, err := a.read(ctx); err != nil {
+		a.close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// read returns the records written since the last read, once the log has
+// had nothing new for auditIdle.
+func (a *auditTail) read(ctx context.Context) ([]controlplane.AuditRecord, error) {
+	var out []controlplane.AuditRecord
+	for {
+		rctx, cancel := context.WithTimeout(ctx, auditIdle)
+		rec, err := a.r.Next(rctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, rec)
+	}
+}
+
+func (a *auditTail) close() { _ = a.r.Close() }
+
+// check reads the replay's records and checks the history of the objects
+// under prefix; nil when it is linearizable (known upstream races
+// included, as fuzzing reports them).
+func (a *auditTail) check(ctx context.Context, prefix string) (error, error) {
+	recs, err := a.read(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	ops, err := history.FromAudit(recs, history.Scope{Prefix: prefix})
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	history.AssignLanes(ops)
+	res := lin.Check(ops, lin.Options{Timeout: time.Minute})
+	switch res.Verdict {
+	case porcupine.Ok:
+		return nil, nil
+	case porcupine.Unknown:
+		return nil, fmt.Errorf("history: %s", res.Summary)
+	}
+	return &HistoryError{Summary: res.Summary}, nil
+}
