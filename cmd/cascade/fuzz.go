@@ -152,7 +152,11 @@ func printFuzz(w io.Writer, rep *fuzz.Report, asJSON bool) error {
 			}
 		}
 		if f.Trace != "" {
-			fmt.Fprintf(w, "  replay: cascade replay --target %s %s%s\n", rep.Target, injectFlag(rep), f.Trace)
+			history := ""
+			if f.ReplayHistory {
+				history = "--history "
+			}
+			fmt.Fprintf(w, "  replay: cascade replay --target %s %s%s%s\n", rep.Target, injectFlag(rep), history, f.Trace)
 		}
 	}
 	return nil

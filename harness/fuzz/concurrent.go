@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -38,6 +39,14 @@ type ConcurrentEnv struct {
 	Inject []string
 	// LinTimeout bounds porcupine per run.
 	LinTimeout time.Duration
+	// Surrogate are the model's switches of the injected bugs, and
+	// Confirm replays a trace on the target and returns how the target
+	// diverged from it ("" if it did not). With both set, a failing run
+	// is first searched for a settled reproducer (settled.go): when the
+	// target confirms one, it is the run's report and rapid's shrinking
+	// of the concurrent run is skipped.
+	Surrogate model.BugSet
+	Confirm   func(ctx context.Context, trace string) (string, error)
 }
 
 // sent is one client step of a concurrent run as it was executed.
@@ -76,20 +85,44 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	}
 	rep := &Report{Target: env.Target, Inject: env.Inject, Mode: "concurrent"}
 	start := time.Now()
-	var last *runFailure
+	// With injected bugs and a surrogate (env.Surrogate, env.Confirm), a
+	// failing run whose client steps hold no settled reproducer is kept
+	// (held) and fuzzing goes on, while checks and time remain, for a
+	// failing run that has one: a trace `cascade replay` reproduces is
+	// worth more than the shrunk concurrent run. The first failure found
+	// is reported if none does.
+	var last, repro, held *runFailure
 	var foundAt time.Time
-	n := 0
+	n, foundRun := 0, 0
 	prop := func(t *rapid.T) {
-		if cfg.expired() && foundAt.IsZero() {
+		if (cfg.expired() && foundAt.IsZero()) || repro != nil {
+			return // out of time, or reproduced: nothing for rapid to shrink
+		}
+		if held != nil && (cfg.expired() || n >= cfg.Checks) {
 			return
 		}
 		n++
 		r := &concurrentRun{ctx: ctx, env: env, cfg: cfg, program: make([][]string, cfg.Clients)}
+		defer func() {
+			if x := recover(); x != nil && x != errHeld {
+				panic(x)
+			}
+		}()
 		r.fail = func(kind, summary string, write func(string) (string, error)) {
 			if foundAt.IsZero() {
-				foundAt = time.Now()
+				foundAt, foundRun = time.Now(), n
 			}
 			last = &runFailure{kind: kind, summary: summary, trace: r.trace(kind, summary), steps: len(r.sent), write: write}
+			if repro == nil {
+				repro = r.reproduce(kind, summary)
+			}
+			if repro == nil && env.Surrogate != 0 && env.Confirm != nil && n < cfg.Checks && !cfg.expired() {
+				if held == nil {
+					held = last
+				}
+				progress(cfg, "run %d/%d failed (%s) without a settled reproducer; fuzzing on for one", n, cfg.Checks, kind)
+				panic(errHeld) // a pass for rapid: no shrinking of this run
+			}
 			// the failure's kind only: its details name real objects and
 			// times, and rapid shrinks only towards the same message
 			t.Fatalf("%s", kind)
@@ -105,10 +138,78 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	}
 	msg, failFile, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
 	rep.Elapsed = time.Since(start)
-	if err != nil || msg == "" {
+	if err != nil {
 		return rep, err
 	}
-	return rep, finish(cfg, rep, last, foundAt, start, msg, failFile)
+	switch {
+	case msg == "" && held == nil:
+		return rep, nil
+	case msg == "": // only held failures: the first, unshrunk
+		last, msg = held, held.kind+": "+firstLine(held.summary)
+	case repro != nil:
+		repro.write = last.write // the concurrent run's history, for the record
+		last = repro
+	}
+	err = finish(cfg, rep, last, foundAt, start, msg, failFile)
+	rep.Failure.Run = foundRun
+	rep.Failure.Attributed = last != nil && last.attributed
+	rep.Failure.ReplayHistory = last != nil && last.replayHistory
+	return rep, err
+}
+
+// errHeld ends a failing run that was held (RunConcurrent) as if it had
+// passed.
+var errHeld = errors.New("fuzz: failure held")
+
+// reproduce searches the failing run for a settled reproducer of the
+// injected bugs and replays it on the target; it returns the confirmed
+// reproducer as the run's failure, or nil.
+func (r *concurrentRun) reproduce(kind, summary string) *runFailure {
+	if r.env.Surrogate == 0 || r.env.Confirm == nil {
+		return nil
+	}
+	var lines []string
+	for _, x := range r.sent {
+		if x.err == nil {
+			lines = append(lines, x.line)
+		}
+	}
+	begin := time.Now()
+	inject := strings.Join(r.env.Inject, ",")
+	trace, steps := settledReproducer(r.env.Surrogate, lines, func(predicted string, steps int) ([]string, []traces.Header) {
+		desc := []string{
+			fmt.Sprintf("A settled reproducer of a concurrent run of `cascade fuzz --target %s` that failed (%s):", r.env.Target, kind),
+			firstLine(summary),
+			fmt.Sprintf("Each of its %d client steps is followed by settle, so the GC catches up before the next; the expected output is the model's.", steps),
+			"The model with the injected bug(s) predicts the divergence: " + firstLine(predicted),
+			"impl ran with injected bug(s) " + inject + "; reproduce with:",
+			"  cascade replay --target " + r.env.Target + " --inject " + inject + " --history THIS.trace",
+		}
+		return desc, []traces.Header{{Key: traces.HeaderFoundBy, Value: "cascade fuzz --target " + r.env.Target}}
+	})
+	if trace == "" {
+		progress(r.cfg, "reproduce: the model with %s gives no settled reproducer of the %d-step run (a race, or not the injected bugs'); shrinking the concurrent run", inject, len(lines))
+		return nil
+	}
+	progress(r.cfg, "reproduce: %d client steps -> a %d-step settled reproducer on the model with %s (%s); replaying it on %s", len(lines), steps, inject, time.Since(begin).Round(time.Millisecond), r.env.Target)
+	div, err := r.env.Confirm(r.ctx, trace)
+	switch {
+	case err != nil:
+		progress(r.cfg, "reproduce: replay failed: %v; shrinking the concurrent run", err)
+		return nil
+	case div == "":
+		progress(r.cfg, "reproduce: %s agrees with the settled reproducer; shrinking the concurrent run", r.env.Target)
+		return nil
+	}
+	progress(r.cfg, "reproduce: %s diverges from it too", r.env.Target)
+	return &runFailure{
+		kind:          "divergence",
+		summary:       fmt.Sprintf("the %d-step settled reproducer diverges on %s: %s\n(the concurrent run failed with %s: %s)", steps, r.env.Target, div, kind, firstLine(summary)),
+		trace:         trace,
+		steps:         steps,
+		attributed:    true,
+		replayHistory: true,
+	}
 }
 
 // run draws a program, runs it with one goroutine per client, waits for

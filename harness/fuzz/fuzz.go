@@ -96,6 +96,9 @@ type Failure struct {
 	Attributed bool
 	// Seed reproduces the failure with the same configuration.
 	Seed uint64
+	// ReplayHistory: the trace is a settled reproducer, confirmed by
+	// replaying it with its history checked (`cascade replay --history`).
+	ReplayHistory bool
 }
 
 // Report is the outcome of Run.
@@ -123,6 +126,7 @@ type runFailure struct {
 	steps         int
 	script        []string                         // a stepped run's steps, for shrinking
 	attributed    bool                             // shrunk by surrogate: the injected bugs' failure
+	replayHistory bool                             // confirmed by a replay with its history checked
 	write         func(dir string) (string, error) // extra artifact (history HTML)
 }
 

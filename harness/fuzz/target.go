@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cascade-k8s/cascade/harness/driver"
@@ -13,6 +14,7 @@ import (
 	"github.com/cascade-k8s/cascade/impl/bugs"
 	"github.com/cascade-k8s/cascade/impl/gc"
 	"github.com/cascade-k8s/cascade/model"
+	"github.com/cascade-k8s/cascade/traces"
 )
 
 // OnTarget runs cfg's random runs on a started target: stepped on
@@ -39,6 +41,16 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 		env := ConcurrentEnv{Target: t.Spec.Name, Admin: t.Admin, Settler: t.Settler(), Inject: inject, LinTimeout: time.Minute}
 		if t.Impl != nil {
 			env.Settler = implQuiet{it: t.Impl, then: t.Settler()}
+			surrogate, err := ModelBugs(t.Spec.Inject)
+			if err != nil {
+				return nil, err
+			}
+			env.Surrogate, env.Confirm = surrogate, func(ctx context.Context, text string) (string, error) {
+				return confirmOn(ctx, t, text)
+			}
+			// reproducers are confirmed as `cascade replay --history`
+			// checks them: their state dumps and their history
+			t.Spec.History = t.CP != nil && t.CP.AuditLog() != ""
 		}
 		if t.CP != nil && t.CP.AuditLog() != "" {
 			audit, closeAudit, err := AuditFollower(t.CP, 300*time.Millisecond)
@@ -125,4 +137,23 @@ func (q implQuiet) Settle(ctx context.Context, d *driver.Driver) error {
 
 func (q implQuiet) Step(ctx context.Context, st model.Step) (model.Result, error) {
 	return q.then.Step(ctx, st)
+}
+
+// confirmOn replays a trace's text on the target, as `cascade replay`
+// does, and returns the divergence ("" if the target agrees).
+func confirmOn(ctx context.Context, t *target.Target, text string) (string, error) {
+	tr, err := traces.Parse("reproducer.trace", strings.NewReader(text))
+	if err != nil {
+		return "", err
+	}
+	v := t.Check(ctx, tr)
+	switch {
+	case v.Skip != "":
+		return "", errors.New(v.Skip)
+	case v.Err != nil:
+		return "", v.Err
+	case v.Divergence != nil:
+		return v.Divergence.Error(), nil
+	}
+	return "", nil
 }
