@@ -52,7 +52,15 @@ concurrent runs, history.html (porcupine's view of the recorded history).
                          no GC finalizer stuck).
 
 --inject switches on a catalogued bug in impl (impl, impl-stepped); fuzzing
-should then fail. Progress goes to stderr, the summary to stdout (--json for
+should then fail. On impl, a failing run's client steps are searched on the
+model for a settled reproducer (each step, then settle) that the model with
+the bug predicts; confirmed by a replay on impl, it is the failure.trace, to
+replay with 'cascade replay --target impl --inject BUG --history'. A failure
+without one (a race) is held while fuzzing goes on for one. With
+adopt-without-recheck, impl's adopter stands in for kube-controller-manager's
+Deployment, ReplicaSet and ReplicationController controllers.
+
+Progress goes to stderr, the summary to stdout (--json for
 JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runFuzz(cmd, f) },

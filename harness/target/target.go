@@ -7,7 +7,10 @@
 //	              and workload controllers) + cascade's deletion-protection
 //	              webhook + the limited principal
 //	impl          envtest + kube-controller-manager's workload controllers
-//	              without its GC + impl (Auto, with Spec.Inject) + webhook
+//	              without its GC + impl (Auto, with Spec.Inject) + webhook;
+//	              with adopt-without-recheck injected, impl's adopter
+//	              adopts for Deployments, ReplicaSets and RCs instead of
+//	              kube-controller-manager's controllers
 //	impl-stepped  envtest without kube-controller-manager; every trace gets
 //	              its own impl in Stepped mode, its adopter stepping the
 //	              built-in workloads (SteppedAdopterKinds)
@@ -109,6 +112,25 @@ type Spec struct {
 	Log io.Writer
 	// TraceTimeout bounds one trace replay; zero means three minutes.
 	TraceTimeout time.Duration
+}
+
+// implAdopts reports whether impl's adopting controller, rather than
+// kube-controller-manager's, adopts for the built-in workloads on the impl
+// target: when the adopter's own bug is injected, which only impl's
+// adopter can have.
+func (s Spec) implAdopts() bool { return s.Inject.Has(bugs.AdoptWithoutRecheck) }
+
+// implControllers are the kube-controller-manager controllers of the impl
+// target: the workload controllers, less those impl's adopter stands in
+// for (implAdopts). Without them nothing creates Pods for replicas; the
+// model keeps none either.
+func (s Spec) implControllers() []string {
+	if !s.implAdopts() {
+		return WorkloadControllers
+	}
+	return slices.DeleteFunc(slices.Clone(WorkloadControllers), func(c string) bool {
+		return c == "replicaset" || c == "deployment" || c == "replicationcontroller"
+	})
 }
 
 // InputError is a Start error caused by what the Spec names, not by the
@@ -216,8 +238,8 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		opts.ControllerManager = true
 		what += " with kube-controller-manager (" + strings.Join(controlplane.DefaultControllers, ",") + ")"
 	case Impl:
-		opts.ControllerManager, opts.Controllers = true, WorkloadControllers
-		what += " with kube-controller-manager (" + strings.Join(WorkloadControllers, ",") + ")"
+		opts.ControllerManager, opts.Controllers = true, s.implControllers()
+		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ")"
 	}
 	need := []string{controlplane.EtcdBinary, controlplane.APIServerBinary}
 	if opts.ControllerManager {
@@ -248,7 +270,12 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		}
 		t.hasWebhook = true
 	case Impl:
-		if t.Impl, err = impl.Start(long, t.Admin, impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true}); err != nil {
+		io := impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true}
+		if s.implAdopts() {
+			io.Adopter, io.AdopterKinds = true, SteppedAdopterKinds
+			t.logf("impl: impl's adopter adopts for %s (adopt-without-recheck is its bug)", strings.Join(SteppedAdopterKinds, ", "))
+		}
+		if t.Impl, err = impl.Start(long, t.Admin, io); err != nil {
 			return nil, err
 		}
 		t.hasWebhook = true
