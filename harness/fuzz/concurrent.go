@@ -39,6 +39,9 @@ type ConcurrentEnv struct {
 	Inject []string
 	// LinTimeout bounds porcupine per run.
 	LinTimeout time.Duration
+	// Protection: the target runs the deletion-protection webhook, so
+	// the history must show it denying (lin.Options.Protection).
+	Protection bool
 	// Surrogate are the model's switches of the injected bugs, and
 	// Confirm replays a trace on the target and returns how the target
 	// diverged from it ("" if it did not). With both set, a failing run
@@ -277,7 +280,7 @@ func (r *concurrentRun) run(t *rapid.T) {
 	}
 	history.AssignLanes(ops)
 	r.ops = len(ops)
-	res := lin.Check(ops, lin.Options{Timeout: r.env.LinTimeout})
+	res := lin.Check(ops, lin.Options{Timeout: r.env.LinTimeout, Protection: r.env.Protection})
 	for _, k := range res.Known {
 		r.known = append(r.known, k.Issue+": "+k.Message)
 	}

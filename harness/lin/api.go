@@ -223,6 +223,10 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 		if opts.Orphan != nil && opts.Propagation != "" {
 			return nil, "the delete succeeded with both orphanDependents and propagationPolicy, which validation forbids"
 		}
+		if c.protection && cur.known() && !cur.obj.Deleting && cur.obj.Labels[model.ProtectionLabel] == model.ProtectAlways {
+			return nil, fmt.Sprintf("the delete of %s succeeded although it carries %s=%s, which the deletion-protection webhook denies [%s]",
+				in.key, model.ProtectionLabel, model.ProtectAlways, model.PropProtectionHolds)
+		}
 		if op.Got != nil && op.Got.UID != "" && cur.flags&uidUnknown == 0 && op.Got.UID != cur.obj.UID {
 			return nil, fmt.Sprintf("the delete answered uid %s while %s", short(op.Got.UID), liveDesc(cur))
 		}

@@ -43,6 +43,12 @@ type Options struct {
 	// NoPartition checks the history as one piece (for comparison; the
 	// result is the same, see partition).
 	NoPartition bool
+	// Protection says the cluster runs the deletion-protection webhook
+	// (model/protection.go): a DELETE may then not succeed on a live
+	// object labelled policy.kruise.io/delete-protection=Always. Without
+	// it a denial is only permitted, never required, as on a cluster
+	// whose webhook is unknown.
+	Protection bool
 }
 
 // DefaultRaceWindow is Options.RaceWindow's default.
@@ -88,7 +94,7 @@ func Check(ops []history.Op, opts Options) Result {
 	if window <= 0 {
 		window = DefaultRaceWindow
 	}
-	c := &checker{ops: ops, window: int64(window)}
+	c := &checker{ops: ops, window: int64(window), protection: opts.Protection}
 	c.ins = make([]*input, len(ops))
 	for i := range ops {
 		op := &ops[i]
@@ -117,7 +123,7 @@ func Check(ops []history.Op, opts Options) Result {
 	}
 	failed := failedParts(parts, res.Info)
 
-	lc := &checker{ops: ops, ins: c.ins, window: c.window, lenient: true}
+	lc := &checker{ops: ops, ins: c.ins, window: c.window, lenient: true, protection: opts.Protection}
 	lenient := lc.porcupineModel(parts)
 	verdict, info := porcupine.CheckOperationsVerbose(lenient, c.operations(), remaining(deadline))
 	if verdict == porcupine.Unknown {
@@ -131,7 +137,7 @@ func Check(ops []history.Op, opts Options) Result {
 	}
 	// Ok only thanks to known races: collect them from the partitions
 	// that failed strictly.
-	rc := &checker{ops: ops, ins: c.ins, window: c.window, lenient: true, collect: true}
+	rc := &checker{ops: ops, ins: c.ins, window: c.window, lenient: true, collect: true, protection: opts.Protection}
 	lins := info.PartialLinearizations()
 	for _, p := range failed {
 		res.Known = append(res.Known, rc.replayKnown(parts[p], longest(lins[p]))...)

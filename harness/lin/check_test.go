@@ -710,3 +710,25 @@ func TestRetryWithoutRV(t *testing.T) {
 		}
 	}
 }
+
+// TestProtectionRequired: with the deletion-protection webhook known to
+// run, a DELETE may not succeed on a live object labelled Always; without
+// that knowledge a denial is only permitted.
+func TestProtectionRequired(t *testing.T) {
+	for _, webhook := range []bool{true, false} {
+		b := newBuilder(t)
+		o := key("cm", "p")
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.write("client-0", o, 11*ms, 20*ms, func(x *history.Object) {
+			x.Labels = map[string]string{model.ProtectionLabel: model.ProtectAlways}
+		})
+		del := b.del("client-1", o, 30*ms, 40*ms, "")
+		history.AssignLanes(b.ops)
+		r := Check(b.ops, Options{Protection: webhook})
+		if webhook {
+			expectIllegal(t, r, del, model.PropProtectionHolds)
+		} else {
+			expectOk(t, r)
+		}
+	}
+}

@@ -26,6 +26,8 @@ type checker struct {
 	ops    []history.Op
 	ins    []*input
 	window int64
+	// protection: the deletion-protection webhook runs (Options.Protection).
+	protection bool
 	// lenient: a rule broken in a way a documented upstream race explains
 	// is a Known finding, not an illegal step. Entries then carry
 	// provenance, which strict mode leaves out so that more states merge.

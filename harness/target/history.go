@@ -76,9 +76,10 @@ func (a *auditTail) read(ctx context.Context) ([]controlplane.AuditRecord, error
 func (a *auditTail) close() { _ = a.r.Close() }
 
 // check reads the replay's records and checks the history of the objects
-// under prefix; nil when it is linearizable (known upstream races
+// under prefix, with the webhook's denials required when protection; nil
+// when it is linearizable (known upstream races
 // included, as fuzzing reports them).
-func (a *auditTail) check(ctx context.Context, prefix string) (error, error) {
+func (a *auditTail) check(ctx context.Context, prefix string, protection bool) (error, error) {
 	recs, err := a.read(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
@@ -88,7 +89,7 @@ func (a *auditTail) check(ctx context.Context, prefix string) (error, error) {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	history.AssignLanes(ops)
-	res := lin.Check(ops, lin.Options{Timeout: time.Minute})
+	res := lin.Check(ops, lin.Options{Timeout: time.Minute, Protection: protection})
 	switch res.Verdict {
 	case porcupine.Ok:
 		return nil, nil

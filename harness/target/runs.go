@@ -200,7 +200,7 @@ func (t *Target) replayTrace(ctx context.Context, tr *traces.Trace) (outs [][]st
 	}
 	outs, err = replay.Run(ctx, tr, d, settler)
 	if err == nil && rec != nil {
-		hist, err = rec.check(ctx, d.Prefix())
+		hist, err = rec.check(ctx, d.Prefix(), t.hasWebhook)
 	}
 	return outs, "", hist, err
 }

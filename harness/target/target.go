@@ -372,6 +372,12 @@ func (t *Target) Close() error {
 	return t.closeErr
 }
 
+// HasWebhook reports whether the target's cluster runs cascade's
+// deletion-protection webhook: always on upstream and impl, on kubeconfig
+// when the cluster has it or Spec.Webhook installed it. The webhook on
+// impl is impl's, and protection-disabled switches its denials off.
+func (t *Target) HasWebhook() bool { return t.hasWebhook }
+
 // Settler is how a trace's `settle` waits on this target:
 // replay.DefaultQuiet on upstream, impl and kubeconfig, which cannot be
 // asked for their queues. It is nil on model and impl-stepped, which
