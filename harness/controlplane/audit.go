@@ -186,6 +186,26 @@ func (r *AuditReader) Next(ctx context.Context) (AuditRecord, error) {
 	}
 }
 
+// ReadIdle returns the records written from here on, once the log has had
+// nothing new for idle. kube-apiserver writes the log in blocking mode, so
+// a request's record is in the file before its response: what the reader
+// has not seen after a quiet spell was not sent.
+func (r *AuditReader) ReadIdle(ctx context.Context, idle time.Duration) ([]AuditRecord, error) {
+	var out []AuditRecord
+	for {
+		rctx, cancel := context.WithTimeout(ctx, idle)
+		rec, err := r.Next(rctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, rec)
+	}
+}
+
 // next returns the next complete record or io.EOF. A trailing partial line
 // stays pending until its newline arrives.
 func (r *AuditReader) next() (AuditRecord, error) {

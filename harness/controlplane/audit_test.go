@@ -212,3 +212,35 @@ func TestResolveBinDir(t *testing.T) {
 	_, _, err = controlplane.ResolveBinDir("")
 	g.Expect(err).To(MatchError(ContainSubstring("no cascade checkout (hack/kube/build.sh) at or above")))
 }
+
+// TestAuditReaderReadIdle checks that ReadIdle returns what is in the log
+// once it has been quiet for the idle time, then only what came after,
+// and nothing (no error) when nothing did.
+func TestAuditReaderReadIdle(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "audit.log")
+	f, err := os.Create(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer f.Close()
+	_, err = f.WriteString(sampleEvent + "\n" + sampleEvent + "\n")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	r, err := controlplane.OpenAuditLog(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer r.Close()
+	r.Poll = time.Millisecond
+	ctx := context.Background()
+	recs, err := r.ReadIdle(ctx, 30*time.Millisecond)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(recs).To(HaveLen(2))
+
+	recs, err = r.ReadIdle(ctx, 30*time.Millisecond)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(recs).To(BeEmpty())
+
+	_, err = f.WriteString(sampleEvent + "\n")
+	g.Expect(err).NotTo(HaveOccurred())
+	recs, err = r.ReadIdle(ctx, 30*time.Millisecond)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(recs).To(HaveLen(1))
+}

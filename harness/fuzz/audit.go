@@ -2,7 +2,6 @@ package fuzz
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/cascade-k8s/cascade/harness/controlplane"
@@ -18,20 +17,6 @@ func AuditFollower(cp *controlplane.ControlPlane, idle time.Duration) (func(cont
 	if err != nil {
 		return nil, nil, err
 	}
-	read := func(ctx context.Context) ([]controlplane.AuditRecord, error) {
-		var out []controlplane.AuditRecord
-		for {
-			rctx, cancel := context.WithTimeout(ctx, idle)
-			rec, err := r.Next(rctx)
-			cancel()
-			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-				return out, nil
-			}
-			if err != nil {
-				return out, err
-			}
-			out = append(out, rec)
-		}
-	}
+	read := func(ctx context.Context) ([]controlplane.AuditRecord, error) { return r.ReadIdle(ctx, idle) }
 	return read, r.Close, nil
 }

@@ -18,9 +18,7 @@ import (
 // the replay's scope, checked as fuzzing checks a concurrent run's.
 
 // auditIdle is how long the audit log must have nothing new before a read
-// of it counts as complete: kube-apiserver writes it in blocking mode, so
-// a request's record is in the file before its response, and what the
-// reader has not seen after a quiet spell was not sent.
+// of it counts as complete (AuditReader.ReadIdle), as fuzzing's follower.
 const auditIdle = 300 * time.Millisecond
 
 // HistoryError is a replay whose history is not linearizable: a request's
@@ -58,19 +56,7 @@ func (t *Target) tailAudit(ctx context.Context) (*auditTail, error) {
 // read returns the records written since the last read, once the log has
 // had nothing new for auditIdle.
 func (a *auditTail) read(ctx context.Context) ([]controlplane.AuditRecord, error) {
-	var out []controlplane.AuditRecord
-	for {
-		rctx, cancel := context.WithTimeout(ctx, auditIdle)
-		rec, err := a.r.Next(rctx)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, rec)
-	}
+	return a.r.ReadIdle(ctx, auditIdle)
 }
 
 func (a *auditTail) close() { _ = a.r.Close() }
