@@ -232,9 +232,10 @@ func (t *Target) Step(ctx context.Context, line string) (writeErr, err error) {
 	return nil, fmt.Errorf("impl: unknown step %q", line)
 }
 
-// Settle is a trace's `settle`. Stepped mode alternates the controller's
-// and the GC's Settle until neither has anything left to do; Auto mode
-// waits until the GC has been idle for a second.
+// Settle is a trace's `settle`. Stepped mode runs the controller's and
+// the GC's held work until neither has anything left to do and no event
+// arrives for either for a quiet period; Auto mode waits until the GC has
+// been idle for a second.
 func (t *Target) Settle(ctx context.Context) error {
 	if t.GC.Mode() == step.Auto {
 		since := time.Now()
@@ -250,17 +251,63 @@ func (t *Target) Settle(ctx context.Context) error {
 		}
 		return nil
 	}
-	for range 100 {
+	return t.settleStepped(ctx)
+}
+
+// settleQuiet is how long a stepped Settle waits for a further event,
+// the components' own (gc.SettleQuiet, adopter.SettleQuiet), whichever is
+// longer.
+var settleQuiet = max(gc.SettleQuiet, adopter.SettleQuiet)
+
+// settleStepped is Settle in Stepped mode. Each component's own Settle
+// ends with a quiet wait: no event held for it for a while after its
+// last round changed nothing, so that no event of the writes so far is
+// still in flight. Called in turn they cost two waits per settle (and
+// more when the second one's writes wake the first); here the two share
+// one: both catch up, without waiting, until neither changes anything,
+// and then one wait listens to both arrival signals at once. That is as
+// sound as the two waits in turn: the wait starts after the last round
+// of either component, the signals' channels are taken before those
+// rounds (an event held during them ends the wait at once), and an
+// event for either ends it and starts another round of both, so Settle
+// returns only after a full quiet period in which neither the GC's
+// informers nor the controller's held anything, with both idle.
+func (t *Target) settleStepped(ctx context.Context) error {
+	g := t.GC.Stepper()
+	for range 200 {
+		gcWait := g.Arrived()
+		var adopterWait <-chan struct{} // nil, never ready, without an adopter
 		if a := t.Adopter; a != nil {
-			if err := a.Stepper().Settle(ctx); err != nil {
+			w, closed := a.Stepper().Arrived()
+			if closed {
+				return errors.New("impl: adopter stopped")
+			}
+			adopterWait = w
+		}
+		progressed := false
+		if a := t.Adopter; a != nil {
+			p, err := a.Stepper().CatchUp(ctx)
+			if err != nil {
 				return err
 			}
+			progressed = p
 		}
-		if err := t.GC.Stepper().Settle(ctx); err != nil {
+		p, err := g.CatchUp(ctx)
+		if err != nil {
 			return err
 		}
-		if t.quiet() {
-			return nil
+		if progressed || p || g.Held() > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-gcWait:
+		case <-adopterWait:
+		case <-time.After(settleQuiet):
+			if g.Held() == 0 && t.quiet() {
+				return nil
+			}
 		}
 	}
 	return errors.New("impl: did not settle")

@@ -284,6 +284,52 @@ func (s *Stepper) find(dep, owner step.Key, want action) (workload, *unstructure
 // while (the counterpart of a trace's `settle` for the controller).
 func (s *Stepper) Settle(ctx context.Context) error {
 	for round := 0; round < 500; round++ {
+		// the wait is taken before the rounds: an event held while they
+		// run wakes it at once
+		wait, closed := s.Arrived()
+		if closed {
+			return errors.New("adopter: stopped")
+		}
+		progressed, err := s.CatchUp(ctx)
+		if err != nil {
+			return err
+		}
+		if progressed {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wait:
+		case <-time.After(SettleQuiet):
+			return nil
+		}
+	}
+	return fmt.Errorf("adopter: did not settle")
+}
+
+// SettleQuiet is how long Settle waits for a further informer event before
+// it calls the controller settled.
+const SettleQuiet = 300 * time.Millisecond
+
+// Arrived returns a channel closed when the next event is held (or the
+// controller stops), and whether it has stopped: Settle's quiet wait, and
+// impl.Target.Settle's, which waits for this controller and the GC at
+// once.
+func (s *Stepper) Arrived() (wait <-chan struct{}, closed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.arrivals.Wait(), s.arrivals.Closed()
+}
+
+// CatchUp is Settle without its quiet wait: it delivers every held event
+// and takes every claim the cache allows until a round changes nothing,
+// and reports whether any round did.
+func (s *Stepper) CatchUp(ctx context.Context) (progressed bool, err error) {
+	for round := 0; round < 500; round++ {
+		if err := ctx.Err(); err != nil {
+			return progressed, err
+		}
 		s.stepMu.Lock()
 		n := 0
 		for _, k := range s.c.kinds {
@@ -309,22 +355,10 @@ func (s *Stepper) Settle(ctx context.Context) error {
 				claimed++
 			}
 		}
-		if n > 0 || claimed > 0 {
-			continue
+		if n == 0 && claimed == 0 {
+			return progressed, nil
 		}
-		s.mu.Lock()
-		wait, closed := s.arrivals.Wait(), s.arrivals.Closed()
-		s.mu.Unlock()
-		if closed {
-			return errors.New("adopter: stopped")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-wait:
-		case <-time.After(300 * time.Millisecond):
-			return nil
-		}
+		progressed = true
 	}
-	return fmt.Errorf("adopter: did not settle")
+	return progressed, fmt.Errorf("adopter: did not settle")
 }

@@ -3,6 +3,7 @@ package gc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -387,4 +388,38 @@ func (s *Stepper) AttemptToOrphan(ctx context.Context, k step.Key) error {
 	s.attemptToOrphan.remove(id.UID)
 	s.gc.finishOrphan(id, s.gc.attemptToOrphanItem(ctx, id.UID))
 	return nil
+}
+
+// Arrived returns a channel closed when the next informer event (or
+// virtual delete event) is held: Settle's quiet wait, and
+// impl.Target.Settle's, which waits for the GC and the adopting
+// controller at once.
+func (s *Stepper) Arrived() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.arrivals.Wait()
+}
+
+// CatchUp is Settle without its quiet wait: it runs Settle's rounds until
+// one delivers no event and makes no successful write, and reports
+// whether any did.
+func (s *Stepper) CatchUp(ctx context.Context) (progressed bool, err error) {
+	for range MaxSettleRounds {
+		before := s.gc.writesOK.Load()
+		delivered, err := s.settleRound(ctx)
+		if err != nil {
+			return progressed, err
+		}
+		if delivered == 0 && s.gc.writesOK.Load() == before {
+			return progressed, nil
+		}
+		progressed = true
+	}
+	return progressed, fmt.Errorf("gc: did not catch up within %d rounds: %s", MaxSettleRounds, s)
+}
+
+// Held is the number of informer and virtual delete events held.
+func (s *Stepper) Held() int {
+	n, _ := s.counts()
+	return n
 }
