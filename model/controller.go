@@ -87,8 +87,16 @@ func (m *Model) adopt(s *State, a Claim) Result {
 	ref := OwnerRef{Kind: owner.Kind.Info().Kind, Name: owner.Name, UID: owner.UID, Controller: true, Block: true}
 	rq := request{by: ActorController, admit: true}
 	return m.update(s, rq, TargetOf(dep), dep.UID, 0, func(o *Object) Result {
-		if _, has := o.OwnerRefTo(ref.UID); has {
-			return ok(200)
+		// The list merges by UID (patchMergeKey "uid"): a reference the
+		// object already has to this owner keeps its place and takes the
+		// patch's fields, becoming the blocking controller reference.
+		// Owners slices are copy-on-write (State.Clone): build a new one.
+		for i := range o.Owners {
+			if o.Owners[i].UID == ref.UID {
+				o.Owners = append([]OwnerRef(nil), o.Owners...)
+				o.Owners[i] = ref
+				return ok(200)
+			}
 		}
 		// The adoption is a strategic merge patch whose ownerReferences
 		// list holds only the new reference; the API server's merge
