@@ -422,13 +422,18 @@ func checkStuckFinalizer(m *Model, s *State) *Violation {
 			if d := staleBlocker(s, x.UID); d != nil {
 				v.Known = KnownStaleDuplicateRef
 				v.Message += fmt.Sprintf("; the graph still has a blocking reference from %s that the API server's dedup collapsed", d.Key())
-			} else if !m.Bugs.Has(BugNoCycleUnblock) && foregroundCycle(s, x, x, nil) {
+			} else if y := waitsOnForegroundCycle(s, x); y != nil && !m.Bugs.Has(BugNoCycleUnblock) {
 				// Upstream's unblock patch breaks every cycle the GC
 				// itself drives into foreground deletion; what is left is
-				// the cycle it never gets to. Without the unblock
+				// the cycle it never gets to, and every foreground owner
+				// waiting on a member of it. Without the unblock
 				// (no-cycle-unblock) the same state is the bug's.
 				v.Known = KnownForegroundCycle
-				v.Message += "; it blocks itself through dependents that are all deleting in the foreground"
+				if y == x {
+					v.Message += "; it blocks itself through dependents that are all deleting in the foreground"
+				} else {
+					v.Message += fmt.Sprintf("; it waits for %s, which blocks itself through dependents that are all deleting in the foreground", y.Key())
+				}
 			} else if d := clusterScopedBlocker(s, x.UID); d != nil {
 				v.Known = KnownClusterScopedBlocker
 				v.Message += fmt.Sprintf("; it waits for %s, a cluster-scoped object naming a namespaced owner, which the GC never deletes", d.Key())
@@ -531,6 +536,38 @@ const KnownRetryWithoutRV = "garbagecollector.go deleteObject (retry without res
 // unblocked. Found by stepped fuzzing of the model; no upstream issue
 // reports it.
 const KnownForegroundCycle = "garbagecollector.go processDeletingDependentsItem (foreground cycle)"
+
+// waitsOnForegroundCycle returns an object on a foreground cycle (see
+// foregroundCycle) that x waits for: x itself, or one reached from x
+// through blocking references from dependents that are deleting with
+// foregroundDeletion. Such a member is never deleted, so neither is x,
+// nor anything waiting on it: the cycle's unblock patch (attemptToDeleteItem)
+// clears the blocking references of the member the GC deletes, which can
+// leave that member waiting on the rest of the cycle without being on it.
+// Nil when there is none.
+func waitsOnForegroundCycle(s *State, x *Object) *Object {
+	seen := []UID{}
+	queue := []*Object{x}
+	for len(queue) > 0 {
+		y := queue[0]
+		queue = queue[1:]
+		if slices.Contains(seen, y.UID) {
+			continue
+		}
+		seen = append(seen, y.UID)
+		if foregroundCycle(s, y, y, nil) {
+			return y
+		}
+		for i := range s.Objects {
+			d := &s.Objects[i]
+			if d.Deleting && d.HasFinalizer(FinalizerForeground) &&
+				slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { return r.UID == y.UID && r.Block }) {
+				queue = append(queue, d)
+			}
+		}
+	}
+	return nil
+}
 
 // foregroundCycle reports whether x reaches target through blocking
 // references from dependents that are deleting with foregroundDeletion.
