@@ -403,15 +403,34 @@ func (s *Stepper) Arrived() <-chan struct{} {
 // CatchUp is Settle without its quiet wait: it runs Settle's rounds until
 // one delivers no event and makes no successful write, and reports
 // whether any did.
+//
+// A round whose only progress is successful writes counts only once one
+// of their events arrives (within SettleQuiet). A write that changes
+// nothing succeeds without an event: a foreground DELETE of an object
+// already deleting in the foreground, an unblock patch built from a
+// graph node whose references are no longer blocking. An item the GC
+// requeues after such writes (attemptToDeleteWorker's requeue of a node
+// not yet observed) repeats them every round, as upstream retries it
+// forever; counted as progress, they would never let the GC catch up.
 func (s *Stepper) CatchUp(ctx context.Context) (progressed bool, err error) {
 	for range MaxSettleRounds {
 		before := s.gc.writesOK.Load()
+		arrived := s.Arrived()
 		delivered, err := s.settleRound(ctx)
 		if err != nil {
 			return progressed, err
 		}
 		if delivered == 0 && s.gc.writesOK.Load() == before {
 			return progressed, nil
+		}
+		if delivered == 0 {
+			select {
+			case <-ctx.Done():
+				return progressed, ctx.Err()
+			case <-arrived:
+			case <-time.After(SettleQuiet):
+				return progressed, nil // writes without effect
+			}
 		}
 		progressed = true
 	}
