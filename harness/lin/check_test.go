@@ -732,3 +732,30 @@ func TestProtectionRequired(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleOrphanPolicy: a GC DELETE with propagationPolicy Orphan that
+// puts back the orphan finalizer attemptToOrphan removed is upstream's
+// own behaviour when the removal came within the race window before it
+// (the GC's GET saw the finalizer), and a silent orphaning otherwise.
+func TestStaleOrphanPolicy(t *testing.T) {
+	for _, late := range []bool{true, false} {
+		b := newBuilder(t)
+		o, d := key("cm", "o"), key("cm", "d")
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.create("client-0", d, 11*ms, 20*ms, []string{"cascade.dev/hold"}, b.ref(o, false, false))
+		b.del("client-0", d, 21*ms, 25*ms, "Orphan")
+		b.write("gc", d, 30*ms, 35*ms, withoutFinalizer(model.FinalizerOrphan))
+		b.del("client-0", o, 36*ms, 40*ms, "Background")
+		at := int64(50 * ms)
+		if !late {
+			at = 5000 * ms
+		}
+		del := b.del("gc", d, at, at+5*ms, "Orphan")
+		r := b.check()
+		if late {
+			expectKnown(t, r, del, KnownStaleOrphanPolicy)
+		} else {
+			expectIllegal(t, r, del, "put the orphan finalizer on it")
+		}
+	}
+}

@@ -118,10 +118,30 @@ func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
 		return v
 	}
 	if next != nil && next.obj.HasFinalizer(model.FinalizerOrphan) && !d.HasFinalizer(model.FinalizerOrphan) {
-		return &violation{model.PropNeverSilentlyOrphaned, fmt.Sprintf("gc's delete of %s put the orphan finalizer on it", in.key), ""}
+		v := &violation{model.PropNeverSilentlyOrphaned, fmt.Sprintf("gc's delete of %s put the orphan finalizer on it", in.key), ""}
+		// attemptToDeleteItem asks for Orphan only to honour an orphan
+		// finalizer its GET saw, the deleting client's choice (model
+		// checkSilentOrphan). attemptToOrphan may remove it after that
+		// GET and before the DELETE lands on the object, still deleting;
+		// the DELETE puts it back and attemptToOrphan runs again.
+		orphanAsked := in.op.Delete != nil && in.op.Delete.Propagation == "Orphan"
+		if c.lenient && orphanAsked && d.Deleting && cur.prov != nil && c.racy(cur.prov.orphanGone, in) {
+			v.known = KnownStaleOrphanPolicy
+			v.message += fmt.Sprintf("; op %d removed it within the race window before, and the GC asked for Orphan as its GET had seen", cur.prov.orphanGone)
+		}
+		return v
 	}
 	return nil
 }
+
+// KnownStaleOrphanPolicy names a GC DELETE with propagationPolicy Orphan
+// that puts back the orphan finalizer attemptToOrphan removed after the
+// DELETE's attemptToDeleteItem had read the object (garbagecollector.go
+// attemptToDeleteItem: "if an existing orphan finalizer is already on the
+// object, honor it"). Upstream's own behaviour, harmless: the finalizer's
+// return starts attemptToOrphan again. The model's GC decides and sends
+// from one state, so only a timed history shows it.
+const KnownStaleOrphanPolicy = "garbagecollector.go attemptToDeleteItem (Orphan from a GET before attemptToOrphan)"
 
 // retryRace classifies v, a GC DELETE that collected an object it may
 // not, as upstream's deleteObject retry (lenient mode only): when the

@@ -66,8 +66,11 @@ type prov struct {
 	refs     []refProv // parallel to obj.Owners
 	delStart mark      // the write that started deletion
 	orphan   mark      // the write that put the orphan finalizer on
-	fg       mark      // the write that put foregroundDeletion on
-	fgSeen   bool      // this deletion carried foregroundDeletion at some point
+	// orphanGone is the write that removed the orphan finalizer from
+	// this deletion, while it lacks it (noMark otherwise).
+	orphanGone mark
+	fg         mark // the write that put foregroundDeletion on
+	fgSeen     bool // this deletion carried foregroundDeletion at some point
 	// dressed is the write that ended the object's last bare version
 	// (no finalizers, not being deleted), noMark while it is bare or
 	// when it never was (see delete's kubernetes#77988).
@@ -81,7 +84,7 @@ func (p *prov) equal(q *prov) bool {
 	if p == nil || q == nil {
 		return false
 	}
-	return p.delStart == q.delStart && p.orphan == q.orphan && p.fg == q.fg && p.fgSeen == q.fgSeen && p.dressed == q.dressed &&
+	return p.delStart == q.delStart && p.orphan == q.orphan && p.orphanGone == q.orphanGone && p.fg == q.fg && p.fgSeen == q.fgSeen && p.dressed == q.dressed &&
 		slices.Equal(p.refs, q.refs)
 }
 
@@ -101,7 +104,7 @@ func newEntry(k history.Key, kh uint64, obj *history.Object, objHash uint64, fla
 	if p != nil {
 		h = mix(h, uint64(uint32(p.delStart)))
 		h = mix(h, uint64(uint32(p.orphan))<<32|uint64(uint32(p.fg)))
-		h = mix(h, uint64(uint32(p.dressed)))
+		h = mix(h, uint64(uint32(p.dressed))<<32|uint64(uint32(p.orphanGone)))
 		for _, r := range p.refs {
 			h = mix(h, uint64(uint32(r.by))<<8|uint64(r.late))
 		}
