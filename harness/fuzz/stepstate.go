@@ -184,3 +184,54 @@ func (g *gen) cycle(t *rapid.T) []string {
 	}
 	return []string{"add-owner " + a + " " + ref(b), "add-owner " + b + " " + ref(a)}
 }
+
+// family draws a workload and an object its controller would adopt, in
+// one namespace: a create of the workload (when none of that name is
+// live) and a create of the adoptee with the selector label (or, when one
+// of that name is live, the label step that makes it match). Adoption
+// needs all of it at once, the workload kind, its adoptee kind, one
+// namespace and the label, which random creates draw together in few runs
+// (about one in ten for rc and pod in the default universe), so that the
+// controller's races — adoption by an owner being deleted, the GC's
+// orphaning of what was just adopted — were rare. adopters are the
+// workload kinds whose controller runs. Nil when the universe has no
+// such kind together with the kind it adopts.
+func (g *gen) family(t *rapid.T, adopters []string) []string {
+	var pairs [][2]string
+	for _, k := range g.u.Kinds {
+		kind, _ := model.KindByShort(k)
+		if a := kind.Info().Adopts; a != "" && slices.Contains(adopters, k) && slices.Contains(g.u.Kinds, a) {
+			pairs = append(pairs, [2]string{k, a})
+		}
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	p := rapid.SampledFrom(pairs).Draw(t, "family")
+	owner := g.keyOf(t, p[0], "family-owner")
+	_, ns, _ := split(owner)
+	dep := p[1] + "/" + rapid.SampledFrom(g.u.Names).Draw(t, "family-dep")
+	if ns != "" {
+		dep = p[1] + "/" + ns + "/" + rapid.SampledFrom(g.u.Names).Draw(t, "family-dep-ns")
+	}
+	var lines []string
+	s := g.state()
+	if lookupKey(s, owner) == nil {
+		lines = append(lines, "create "+owner+" selector="+selectorLabel+"=web")
+		g.remember(owner)
+	}
+	if lookupKey(s, dep) == nil {
+		lines = append(lines, "create "+dep+" labels="+selectorLabel+"=web")
+		g.remember(dep)
+	} else {
+		lines = append(lines, "label "+dep+" "+selectorLabel+"=web")
+	}
+	return lines
+}
+
+// remember records a key the run has created.
+func (g *gen) remember(key string) {
+	if !slices.Contains(g.created, key) {
+		g.created = append(g.created, key)
+	}
+}

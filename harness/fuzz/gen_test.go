@@ -1,0 +1,70 @@
+package fuzz
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// TestFamily: the family action builds what an adopting controller acts
+// on. Taken on the model, its steps leave a live workload and a live
+// object of the kind it adopts, in the workload's namespace, carrying the
+// selector label; without an adopting controller it draws nothing.
+func TestFamily(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := &model.Model{}
+		s := model.NewState()
+		g := &gen{u: DefaultUniverse, state: func() *model.State { return s }}
+		for range rapid.IntRange(1, 4).Draw(t, "families") {
+			lines := g.family(t, SteppedAdopterKinds)
+			if len(lines) == 0 {
+				t.Fatalf("no family drawn from %v", DefaultUniverse.Kinds)
+			}
+			for _, l := range lines {
+				st, err := model.ParseStep(l)
+				if err != nil {
+					t.Fatalf("%q: %v", l, err)
+				}
+				next, res, err := m.Apply(s, st)
+				if err != nil {
+					t.Fatalf("%q: %v", l, err)
+				}
+				if !res.OK() {
+					t.Fatalf("%q: %s", l, res)
+				}
+				s = next
+			}
+			last := lines[len(lines)-1]
+			dep := lookupKey(s, strings.Fields(last)[1])
+			if dep == nil {
+				t.Fatalf("%q left nothing live", last)
+			}
+			if v, _ := dep.Label(selectorLabel); v != "web" {
+				t.Fatalf("%s does not carry %s=web", dep.Key(), selectorLabel)
+			}
+			var workloads []string
+			for i := range s.Objects {
+				o := &s.Objects[i]
+				if o.Kind.Info().Adopts == dep.Kind.Info().Short && o.Namespace == dep.Namespace {
+					workloads = append(workloads, o.Key())
+				}
+			}
+			if len(workloads) == 0 {
+				t.Fatalf("no workload adopting %s in its namespace", dep.Key())
+			}
+		}
+	})
+	none := &gen{u: DefaultUniverse, state: model.NewState}
+	rapid.Check(t, func(t *rapid.T) {
+		if lines := none.family(t, nil); lines != nil {
+			t.Fatalf("drew %v without an adopting controller", lines)
+		}
+	})
+	if !slices.Contains(DefaultUniverse.Kinds, "rc") || !slices.Contains(DefaultUniverse.Kinds, "pod") {
+		t.Fatal("the default universe no longer has rc and pod together: the family action has nothing to draw")
+	}
+}
