@@ -1,6 +1,7 @@
 package check
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -252,5 +253,33 @@ func TestBadScopes(t *testing.T) {
 	}
 	if _, err := Preset("nope"); err == nil || !strings.Contains(err.Error(), "orphan-adoption") {
 		t.Errorf("unknown preset error should list presets: %v", err)
+	}
+}
+
+// TestOrderedOps: an Ordered scope sends its client ops in the order
+// given, interleaved with every internal step. A counterexample keeps
+// them in that order, and the search covers fewer states than the
+// unordered one; ops whose order makes the bug unreachable find nothing.
+func TestOrderedOps(t *testing.T) {
+	ops := []string{"create pv/disk", "create cm/ns1/claim owner=pv/disk"}
+	bugs := model.BugSet(0).With(model.BugLookupIgnoresScope)
+	ordered := run(t, Scope{Name: "ordered", Ops: ops, Ordered: true, Bugs: bugs})
+	if len(ordered.Violations) == 0 {
+		t.Fatal("the ordered scope found no counterexample for lookup-ignores-scope")
+	}
+	ce := ordered.Violations[0]
+	if i, j := slices.Index(ce.Steps, ops[0]), slices.Index(ce.Steps, ops[1]); i < 0 || j < i {
+		t.Fatalf("client ops out of order in %v", ce.Steps)
+	}
+	three := []string{"create cm/a", "create cm/b owner=cm/a", "delete cm/a"}
+	o, u := run(t, Scope{Name: "o", Ops: three, Ordered: true}), run(t, Scope{Name: "u", Ops: three})
+	if o.Distinct >= u.Distinct {
+		t.Fatalf("ordered explored %d states, unordered %d", o.Distinct, u.Distinct)
+	}
+	reversed := run(t, Scope{Name: "reversed", Ops: []string{ops[1], ops[0]}, Ordered: true, Bugs: bugs})
+	for _, c := range reversed.Violations {
+		if c.Known == "" {
+			t.Fatalf("the claim created before its owner broke %s: %v", c.Property, c.Steps)
+		}
 	}
 }

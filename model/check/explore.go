@@ -277,7 +277,7 @@ type step struct {
 func (e *explorer) successors(s *model.State) []step {
 	var out []step
 	for i, op := range e.ops {
-		if s.Budget&(1<<i) != 0 {
+		if !e.opEnabled(s, i) {
 			continue
 		}
 		n, _, err := e.m.Apply(s, op)
@@ -295,6 +295,16 @@ func (e *explorer) successors(s *model.State) []step {
 		out = append(out, step{text: st.String(), next: n})
 	}
 	return out
+}
+
+// opEnabled reports whether client op i may be sent from s: not sent
+// yet, and with Ordered every op before it sent.
+func (e *explorer) opEnabled(s *model.State, i int) bool {
+	if s.Budget&(1<<i) != 0 {
+		return false
+	}
+	before := uint64(1)<<i - 1
+	return !e.scope.Ordered || s.Budget&before == before
 }
 
 func (e *explorer) canon(s *model.State) *model.State {
@@ -610,7 +620,7 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		return nil
 	}
 	for i := range e.ops {
-		if s.Budget&(1<<i) != 0 {
+		if !e.opEnabled(s, i) {
 			continue
 		}
 		n, r, err := e.m.ApplyStep(s, &e.ops[i])
@@ -790,6 +800,9 @@ func setupState(m *model.Model, setup []string) (*model.State, error) {
 // expected output by replaying it, which also proves it replays.
 func (e *explorer) traceFile(ce *Counterexample, quiescent bool) (string, error) {
 	desc := []string{fmt.Sprintf("Shortest counterexample to %q in scope %s (%d steps after the setup).", ce.Property, e.scope.Name, len(ce.Steps)), ce.Message + "."}
+	if e.scope.Doc != "" && e.scope.FoundBy != "" {
+		desc = append(desc, strings.Split(e.scope.Doc, "\n")...)
+	}
 	headers := []traces.Header{{Key: traces.HeaderProperty, Value: ce.Property}}
 	found := "cascade check --preset " + e.scope.Name
 	if e.scope.Bugs != 0 {
@@ -797,6 +810,9 @@ func (e *explorer) traceFile(ce *Counterexample, quiescent bool) (string, error)
 			found += " --bug " + b.String()
 		}
 		headers = append(headers, traces.Header{Key: traces.HeaderBug, Value: e.scope.Bugs.String()})
+	}
+	if e.scope.FoundBy != "" {
+		found = e.scope.FoundBy
 	}
 	headers = append(headers, traces.Header{Key: traces.HeaderFoundBy, Value: found})
 	if ce.Known != "" {

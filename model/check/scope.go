@@ -23,8 +23,16 @@ type Scope struct {
 	Setup []string
 	// Ops are client requests the environment may send, each at most once,
 	// in any order and interleaved with every internal step.
-	Ops  []string
-	Bugs model.BugSet
+	Ops []string
+	// FoundBy, when set, is the found-by header of the scope's
+	// counterexample traces (default: the `cascade check --preset`
+	// command of the scope's name).
+	FoundBy string
+	// Ordered sends Ops in the order given (still interleaved with every
+	// internal step): the scope of a recorded run whose client steps are
+	// fixed and only the GC's and the controllers' schedule is free.
+	Ordered bool
+	Bugs    model.BugSet
 	// Coalesce lets informer relists skip events.
 	Coalesce bool
 	// Expect lists reachability properties this scope must witness; one

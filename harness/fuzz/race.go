@@ -1,0 +1,159 @@
+package fuzz
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cascade-k8s/cascade/model"
+	"github.com/cascade-k8s/cascade/model/check"
+)
+
+// Race reproducers of concurrent failures.
+//
+// A failure that needs a race (an informer lagging behind another, a
+// client write landing between the GC's GET and its DELETE) has no
+// settled reproducer (settled.go): settling after every client step
+// closes the window the race needs. Its schedule is what the concurrent
+// run cannot record, and what the model checker can search. The run's
+// client steps, in the order they were sent, become an Ordered
+// check.Scope: a window of a few consecutive steps is explored, each
+// interleaved with every internal step of the GC and the controllers
+// (and the surrogate's fault steps), after the steps before the window,
+// each settled, as its setup. The search keeps a window in which the
+// model with the injected bugs (the surrogate) breaks a property as no
+// documented upstream race does, while the reference model, searching
+// the same scope, breaks none. ddmin then drops what the setup and the
+// window do not need, and the checker's breadth-first search gives the
+// shortest schedule for what is left: a stepped trace with the bugs in
+// its `# bug:` header, which `cascade replay` runs on the model and on
+// impl-stepped, whose bugs it switches on.
+
+// raceWindow is the most consecutive client steps a window holds: the
+// races of the catalogue need one to three (a create and the create
+// naming it, a delete and a write racing the GC's decision).
+const raceWindow = 4
+
+// raceMaxStates bounds each search; a window whose search it cuts counts
+// as not reproducing.
+const raceMaxStates = 200_000
+
+// raceSearch is one candidate: the setup steps (settled one by one) and
+// the window (Ordered ops).
+type raceSearch struct {
+	surrogate model.BugSet
+	foundBy   string
+	doc       string
+}
+
+// scope is the checker's scope of a candidate under bugs.
+func (r *raceSearch) scope(setup, window []string, bugs model.BugSet) check.Scope {
+	var lines []string
+	for _, s := range setup {
+		lines = append(lines, s, "settle")
+	}
+	return check.Scope{Name: "race", Setup: lines, Ops: window, Ordered: true, Bugs: bugs,
+		MaxStates: raceMaxStates, FoundBy: r.foundBy, Doc: r.doc}
+}
+
+// unknownViolation is the first violation of res no documented upstream
+// race explains, or nil.
+func unknownViolation(res *check.Result) *check.Counterexample {
+	for _, ce := range res.Violations {
+		if ce.Known == "" {
+			return ce
+		}
+	}
+	return nil
+}
+
+// reproduces runs the candidate: the surrogate must break a property
+// the reference model does not.
+func (r *raceSearch) reproduces(setup, window []string) *check.Counterexample {
+	if len(window) == 0 {
+		return nil
+	}
+	opts := check.Options{Workers: 1}
+	res, err := check.Run(r.scope(setup, window, r.surrogate), opts)
+	if err != nil {
+		return nil // a setup step the surrogate refuses, or a bad scope
+	}
+	ce := unknownViolation(res)
+	if ce == nil {
+		return nil
+	}
+	ref, err := check.Run(r.scope(setup, window, 0), opts)
+	if err != nil || !ref.Complete || unknownViolation(ref) != nil {
+		return nil
+	}
+	return ce
+}
+
+// applicable keeps the steps that the surrogate takes successfully, each
+// settled, from the empty state: a setup replays only those.
+func applicable(surrogate model.BugSet, steps []string) []string {
+	m := &model.Model{Bugs: surrogate}
+	s := model.NewState()
+	var out []string
+	for _, line := range steps {
+		st, err := model.ParseStep(line)
+		if err != nil || st.Actor != model.ActorClient {
+			continue
+		}
+		n, res, err := m.Apply(s, st)
+		if err != nil || !res.OK() {
+			continue
+		}
+		settled, _, err := m.Settle(n)
+		if err != nil {
+			continue
+		}
+		s = settled
+		out = append(out, line)
+	}
+	return out
+}
+
+// raceReproducer searches sent, a failing concurrent run's client steps
+// in the order they were sent, for a race the model with surrogate's
+// bugs reproduces, within budget. It returns the stepped trace and its
+// number of client steps, or "" when no window of the run holds one.
+func raceReproducer(surrogate model.BugSet, sent []string, foundBy, doc string, budget time.Duration) (string, int) {
+	r := &raceSearch{surrogate: surrogate, foundBy: foundBy, doc: doc}
+	deadline := time.Now().Add(budget)
+	var setup, window []string
+	found := false
+search:
+	for w := 1; w <= raceWindow; w++ {
+		// from the end: the failure was found there, and a long setup
+		// leaves the window the state the run had
+		for i := len(sent) - w; i >= 0; i-- {
+			if time.Now().After(deadline) {
+				break search
+			}
+			s := applicable(surrogate, sent[:i])
+			if r.reproduces(s, sent[i:i+w]) != nil {
+				setup, window, found = s, slices.Clone(sent[i:i+w]), true
+				break search
+			}
+		}
+	}
+	if !found {
+		return "", 0
+	}
+	if r.reproduces(nil, window) != nil {
+		setup = nil // ddmin keeps at least one step
+	}
+	setup = ddmin(setup, func(s []string) bool { return r.reproduces(applicable(surrogate, s), window) != nil })
+	setup = applicable(surrogate, setup)
+	window = simplify(ddmin(window, func(w []string) bool { return r.reproduces(setup, w) != nil }),
+		func(w []string) bool { return r.reproduces(setup, w) != nil })
+	ce := r.reproduces(setup, window)
+	if ce == nil || ce.Trace == "" {
+		return "", 0
+	}
+	return ce.Trace, len(setup) + len(window)
+}
+
+// raceDoc is the description of a race reproducer's trace.
+func raceDoc(lines ...string) string { return strings.Join(lines, "\n") }

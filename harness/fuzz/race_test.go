@@ -1,0 +1,61 @@
+package fuzz
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cascade-k8s/cascade/model"
+	"github.com/cascade-k8s/cascade/traces"
+)
+
+// TestRaceReproducer: the client steps of a concurrent run, as sent,
+// hold a race that no settled run shows: the GC hears of a dependent
+// before its cluster-scoped owner, and with lookup-ignores-scope looks
+// the owner up in the dependent's namespace. The race search finds it
+// among unrelated steps, keeps only the two creates, and writes a
+// stepped trace the model replays with its violation. The reference
+// model has no such race, and neither has a run without the creates.
+func TestRaceReproducer(t *testing.T) {
+	sent := []string{
+		"create cm/a",
+		"create secret/ns2/b labels=app=web",
+		"create pv/disk",
+		"create cm/ns2/claim owner=pv/disk",
+		"delete cm/a propagation=Foreground",
+		"create rc/c selector=app=web",
+	}
+	bug := model.BugSet(0).With(model.BugLookupIgnoresScope)
+	if trace, _ := settledReproducer(bug, sent, func(string, int) ([]string, []traces.Header) { return nil, nil }); trace != "" {
+		t.Fatalf("the race has a settled reproducer:\n%s", trace)
+	}
+	trace, steps := raceReproducer(bug, sent, "cascade fuzz --target impl", raceDoc("a test"), time.Minute)
+	if trace == "" {
+		t.Fatal("no race reproducer")
+	}
+	if steps != 2 {
+		t.Errorf("%d client steps, want the two creates:\n%s", steps, trace)
+	}
+	for _, want := range []string{"create pv/disk", "create cm/ns2/claim owner=pv/disk", "# bug: lookup-ignores-scope", "! violates", "gc deliver"} {
+		if !strings.Contains(trace, want) {
+			t.Errorf("the trace lacks %q:\n%s", want, trace)
+		}
+	}
+	tr, err := traces.Parse("race.trace", strings.NewReader(trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, _, err := traces.Replay(tr)
+	if err != nil {
+		t.Fatalf("the trace does not replay on the model: %v", err)
+	}
+	if err := traces.Diff(tr, results); err != nil {
+		t.Errorf("the model does not replay the trace's expectations: %v", err)
+	}
+	if trace, _ := raceReproducer(0, sent, "", "", time.Minute); trace != "" {
+		t.Fatalf("a race without any bug:\n%s", trace)
+	}
+	if trace, _ := raceReproducer(bug, append(sent[:2:2], sent[4:]...), "", "", time.Minute); trace != "" {
+		t.Fatalf("a race without the creates:\n%s", trace)
+	}
+}
