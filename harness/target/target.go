@@ -45,6 +45,7 @@ import (
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/bugs"
 	"github.com/cascade-k8s/cascade/impl/crds"
+	"github.com/cascade-k8s/cascade/impl/gc"
 	"github.com/cascade-k8s/cascade/impl/step"
 	"github.com/cascade-k8s/cascade/impl/webhook"
 )
@@ -108,6 +109,11 @@ type Spec struct {
 	// and is undone before the cluster settles. Envtest targets (upstream,
 	// impl) only; it turns the audit log on.
 	History bool
+	// InformerLag, on impl, delays each of the GC's informer events by a
+	// random time up to it, each resource's in order
+	// (gc.Options.InformerLag): a fault under which the GC's lookup
+	// races happen on a GC that runs by itself.
+	InformerLag time.Duration
 	// Log receives one-line progress messages (nil: none).
 	Log io.Writer
 	// TraceTimeout bounds one trace replay; zero means three minutes.
@@ -171,6 +177,9 @@ func (s Spec) Validate() error {
 	}
 	if (s.Name == Kubeconfig || s.Name == Model) && (s.BinDir != "" || s.Audit) {
 		return inputErr("the control-plane binaries and the audit log belong to the envtest targets, not %s", s.Name)
+	}
+	if s.InformerLag < 0 || (s.InformerLag > 0 && s.Name != Impl) {
+		return inputErr("an informer lag is a fault of impl's GC running by itself (target impl), and positive; not %s with %s", s.Name, s.InformerLag)
 	}
 	if s.History && s.Name != Upstream && s.Name != Impl {
 		return inputErr("checking the history needs the audit log of an envtest target that runs a GC by itself (upstream, impl), not %s", s.Name)
@@ -270,7 +279,11 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		}
 		t.hasWebhook = true
 	case Impl:
-		io := impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true}
+		io := impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true,
+			GC: gc.Options{InformerLag: s.InformerLag, LagSeed: uint64(time.Now().UnixNano())}}
+		if s.InformerLag > 0 {
+			t.logf("impl: the GC's informer events lag by up to %s each", s.InformerLag)
+		}
 		if s.implAdopts() {
 			io.Adopter, io.AdopterKinds = true, SteppedAdopterKinds
 			t.logf("impl: impl's adopter adopts for %s (adopt-without-recheck is its bug)", strings.Join(SteppedAdopterKinds, ", "))

@@ -70,6 +70,12 @@ type Options struct {
 	// EventWait bounds how long a Stepped call waits for the informer
 	// event it names to arrive; 0 means 10s.
 	EventWait time.Duration
+	// InformerLag, in Auto mode, delays each informer event by a random
+	// time up to it, each resource's events in order (lag.go): a fault
+	// that makes the GC's lookup and adoption races likely. LagSeed
+	// seeds the delays.
+	InformerLag time.Duration
+	LagSeed     uint64
 }
 
 // GarbageCollector is one GC instance. Create it with New, run it with
@@ -92,6 +98,7 @@ type GarbageCollector struct {
 	attemptToDelete queue
 	attemptToOrphan queue
 	graphChanges    workqueue.TypedInterface[*event] // Auto mode
+	lag             *informerLag                     // Auto mode, Options.InformerLag
 	stepper         *Stepper                         // Stepped mode
 
 	syncMu    sync.Mutex
@@ -161,6 +168,9 @@ func New(cfg *rest.Config, opts Options) (*GarbageCollector, error) {
 		gc.attemptToDelete = newAutoQueue("garbage_collector_attempt_to_delete")
 		gc.attemptToOrphan = newAutoQueue("garbage_collector_attempt_to_orphan")
 		gc.graphChanges = workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[*event]{Name: "garbage_collector_graph_changes"})
+		if opts.InformerLag > 0 {
+			gc.lag = newInformerLag(opts.InformerLag, opts.LagSeed, gc.graphChanges.Add)
+		}
 	}
 	return gc, nil
 }
@@ -239,6 +249,9 @@ func (gc *GarbageCollector) Run(ctx context.Context) error {
 		gc.stepper.shutdown()
 	}
 	gc.stopMonitors()
+	if gc.lag != nil {
+		gc.lag.close()
+	}
 	gc.workers.Wait()
 	return nil
 }
@@ -326,6 +339,9 @@ func (gc *GarbageCollector) Stats() Stats {
 		return s
 	}
 	s.GraphChanges = gc.graphChanges.Len()
+	if gc.lag != nil {
+		s.GraphChanges += int(gc.lag.pending.Load())
+	}
 	s.Retrying = gc.attemptToDelete.(*autoQueue).retrying() + gc.attemptToOrphan.(*autoQueue).retrying()
 	s.Busy = int(gc.busy.Load())
 	return s

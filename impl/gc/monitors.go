@@ -206,6 +206,10 @@ func (gc *GarbageCollector) observe(_ context.Context, ev *event) {
 		gc.stepper.hold(ev)
 		return
 	}
+	if gc.lag != nil {
+		gc.lag.deliver(ev)
+		return
+	}
 	gc.graphChanges.Add(ev)
 }
 
