@@ -22,7 +22,7 @@ type fuzzFlags struct {
 	inject, kinds                                      []string
 	seed                                               uint64
 	checks, steps, clients                             int
-	shrinkTime                                         time.Duration
+	shrinkTime, informerLag                            time.Duration
 	json                                               bool
 }
 
@@ -55,8 +55,15 @@ concurrent runs, history.html (porcupine's view of the recorded history).
 should then fail. On impl, a failing run's client steps are searched on the
 model for a settled reproducer (each step, then settle) that the model with
 the bug predicts; confirmed by a replay on impl, it is the failure.trace, to
-replay with 'cascade replay --target impl --inject BUG --history'. A failure
-without one (a race) is held while fuzzing goes on for one. With
+replay with 'cascade replay --target impl --inject BUG --history'. Without
+one, the model checker searches the run's client steps, in the order they
+were sent, for a race: a schedule of the GC's and the controllers' steps on
+which the model with the bug breaks a property and the model without it
+breaks none. Confirmed on a stepped impl, that stepped trace is the
+failure.trace, to replay with 'cascade replay --target impl-stepped'. A
+failure with neither is held while fuzzing goes on for one. --informer-lag
+delays impl's informer events (each resource's in order), which makes the
+GC's lookup races likely on a GC that runs by itself. With
 adopt-without-recheck, impl's adopter stands in for kube-controller-manager's
 Deployment, ReplicaSet and ReplicationController controllers.
 
@@ -72,7 +79,8 @@ JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
 	fl.IntVar(&f.checks, "checks", 20, "number of random runs")
 	fl.IntVar(&f.steps, "steps", 30, "average number of steps per run")
 	fl.IntVar(&f.clients, "clients", 4, "concurrent driver clients (concurrent runs)")
-	fl.DurationVar(&f.shrinkTime, "shrink-time", time.Minute, "time budget for shrinking a failing run")
+	fl.DurationVar(&f.shrinkTime, "shrink-time", time.Minute, "time budget for shrinking a failing run (and for searching it for a race)")
+	fl.DurationVar(&f.informerLag, "informer-lag", 0, "impl: delay each of the GC's informer events by a random time up to this, each resource's in order (a fault; 0: none)")
 	fl.StringSliceVar(&f.kinds, "kinds", fuzz.DefaultUniverse.Kinds, "kinds random steps create (short names)")
 	fl.StringVar(&f.out, "out", "out/fuzz", "directory for failure artifacts")
 	fl.StringVar(&f.failFile, "failfile", "", "replay a rapid fail file written by an earlier failure")
@@ -103,7 +111,8 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err := u.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
-	spec := target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Log: cmd.ErrOrStderr()}
+	spec := target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Log: cmd.ErrOrStderr(),
+		InformerLag: f.informerLag}
 	if f.target != target.Kubeconfig {
 		spec.Audit = true
 	}
@@ -164,7 +173,11 @@ func printFuzz(w io.Writer, rep *fuzz.Report, asJSON bool) error {
 			if f.ReplayHistory {
 				history = "--history "
 			}
-			fmt.Fprintf(w, "  replay: cascade replay --target %s %s%s%s\n", rep.Target, injectFlag(rep), history, f.Trace)
+			if f.ReplayTarget != "" { // the trace's # bug: header switches the bugs on
+				fmt.Fprintf(w, "  replay: cascade replay --target %s %s\n", f.ReplayTarget, f.Trace)
+			} else {
+				fmt.Fprintf(w, "  replay: cascade replay --target %s %s%s%s\n", rep.Target, injectFlag(rep), history, f.Trace)
+			}
 		}
 	}
 	return nil

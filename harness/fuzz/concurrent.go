@@ -20,6 +20,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/harness/lin"
 	"github.com/cascade-k8s/cascade/harness/replay"
+	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/model"
 	"github.com/cascade-k8s/cascade/traces"
 )
@@ -50,6 +51,11 @@ type ConcurrentEnv struct {
 	// of the concurrent run is skipped.
 	Surrogate model.BugSet
 	Confirm   func(ctx context.Context, trace string) (string, error)
+	// ConfirmStepped replays a stepped trace, a race reproducer
+	// (race.go), on a stepped impl with the trace's bugs and returns how
+	// it diverged ("" when it follows the model). With it set, a failing
+	// run without a settled reproducer is searched for a race.
+	ConfirmStepped func(ctx context.Context, trace string) (string, error)
 }
 
 // sent is one client step of a concurrent run as it was executed.
@@ -157,6 +163,9 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	rep.Failure.Run = foundRun
 	rep.Failure.Attributed = last != nil && last.attributed
 	rep.Failure.ReplayHistory = last != nil && last.replayHistory
+	if last != nil {
+		rep.Failure.ReplayTarget = last.replayTarget
+	}
 	return rep, err
 }
 
@@ -191,7 +200,10 @@ func (r *concurrentRun) reproduce(kind, summary string) *runFailure {
 		return desc, []traces.Header{{Key: traces.HeaderFoundBy, Value: "cascade fuzz --target " + r.env.Target}}
 	})
 	if trace == "" {
-		progress(r.cfg, "reproduce: the model with %s gives no settled reproducer of the %d-step run (a race, or not the injected bugs'); shrinking the concurrent run", inject, len(lines))
+		if rf := r.race(kind, summary, lines); rf != nil {
+			return rf
+		}
+		progress(r.cfg, "reproduce: the model with %s gives no settled or race reproducer of the %d-step run; shrinking the concurrent run", inject, len(lines))
 		return nil
 	}
 	progress(r.cfg, "reproduce: %d client steps -> a %d-step settled reproducer on the model with %s (%s); replaying it on %s", len(lines), steps, inject, time.Since(begin).Round(time.Millisecond), r.env.Target)
@@ -213,6 +225,63 @@ func (r *concurrentRun) reproduce(kind, summary string) *runFailure {
 		attributed:    true,
 		replayHistory: true,
 	}
+}
+
+// race searches the failing run's client steps for a race the model with
+// the injected bugs reproduces (race.go) and replays it on a stepped impl
+// (env.ConfirmStepped); it returns the confirmed race as the run's
+// failure, or nil.
+func (r *concurrentRun) race(kind, summary string, lines []string) *runFailure {
+	if r.env.ConfirmStepped == nil {
+		return nil
+	}
+	inject := strings.Join(r.env.Inject, ",")
+	begin := time.Now()
+	doc := raceDoc(
+		fmt.Sprintf("A race reproducer of a concurrent run of `cascade fuzz --target %s` that failed (%s):", r.env.Target, kind),
+		firstLine(summary),
+		"No settled run of its client steps shows the injected bug(s); the model checker searched their",
+		"interleavings with the GC's and the controllers' steps for this schedule, on which the model with",
+		"them breaks the property and the model without them breaks none. impl ran with "+inject+";",
+		"reproduce the schedule with: cascade replay --target impl-stepped THIS.trace")
+	budget := r.cfg.ShrinkTime
+	if budget <= 0 {
+		budget = 30 * time.Second
+	}
+	trace, steps := raceReproducer(r.env.Surrogate, lines, "cascade fuzz --target "+r.env.Target, doc, budget)
+	if trace == "" {
+		progress(r.cfg, "reproduce: no race in the run's client steps reproduces on the model with %s (%s)", inject, time.Since(begin).Round(time.Millisecond))
+		return nil
+	}
+	progress(r.cfg, "reproduce: %d client steps -> a race of %d client steps on the model with %s (%s); replaying it on impl-stepped", len(lines), steps, inject, time.Since(begin).Round(time.Millisecond))
+	div, err := r.env.ConfirmStepped(r.ctx, trace)
+	switch {
+	case err != nil:
+		progress(r.cfg, "reproduce: the stepped replay failed: %v", err)
+		return nil
+	case div != "":
+		progress(r.cfg, "reproduce: impl-stepped does not follow the race: %s", firstLine(div))
+		return nil
+	}
+	progress(r.cfg, "reproduce: impl-stepped with %s follows the race to its violation", inject)
+	return &runFailure{
+		kind:         "race",
+		summary:      fmt.Sprintf("a race of %d client steps, which impl-stepped with %s replays to the violation the model with them predicts: %s\n(the concurrent run failed with %s: %s)", steps, inject, raceViolation(trace), kind, firstLine(summary)),
+		trace:        trace,
+		steps:        steps,
+		attributed:   true,
+		replayTarget: target.ImplStepped,
+	}
+}
+
+// raceViolation is the violation line of a race reproducer's trace.
+func raceViolation(trace string) string {
+	for _, l := range strings.Split(trace, "\n") {
+		if strings.HasPrefix(l, "! violates ") {
+			return strings.TrimPrefix(l, "! violates ")
+		}
+	}
+	return ""
 }
 
 // run draws a program, runs it with one goroutine per client, waits for

@@ -99,6 +99,10 @@ type Failure struct {
 	// ReplayHistory: the trace is a settled reproducer, confirmed by
 	// replaying it with its history checked (`cascade replay --history`).
 	ReplayHistory bool
+	// ReplayTarget is where the trace replays when not on the run's
+	// target: impl-stepped for a race reproducer, whose `# bug:` header
+	// switches the bugs on.
+	ReplayTarget string
 }
 
 // Report is the outcome of Run.
@@ -127,6 +131,7 @@ type runFailure struct {
 	script        []string                         // a stepped run's steps, for shrinking
 	attributed    bool                             // shrunk by surrogate: the injected bugs' failure
 	replayHistory bool                             // confirmed by a replay with its history checked
+	replayTarget  string                           // where the trace replays, when not the run's target
 	write         func(dir string) (string, error) // extra artifact (history HTML)
 }
 

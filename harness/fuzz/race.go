@@ -17,10 +17,10 @@ import (
 // closes the window the race needs. Its schedule is what the concurrent
 // run cannot record, and what the model checker can search. The run's
 // client steps, in the order they were sent, become an Ordered
-// check.Scope: a window of a few consecutive steps is explored, each
-// interleaved with every internal step of the GC and the controllers
-// (and the surrogate's fault steps), after the steps before the window,
-// each settled, as its setup. The search keeps a window in which the
+// check.Scope: a window of a few of them (raceReproducer) is explored,
+// each interleaved with every internal step of the GC and the
+// controllers (and the surrogate's fault steps), after the other steps
+// before it, each settled, as its setup. The search keeps a window in which the
 // model with the injected bugs (the surrogate) breaks a property as no
 // documented upstream race does, while the reference model, searching
 // the same scope, breaks none. ddmin then drops what the setup and the
@@ -29,9 +29,9 @@ import (
 // its `# bug:` header, which `cascade replay` runs on the model and on
 // impl-stepped, whose bugs it switches on.
 
-// raceWindow is the most consecutive client steps a window holds: the
-// races of the catalogue need one to three (a create and the create
-// naming it, a delete and a write racing the GC's decision).
+// raceWindow is the most client steps a window holds: the races of the
+// catalogue need one to three (a create and the create naming it, a
+// delete and a write racing the GC's decision).
 const raceWindow = 4
 
 // raceMaxStates bounds each search; a window whose search it cuts counts
@@ -118,22 +118,38 @@ func applicable(surrogate model.BugSet, steps []string) []string {
 // in the order they were sent, for a race the model with surrogate's
 // bugs reproduces, within budget. It returns the stepped trace and its
 // number of client steps, or "" when no window of the run holds one.
+//
+// A window ends at a step and holds it and up to raceWindow-1 steps
+// before it: the ones just before it, or the latest earlier steps on the
+// objects it names (its target, its owners). A race's steps are close in
+// time but, among several clients' steps, not always close in the order
+// they were sent: a create of an owner and, seven steps on, the create
+// of a dependent naming it, whose event a lagging informer delivered
+// first. The setup is the other steps before the window's last, in
+// order, each settled.
 func raceReproducer(surrogate model.BugSet, sent []string, foundBy, doc string, budget time.Duration) (string, int) {
 	r := &raceSearch{surrogate: surrogate, foundBy: foundBy, doc: doc}
 	deadline := time.Now().Add(budget)
 	var setup, window []string
 	found := false
 search:
-	for w := 1; w <= raceWindow; w++ {
-		// from the end: the failure was found there, and a long setup
-		// leaves the window the state the run had
-		for i := len(sent) - w; i >= 0; i-- {
+	// from the end: the failure was found there
+	for j := len(sent) - 1; j >= 0; j-- {
+		for _, w := range windows(sent, j) {
 			if time.Now().After(deadline) {
 				break search
 			}
-			s := applicable(surrogate, sent[:i])
-			if r.reproduces(s, sent[i:i+w]) != nil {
-				setup, window, found = s, slices.Clone(sent[i:i+w]), true
+			var before, win []string
+			for i := range sent[:j+1] {
+				if slices.Contains(w, i) {
+					win = append(win, sent[i])
+				} else {
+					before = append(before, sent[i])
+				}
+			}
+			s := applicable(surrogate, before)
+			if r.reproduces(s, win) != nil {
+				setup, window, found = s, win, true
 				break search
 			}
 		}
@@ -153,6 +169,70 @@ search:
 		return "", 0
 	}
 	return ce.Trace, len(setup) + len(window)
+}
+
+// windows lists the windows ending at step j, as indices into sent in
+// order, smallest first: j alone; j with the steps just before it; j
+// with the latest earlier steps on the objects it names, one, then two,
+// then three of them.
+func windows(sent []string, j int) [][]int {
+	var out [][]int
+	add := func(w []int) {
+		slices.Sort(w)
+		for _, x := range out {
+			if slices.Equal(x, w) {
+				return
+			}
+		}
+		out = append(out, w)
+	}
+	add([]int{j})
+	names := objectsOf(sent[j])
+	var related []int
+	for i := j - 1; i >= 0 && len(related) < raceWindow-1; i-- {
+		if slices.ContainsFunc(objectsOf(sent[i]), func(o string) bool { return slices.Contains(names, o) }) {
+			related = append(related, i)
+		}
+	}
+	for n := 1; n < raceWindow; n++ {
+		if j-n >= 0 {
+			w := []int{j}
+			for i := j - n; i < j; i++ {
+				w = append(w, i)
+			}
+			add(w)
+		}
+		for k := n; k <= len(related); k++ {
+			// the n-1 latest related steps and the k-th
+			w := append([]int{j, related[k-1]}, related[:n-1]...)
+			add(w)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b []int) int { return len(a) - len(b) })
+	return out
+}
+
+// objectsOf names the objects a client step touches: its target and the
+// owners it names, as API kind, namespace and name.
+func objectsOf(line string) []string {
+	st, err := model.ParseStep(line)
+	if err != nil {
+		return nil
+	}
+	t := st.Target
+	out := []string{t.Kind.Info().Kind + "/" + t.Namespace + "/" + t.Name}
+	owners := st.Owners
+	if st.Owner.Name != "" {
+		owners = append(owners, st.Owner)
+	}
+	for _, o := range owners {
+		ns := o.Namespace
+		if k, ok := model.KindByName(o.Kind); ok && !k.Info().Namespaced {
+			ns = ""
+		}
+		out = append(out, o.Kind+"/"+ns+"/"+o.Name)
+	}
+	return out
 }
 
 // raceDoc is the description of a race reproducer's trace.

@@ -1,6 +1,7 @@
 package fuzz
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +58,35 @@ func TestRaceReproducer(t *testing.T) {
 	}
 	if trace, _ := raceReproducer(bug, append(sent[:2:2], sent[4:]...), "", "", time.Minute); trace != "" {
 		t.Fatalf("a race without the creates:\n%s", trace)
+	}
+}
+
+// TestRaceWindows: the windows ending at a step hold it alone first,
+// then with the steps just before it or the latest earlier steps on the
+// objects it names, which need not be close: an owner created several
+// steps before the dependent naming it.
+func TestRaceWindows(t *testing.T) {
+	sent := []string{
+		"create pv/disk",
+		"create cm/a",
+		"create secret/ns2/b",
+		"delete cm/a",
+		"create cm/ns2/claim owner=pv/disk",
+	}
+	ws := windows(sent, 4)
+	if len(ws[0]) != 1 || ws[0][0] != 4 {
+		t.Fatalf("first window %v, want [4]", ws[0])
+	}
+	want := []int{0, 4}
+	if !slices.ContainsFunc(ws, func(w []int) bool { return slices.Equal(w, want) }) {
+		t.Fatalf("no window %v (the owner's create and the dependent's) in %v", want, ws)
+	}
+	for _, w := range ws {
+		if len(w) > raceWindow || w[len(w)-1] != 4 || !slices.IsSorted(w) {
+			t.Fatalf("bad window %v", w)
+		}
+	}
+	if got := objectsOf("create cm/ns2/claim owner=pv/disk owner=rc/c"); !slices.Equal(got, []string{"ConfigMap/ns2/claim", "PersistentVolume//disk", "ReplicationController/default/c"}) {
+		t.Fatalf("objectsOf: %v", got)
 	}
 }

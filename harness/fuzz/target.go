@@ -49,6 +49,25 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 			env.Surrogate, env.Confirm = surrogate, func(ctx context.Context, text string) (string, error) {
 				return confirmOn(ctx, t, text)
 			}
+			// race reproducers are stepped traces: they replay on a
+			// control plane of their own, started at the first
+			var stepped *target.Target
+			defer func() {
+				if stepped != nil {
+					_ = stepped.Close()
+				}
+			}()
+			env.ConfirmStepped = func(ctx context.Context, text string) (string, error) {
+				if stepped == nil {
+					progress(cfg, "reproduce: starting an impl-stepped control plane for race reproducers")
+					st, err := target.Start(ctx, target.Spec{Name: target.ImplStepped, BinDir: t.Spec.BinDir})
+					if err != nil {
+						return "", err
+					}
+					stepped = st
+				}
+				return confirmOn(ctx, stepped, text)
+			}
 			// reproducers are confirmed as `cascade replay --history`
 			// checks them: their state dumps and their history
 			t.Spec.History = t.CP != nil && t.CP.AuditLog() != ""
