@@ -114,6 +114,10 @@ type Spec struct {
 	// (gc.Options.InformerLag): a fault under which the GC's lookup
 	// races happen on a GC that runs by itself.
 	InformerLag time.Duration
+	// WriteDelay, on impl, holds each GC write a random time up to it
+	// (gc.Options.WriteDelay): a fault under which a client write lands
+	// between the GC's GET and its DELETE.
+	WriteDelay time.Duration
 	// Log receives one-line progress messages (nil: none).
 	Log io.Writer
 	// TraceTimeout bounds one trace replay; zero means three minutes.
@@ -178,8 +182,13 @@ func (s Spec) Validate() error {
 	if (s.Name == Kubeconfig || s.Name == Model) && (s.BinDir != "" || s.Audit) {
 		return inputErr("the control-plane binaries and the audit log belong to the envtest targets, not %s", s.Name)
 	}
-	if s.InformerLag < 0 || (s.InformerLag > 0 && s.Name != Impl) {
-		return inputErr("an informer lag is a fault of impl's GC running by itself (target impl), and positive; not %s with %s", s.Name, s.InformerLag)
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"an informer lag", s.InformerLag}, {"a write delay", s.WriteDelay}} {
+		if f.d < 0 || (f.d > 0 && s.Name != Impl) {
+			return inputErr("%s is a fault of impl's GC running by itself (target impl), and positive; not %s with %s", f.name, s.Name, f.d)
+		}
 	}
 	if s.History && s.Name != Upstream && s.Name != Impl {
 		return inputErr("checking the history needs the audit log of an envtest target that runs a GC by itself (upstream, impl), not %s", s.Name)
@@ -280,9 +289,12 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		t.hasWebhook = true
 	case Impl:
 		io := impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true,
-			GC: gc.Options{InformerLag: s.InformerLag, LagSeed: uint64(time.Now().UnixNano())}}
+			GC: gc.Options{InformerLag: s.InformerLag, LagSeed: uint64(time.Now().UnixNano()), WriteDelay: s.WriteDelay}}
 		if s.InformerLag > 0 {
 			t.logf("impl: the GC's informer events lag by up to %s each", s.InformerLag)
+		}
+		if s.WriteDelay > 0 {
+			t.logf("impl: the GC's writes wait up to %s each before they are sent", s.WriteDelay)
 		}
 		if s.implAdopts() {
 			io.Adopter, io.AdopterKinds = true, SteppedAdopterKinds

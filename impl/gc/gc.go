@@ -76,6 +76,10 @@ type Options struct {
 	// seeds the delays.
 	InformerLag time.Duration
 	LagSeed     uint64
+	// WriteDelay, in Auto mode, holds each GC write a random time up to
+	// it before sending it (lag.go): a fault that widens the window
+	// between a work item's GET and its write.
+	WriteDelay time.Duration
 }
 
 // GarbageCollector is one GC instance. Create it with New, run it with

@@ -1,12 +1,15 @@
 package gc
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cascade-k8s/cascade/impl/step"
 )
 
 // informerLag is Auto mode's informer-lag fault (Options.InformerLag):
@@ -89,4 +92,21 @@ func (l *informerLag) drain(ch chan lagged) {
 func (l *informerLag) close() {
 	close(l.stop)
 	l.wg.Wait()
+}
+
+// writeDelay is Auto mode's write-delay fault (Options.WriteDelay): it
+// holds each GC write a random time up to the maximum before sending it,
+// as a client-side rate limiter under load does (the GC's client allows
+// 40 requests a second). The window between attemptToDeleteItem's GET
+// and its DELETE, where a client's ownerReference change goes unnoticed
+// without the resourceVersion precondition (kubernetes#114603), widens
+// with it.
+func (gc *GarbageCollector) writeDelay(ctx context.Context) {
+	if gc.opts.WriteDelay <= 0 || gc.mode != step.Auto {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(rand.N(gc.opts.WriteDelay + 1)):
+	}
 }

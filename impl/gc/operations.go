@@ -95,6 +95,7 @@ func (gc *GarbageCollector) deleteObject(ctx context.Context, id Identity, rv st
 		pre.ResourceVersion = &rv
 	}
 	client := gc.metadata.Resource(r).Namespace(resourceDefaultNamespace(namespaced, id.Namespace))
+	gc.writeDelay(ctx)
 	err = client.Delete(ctx, id.Name, metav1.DeleteOptions{Preconditions: &pre, PropagationPolicy: policy})
 	if err == nil {
 		gc.writesOK.Add(1)
@@ -116,6 +117,7 @@ func (gc *GarbageCollector) patchObject(ctx context.Context, id Identity, pt typ
 	if err != nil {
 		return err
 	}
+	gc.writeDelay(ctx)
 	_, err = gc.metadata.Resource(r).Namespace(resourceDefaultNamespace(namespaced, id.Namespace)).Patch(ctx, id.Name, pt, data, metav1.PatchOptions{})
 	if err == nil {
 		gc.writesOK.Add(1)
