@@ -759,3 +759,30 @@ func TestStaleOrphanPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestOrphanSwitchedToForeground: attemptToOrphan removes a cluster-scoped
+// dependent's reference to a namespaced owner (unresolvable from it) as
+// upstream's orphan path does; when a DELETE switched the owner's orphan
+// deletion to Foreground within the race window before the patch, the
+// patch is the known kubernetes#32339 race, and outside it a violation.
+func TestOrphanSwitchedToForeground(t *testing.T) {
+	for _, late := range []bool{true, false} {
+		b := newBuilder(t)
+		o, pv := key("rc", "o"), key("pv", "vol")
+		b.create("client-0", o, 0, 10*ms, []string{"cascade.dev/hold"})
+		b.create("client-0", pv, 11*ms, 20*ms, nil, b.ref(o, false, false))
+		b.del("client-0", o, 21*ms, 25*ms, "Orphan")
+		b.del("client-1", o, 26*ms, 30*ms, "Foreground")
+		at := int64(40 * ms)
+		if !late {
+			at = 5000 * ms
+		}
+		patch := b.write("gc", pv, at, at+5*ms, withRefs())
+		r := b.check()
+		if late {
+			expectKnown(t, r, patch, "kubernetes#32339")
+		} else {
+			expectIllegal(t, r, patch, "gc removed")
+		}
+	}
+}

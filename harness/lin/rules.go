@@ -217,7 +217,16 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 				if orphaningOwner(s, r.UID) {
 					continue
 				}
-				return &violation{PropGCResolvable, fmt.Sprintf("gc removed %s's reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), ""}
+				v := &violation{PropGCResolvable, fmt.Sprintf("gc removed %s's reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), ""}
+				// kubernetes#32339, the other way: attemptToOrphan began
+				// on the owner's orphan finalizer, and a DELETE switched
+				// the deletion to Foreground (removing it) before this
+				// patch landed
+				if m := switchedFromOrphan(s, r.UID); c.lenient && c.racy(m, in) {
+					v.known = "kubernetes#32339"
+					v.message += fmt.Sprintf("; op %d switched the owner's orphan deletion to foreground after attemptToOrphan began", m)
+				}
+				return v
 			case refSolid:
 				if !(o.obj.Deleting && o.obj.HasFinalizer(model.FinalizerOrphan)) {
 					return &violation{PropGCWrites, fmt.Sprintf("gc removed %s's reference to %s, a solid owner that is not orphaning", in.key, o.key), ""}
@@ -405,6 +414,21 @@ func all[T any](xs []T, f func(T) bool) bool {
 
 // orphaningOwner reports whether a live object with this UID is being
 // deleted with the orphan finalizer, wherever it lives.
+// switchedFromOrphan returns the write that removed the orphan finalizer
+// from the deletion of the object with this UID, while it is deleting
+// without it (prov.orphanGone), or noMark.
+func switchedFromOrphan(s *store, uid string) mark {
+	m := noMark
+	s.each(func(e *entry) bool {
+		if e.known() && e.obj.UID == uid && e.obj.Deleting && e.prov != nil {
+			m = e.prov.orphanGone
+			return false
+		}
+		return true
+	})
+	return m
+}
+
 func orphaningOwner(s *store, uid string) bool {
 	found := false
 	s.each(func(e *entry) bool {
