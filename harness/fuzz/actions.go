@@ -49,25 +49,11 @@ func (r *steppedRun) actions(t *rapid.T, g *gen) map[string]func(*rapid.T) {
 	// two live objects made each other's owners (or one its own): the
 	// GC's circular-dependency handling needs a cycle, which owner
 	// references drawn one at a time close only rarely
-	actions["cycle"] = func(t *rapid.T) {
-		lines := g.cycle(t)
-		if lines == nil {
-			r.client(create(t))
-			return
-		}
-		for _, l := range lines {
-			r.client(l)
-		}
-	}
-	// a workload and an object it would adopt, in one namespace: what
-	// the adopting controller's races start from. Offered in every run:
-	// offered in half of them, as the swarm offers verbs, it found
-	// adopt-without-recheck in 60 runs per find instead of 21, and of
-	// the other bugs only lookup-ignores-scope needed fewer (71 against
-	// 100; TestGeneratorReach, 40 seeds)
-	if len(r.env.AdopterKinds) > 0 {
-		actions["family"] = func(t *rapid.T) {
-			lines := g.family(t, r.env.AdopterKinds)
+	// a compound action: the client steps draw gives, or a create when
+	// it gives none
+	steps := func(draw func(*rapid.T) []string) func(*rapid.T) {
+		return func(t *rapid.T) {
+			lines := draw(t)
 			if lines == nil {
 				r.client(create(t))
 				return
@@ -76,6 +62,16 @@ func (r *steppedRun) actions(t *rapid.T, g *gen) map[string]func(*rapid.T) {
 				r.client(l)
 			}
 		}
+	}
+	actions["cycle"] = steps(g.cycle)
+	// a workload and an object it would adopt, in one namespace: what
+	// the adopting controller's races start from. Offered in every run:
+	// offered in half of them, as the swarm offers verbs, it found
+	// adopt-without-recheck in 60 runs per find instead of 21, and of
+	// the other bugs only lookup-ignores-scope needed fewer (71 against
+	// 100; TestGeneratorReach, 40 seeds)
+	if len(r.env.AdopterKinds) > 0 {
+		actions["family"] = steps(func(t *rapid.T) []string { return g.family(t, r.env.AdopterKinds) })
 	}
 	// the GC and controllers catching up in an order rapid draws: internal
 	// steps, one at a time, until none is enabled (or 40 were taken)

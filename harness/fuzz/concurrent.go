@@ -237,24 +237,25 @@ func (r *concurrentRun) race(kind, summary string, lines []string) *runFailure {
 	}
 	inject := strings.Join(r.env.Inject, ",")
 	begin := time.Now()
-	doc := raceDoc(
+	doc := strings.Join([]string{
 		fmt.Sprintf("A race reproducer of a concurrent run of `cascade fuzz --target %s` that failed (%s):", r.env.Target, kind),
 		firstLine(summary),
 		"No settled run of its client steps shows the injected bug(s); the model checker searched their",
 		"interleavings with the GC's and the controllers' steps for this schedule, on which the model with",
-		"them breaks the property and the model without them breaks none. impl ran with "+inject+";",
-		"reproduce the schedule with: cascade replay --target impl-stepped THIS.trace")
+		"them breaks the property and the model without them breaks none. impl ran with " + inject + ";",
+		"reproduce the schedule with: cascade replay --target impl-stepped THIS.trace",
+	}, "\n")
 	budget := r.cfg.ShrinkTime
 	if budget <= 0 {
 		budget = 30 * time.Second
 	}
-	trace, steps := raceReproducer(r.env.Surrogate, lines, "cascade fuzz --target "+r.env.Target, doc, budget)
-	if trace == "" {
+	ce, steps := raceReproducer(r.env.Surrogate, lines, "cascade fuzz --target "+r.env.Target, doc, budget)
+	if ce == nil {
 		progress(r.cfg, "reproduce: no race in the run's client steps reproduces on the model with %s (%s)", inject, time.Since(begin).Round(time.Millisecond))
 		return nil
 	}
 	progress(r.cfg, "reproduce: %d client steps -> a race of %d client steps on the model with %s (%s); replaying it on impl-stepped", len(lines), steps, inject, time.Since(begin).Round(time.Millisecond))
-	div, err := r.env.ConfirmStepped(r.ctx, trace)
+	div, err := r.env.ConfirmStepped(r.ctx, ce.Trace)
 	switch {
 	case err != nil:
 		progress(r.cfg, "reproduce: the stepped replay failed: %v", err)
@@ -266,22 +267,12 @@ func (r *concurrentRun) race(kind, summary string, lines []string) *runFailure {
 	progress(r.cfg, "reproduce: impl-stepped with %s follows the race to its violation", inject)
 	return &runFailure{
 		kind:         "race",
-		summary:      fmt.Sprintf("a race of %d client steps, which impl-stepped with %s replays to the violation the model with them predicts: %s\n(the concurrent run failed with %s: %s)", steps, inject, raceViolation(trace), kind, firstLine(summary)),
-		trace:        trace,
+		summary:      fmt.Sprintf("a race of %d client steps, which impl-stepped with %s replays to the violation the model with them predicts: %s\n(the concurrent run failed with %s: %s)", steps, inject, ce.Property+": "+ce.Message, kind, firstLine(summary)),
+		trace:        ce.Trace,
 		steps:        steps,
 		attributed:   true,
 		replayTarget: target.ImplStepped,
 	}
-}
-
-// raceViolation is the violation line of a race reproducer's trace.
-func raceViolation(trace string) string {
-	for _, l := range strings.Split(trace, "\n") {
-		if strings.HasPrefix(l, "! violates ") {
-			return strings.TrimPrefix(l, "! violates ")
-		}
-	}
-	return ""
 }
 
 // run draws a program, runs it with one goroutine per client, waits for

@@ -2,7 +2,6 @@ package fuzz
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cascade-k8s/cascade/model"
@@ -116,8 +115,9 @@ func applicable(surrogate model.BugSet, steps []string) []string {
 
 // raceReproducer searches sent, a failing concurrent run's client steps
 // in the order they were sent, for a race the model with surrogate's
-// bugs reproduces, within budget. It returns the stepped trace and its
-// number of client steps, or "" when no window of the run holds one.
+// bugs reproduces, within budget. It returns the counterexample, whose
+// Trace is the stepped trace, and its number of client steps, or nil
+// when no window of the run holds one.
 //
 // A window ends at a step and holds it and up to raceWindow-1 steps
 // before it: the ones just before it, or the latest earlier steps on the
@@ -127,7 +127,7 @@ func applicable(surrogate model.BugSet, steps []string) []string {
 // of a dependent naming it, whose event a lagging informer delivered
 // first. The setup is the other steps before the window's last, in
 // order, each settled.
-func raceReproducer(surrogate model.BugSet, sent []string, foundBy, doc string, budget time.Duration) (string, int) {
+func raceReproducer(surrogate model.BugSet, sent []string, foundBy, doc string, budget time.Duration) (*check.Counterexample, int) {
 	r := &raceSearch{surrogate: surrogate, foundBy: foundBy, doc: doc}
 	deadline := time.Now().Add(budget)
 	var setup, window []string
@@ -155,7 +155,7 @@ search:
 		}
 	}
 	if !found {
-		return "", 0
+		return nil, 0
 	}
 	if r.reproduces(nil, window) != nil {
 		setup = nil // ddmin keeps at least one step
@@ -166,9 +166,9 @@ search:
 		func(w []string) bool { return r.reproduces(setup, w) != nil })
 	ce := r.reproduces(setup, window)
 	if ce == nil || ce.Trace == "" {
-		return "", 0
+		return nil, 0
 	}
-	return ce.Trace, len(setup) + len(window)
+	return ce, len(setup) + len(window)
 }
 
 // windows lists the windows ending at step j, as indices into sent in
@@ -234,6 +234,3 @@ func objectsOf(line string) []string {
 	}
 	return out
 }
-
-// raceDoc is the description of a race reproducer's trace.
-func raceDoc(lines ...string) string { return strings.Join(lines, "\n") }

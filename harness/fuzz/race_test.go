@@ -30,10 +30,11 @@ func TestRaceReproducer(t *testing.T) {
 	if trace, _ := settledReproducer(bug, sent, func(string, int) ([]string, []traces.Header) { return nil, nil }); trace != "" {
 		t.Fatalf("the race has a settled reproducer:\n%s", trace)
 	}
-	trace, steps := raceReproducer(bug, sent, "cascade fuzz --target impl", raceDoc("a test"), time.Minute)
-	if trace == "" {
+	ce, steps := raceReproducer(bug, sent, "cascade fuzz --target impl", "a test", time.Minute)
+	if ce == nil {
 		t.Fatal("no race reproducer")
 	}
+	trace := ce.Trace
 	if steps != 2 {
 		t.Errorf("%d client steps, want the two creates:\n%s", steps, trace)
 	}
@@ -53,11 +54,11 @@ func TestRaceReproducer(t *testing.T) {
 	if err := traces.Diff(tr, results); err != nil {
 		t.Errorf("the model does not replay the trace's expectations: %v", err)
 	}
-	if trace, _ := raceReproducer(0, sent, "", "", time.Minute); trace != "" {
-		t.Fatalf("a race without any bug:\n%s", trace)
+	if ce, _ := raceReproducer(0, sent, "", "", time.Minute); ce != nil {
+		t.Fatalf("a race without any bug:\n%s", ce.Trace)
 	}
-	if trace, _ := raceReproducer(bug, append(sent[:2:2], sent[4:]...), "", "", time.Minute); trace != "" {
-		t.Fatalf("a race without the creates:\n%s", trace)
+	if ce, _ := raceReproducer(bug, append(sent[:2:2], sent[4:]...), "", "", time.Minute); ce != nil {
+		t.Fatalf("a race without the creates:\n%s", ce.Trace)
 	}
 }
 

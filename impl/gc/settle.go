@@ -24,28 +24,22 @@ const SettleQuiet = 300 * time.Millisecond
 // each round delivers every held informer event (resources in name order,
 // each FIFO), then every virtual delete event, runs every attemptToOrphan
 // item, then every attemptToDelete item with its writes sent at once, and
-// sends any writes still held. A round that delivered no event and made
-// no successful write ends the loop once no event arrives for
-// SettleQuiet; items left queued then are retried forever without
-// effect (an owner of an unserved kind, a delete deletion protection
-// refuses, writes that succeed and change nothing). It is the counterpart of a trace's `settle`, and what a test
+// sends any writes still held. Once the rounds catch up (CatchUp) it
+// returns when no event arrives for SettleQuiet; items left queued then
+// are retried forever without effect (an owner of an unserved kind, a
+// delete deletion protection refuses, writes that succeed and change
+// nothing). It is the counterpart of a trace's `settle`, and what a test
 // runs before its first step to absorb the initial list.
 func (s *Stepper) Settle(ctx context.Context) error {
-	for round := 0; round < MaxSettleRounds; round++ {
-		delivered, err := s.settleRound(ctx)
+	for range MaxSettleRounds {
+		// taken before the rounds: an event held while they run ends
+		// the wait at once
+		wait := s.Arrived()
+		progressed, err := s.CatchUp(ctx)
 		if err != nil {
 			return err
 		}
-		// A round that only wrote waits below for the writes' events: a
-		// write that changes nothing has none (see CatchUp), and counting
-		// it as progress would spin an item the GC retries forever.
-		if delivered > 0 {
-			continue
-		}
-		s.mu.Lock()
-		wait := s.arrivals.Wait()
-		s.mu.Unlock()
-		if n, _ := s.counts(); n > 0 {
+		if progressed || s.Held() > 0 {
 			continue
 		}
 		select {
@@ -53,7 +47,7 @@ func (s *Stepper) Settle(ctx context.Context) error {
 			return ctx.Err()
 		case <-wait:
 		case <-time.After(SettleQuiet):
-			if n, _ := s.counts(); n == 0 {
+			if s.Held() == 0 {
 				return nil
 			}
 		}
