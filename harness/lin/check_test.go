@@ -786,3 +786,47 @@ func TestOrphanSwitchedToForeground(t *testing.T) {
 		}
 	}
 }
+
+// TestVirtualNamespace: a GC that has not yet observed a cluster-scoped
+// object holds it as a virtual node carrying the namespace of the
+// dependent it was made from (kubernetes#124378); attemptToDeleteItem
+// then resolves the object's reference to a namespaced owner in that
+// namespace, where a foreground-deleting owner makes it waiting, and
+// deletes the object with Foreground. That is the known race while the
+// object is new; long after its creation, with no dependent in the
+// owner's namespace, or with the owner solid there, it is a violation.
+func TestVirtualNamespace(t *testing.T) {
+	cases := []struct {
+		name       string
+		at         int64 // the GC's DELETE, ms
+		dependent  bool  // secret c references pv a
+		foreground bool  // secret c is being deleted with foregroundDeletion
+		known      bool
+	}{
+		{"new, referenced from the owner's namespace", 60, true, true, true},
+		{"long after its creation", 5000, true, true, false},
+		{"no dependent in a namespace", 60, false, true, false},
+		{"a solid owner in the borrowed namespace", 60, true, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuilder(t)
+			c, a := key("secret", "c"), key("pv", "a")
+			b.create("client-0", c, 0, 10*ms, []string{"cascade.dev/hold"})
+			b.create("client-1", a, 11*ms, 20*ms, nil, b.ref(c, true, true))
+			if tc.dependent {
+				b.write("client-0", c, 21*ms, 25*ms, withRefs(b.ref(a, true, true)))
+			}
+			if tc.foreground {
+				b.del("client-2", c, 26*ms, 30*ms, "Foreground")
+			}
+			del := b.del("gc", a, tc.at*ms, (tc.at+5)*ms, "Foreground")
+			r := b.check()
+			if tc.known {
+				expectKnown(t, r, del, KnownVirtualNamespace)
+			} else {
+				expectIllegal(t, r, del, "through its reference to v1/Secret c")
+			}
+		})
+	}
+}

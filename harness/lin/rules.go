@@ -91,7 +91,9 @@ func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
 		r := &d.Owners[i]
 		switch st, o := resolve(s, d, r); st {
 		case refUnresolvable:
-			return &violation{PropGCResolvable, fmt.Sprintf("gc deleted %s through its reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), ""}
+			v := &violation{PropGCResolvable, fmt.Sprintf("gc deleted %s through its reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), ""}
+			c.borrowedNamespace(s, cur, i, in, v)
+			return v
 		case refUncertain:
 			return nil
 		case refSolid:
@@ -218,6 +220,7 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 					continue
 				}
 				v := &violation{PropGCResolvable, fmt.Sprintf("gc removed %s's reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), ""}
+				c.borrowedNamespace(s, cur, i, in, v)
 				// kubernetes#32339, the other way: attemptToOrphan began
 				// on the owner's orphan finalizer, and a DELETE switched
 				// the deletion to Foreground (removing it) before this
@@ -439,4 +442,53 @@ func orphaningOwner(s *store, uid string) bool {
 		return true
 	})
 	return found
+}
+
+// KnownVirtualNamespace names a GC write through a cluster-scoped
+// object's reference to a namespaced owner kind, made while the GC held
+// the object as a virtual node that carries the namespace of the
+// dependent it was made from (GraphBuilder.addDependentToOwners gives
+// every virtual node its dependent's namespace, kubernetes#124378).
+// attemptToDeleteItem runs a virtual node's item with those coordinates:
+// its GET finds the cluster-scoped object, and isDangling looks the
+// object's own owners up in the borrowed namespace instead of failing
+// with namespacedOwnerOfClusterScopedObjectErr. Once the object's own
+// event arrives the node takes its observed identity, so the window is
+// the GC's informer lag after the object was created.
+const KnownVirtualNamespace = "kubernetes#124378"
+
+// borrowedNamespace marks v, a GC write through reference i of cur's
+// object that is unresolvable from it, as KnownVirtualNamespace when the
+// object is cluster-scoped and was created (with the reference) within
+// the race window before the write, and a live object in a namespace N
+// references it, where the reference's owner is not solid: a GC that
+// had not yet observed the object held it as a virtual node in N, and
+// in N the reference is dangling or waiting, as attemptToDeleteItem
+// needs to delete or unreference.
+func (c *checker) borrowedNamespace(s *store, cur *entry, i int, in *input, v *violation) {
+	d := cur.obj
+	if !c.lenient || d.Namespace != "" || cur.prov == nil || i >= len(cur.prov.refs) {
+		return
+	}
+	by := cur.prov.refs[i].by
+	if by < 0 || c.ops[by].Verb != history.Create || !c.racy(by, in) {
+		return
+	}
+	r := &d.Owners[i]
+	s.each(func(e *entry) bool {
+		if !e.known() || e.obj.Namespace == "" {
+			return true
+		}
+		if _, refers := findRef(e.obj.Owners, d.UID); !refers {
+			return true
+		}
+		virtual := *d
+		virtual.Namespace = e.obj.Namespace
+		if st, _ := resolve(s, &virtual, r); st == refSolid || st == refUnresolvable {
+			return true
+		}
+		v.known = KnownVirtualNamespace
+		v.message += fmt.Sprintf("; the GC held it as a virtual node in namespace %s, made from %s, and looked the owner up there", e.obj.Namespace, e.key)
+		return false
+	})
 }
