@@ -56,6 +56,10 @@ type ConcurrentEnv struct {
 	// it diverged ("" when it follows the model). With it set, a failing
 	// run without a settled reproducer is searched for a race.
 	ConfirmStepped func(ctx context.Context, trace string) (string, error)
+	// Relist says the target's informers may skip events as relists do
+	// (impl's informer-relist fault): the race search then lets the
+	// model's informers coalesce events too (model.OpCoalesce).
+	Relist bool
 }
 
 // sent is one client step of a concurrent run as it was executed.
@@ -249,7 +253,7 @@ func (r *concurrentRun) race(kind, summary string, lines []string) *runFailure {
 	if budget <= 0 {
 		budget = 30 * time.Second
 	}
-	ce, steps := raceReproducer(r.env.Surrogate, lines, "cascade fuzz --target "+r.env.Target, doc, budget)
+	ce, steps := raceReproducer(r.env.Surrogate, r.env.Relist, lines, "cascade fuzz --target "+r.env.Target, doc, budget)
 	if ce == nil {
 		progress(r.cfg, "reproduce: no race in the run's client steps reproduces on the model with %s (%s)", inject, time.Since(begin).Round(time.Millisecond))
 		return nil

@@ -41,6 +41,7 @@ const raceMaxStates = 200_000
 // the window (Ordered ops).
 type raceSearch struct {
 	surrogate model.BugSet
+	coalesce  bool // the target's informers may skip events (Scope.Coalesce)
 	foundBy   string
 	doc       string
 }
@@ -51,7 +52,7 @@ func (r *raceSearch) scope(setup, window []string, bugs model.BugSet) check.Scop
 	for _, s := range setup {
 		lines = append(lines, s, "settle")
 	}
-	return check.Scope{Name: "race", Setup: lines, Ops: window, Ordered: true, Bugs: bugs,
+	return check.Scope{Name: "race", Setup: lines, Ops: window, Ordered: true, Bugs: bugs, Coalesce: r.coalesce,
 		MaxStates: raceMaxStates, FoundBy: r.foundBy, Doc: r.doc}
 }
 
@@ -127,8 +128,8 @@ func applicable(surrogate model.BugSet, steps []string) []string {
 // of a dependent naming it, whose event a lagging informer delivered
 // first. The setup is the other steps before the window's last, in
 // order, each settled.
-func raceReproducer(surrogate model.BugSet, sent []string, foundBy, doc string, budget time.Duration) (*check.Counterexample, int) {
-	r := &raceSearch{surrogate: surrogate, foundBy: foundBy, doc: doc}
+func raceReproducer(surrogate model.BugSet, coalesce bool, sent []string, foundBy, doc string, budget time.Duration) (*check.Counterexample, int) {
+	r := &raceSearch{surrogate: surrogate, coalesce: coalesce, foundBy: foundBy, doc: doc}
 	deadline := time.Now().Add(budget)
 	var setup, window []string
 	found := false

@@ -30,7 +30,7 @@ func TestRaceReproducer(t *testing.T) {
 	if trace, _ := settledReproducer(bug, sent, func(string, int) ([]string, []traces.Header) { return nil, nil }); trace != "" {
 		t.Fatalf("the race has a settled reproducer:\n%s", trace)
 	}
-	ce, steps := raceReproducer(bug, sent, "cascade fuzz --target impl", "a test", time.Minute)
+	ce, steps := raceReproducer(bug, false, sent, "cascade fuzz --target impl", "a test", time.Minute)
 	if ce == nil {
 		t.Fatal("no race reproducer")
 	}
@@ -54,11 +54,46 @@ func TestRaceReproducer(t *testing.T) {
 	if err := traces.Diff(tr, results); err != nil {
 		t.Errorf("the model does not replay the trace's expectations: %v", err)
 	}
-	if ce, _ := raceReproducer(0, sent, "", "", time.Minute); ce != nil {
+	if ce, _ := raceReproducer(0, false, sent, "", "", time.Minute); ce != nil {
 		t.Fatalf("a race without any bug:\n%s", ce.Trace)
 	}
-	if ce, _ := raceReproducer(bug, append(sent[:2:2], sent[4:]...), "", "", time.Minute); ce != nil {
+	if ce, _ := raceReproducer(bug, false, append(sent[:2:2], sent[4:]...), "", "", time.Minute); ce != nil {
 		t.Fatalf("a race without the creates:\n%s", ce.Trace)
+	}
+}
+
+// TestRaceReproducerRelist: kubernetes#56121 needs an informer relist:
+// the GC makes a virtual node for an owner from its dependent's event,
+// verifies it while the owner exists and (forget-unobserved-virtual)
+// forgets it; the owner's create and delete then both vanish in a
+// relist. Only a search that lets the model's informers coalesce
+// events, as impl's informer-relist fault lets its informers, finds it.
+func TestRaceReproducerRelist(t *testing.T) {
+	sent := []string{
+		"create secret/owner",
+		"create cm/other",
+		"create cm/dep owner=secret/owner",
+		"delete cm/other",
+		"delete secret/owner",
+	}
+	bug := model.BugSet(0).With(model.BugForgetUnobservedVirtual)
+	if ce, _ := raceReproducer(bug, false, sent, "", "", time.Minute); ce != nil {
+		t.Fatalf("a race without relists:\n%s", ce.Trace)
+	}
+	ce, steps := raceReproducer(bug, true, sent, "cascade fuzz --target impl", "a test", time.Minute)
+	if ce == nil {
+		t.Fatal("no race reproducer with relists")
+	}
+	if steps != 3 {
+		t.Errorf("%d client steps, want the owner's create and delete and the dependent's create:\n%s", steps, ce.Trace)
+	}
+	for _, want := range []string{"gc coalesce secret/owner", "# bug: forget-unobserved-virtual", "! violates garbage is collected"} {
+		if !strings.Contains(ce.Trace, want) {
+			t.Errorf("the trace lacks %q:\n%s", want, ce.Trace)
+		}
+	}
+	if ce, _ := raceReproducer(0, true, sent, "", "", time.Minute); ce != nil {
+		t.Fatalf("a race with relists but without the bug:\n%s", ce.Trace)
 	}
 }
 

@@ -114,6 +114,11 @@ type Spec struct {
 	// (gc.Options.InformerLag): a fault under which the GC's lookup
 	// races happen on a GC that runs by itself.
 	InformerLag time.Duration
+	// InformerRelist, on impl with an InformerLag, lets the GC's lagging
+	// informers skip events as a relist does
+	// (gc.Options.InformerRelist): a fault under which an owner can be
+	// created and deleted without the graph builder seeing either.
+	InformerRelist bool
 	// WriteDelay, on impl, holds each GC write a random time up to it
 	// (gc.Options.WriteDelay): a fault under which a client write lands
 	// between the GC's GET and its DELETE.
@@ -189,6 +194,9 @@ func (s Spec) Validate() error {
 		if f.d < 0 || (f.d > 0 && s.Name != Impl) {
 			return inputErr("%s is a fault of impl's GC running by itself (target impl), and positive; not %s with %s", f.name, s.Name, f.d)
 		}
+	}
+	if s.InformerRelist && s.InformerLag <= 0 {
+		return inputErr("an informer relist skips only events still lagging: it needs an informer lag")
 	}
 	if s.History && s.Name != Upstream && s.Name != Impl {
 		return inputErr("checking the history needs the audit log of an envtest target that runs a GC by itself (upstream, impl), not %s", s.Name)
@@ -289,9 +297,12 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		t.hasWebhook = true
 	case Impl:
 		io := impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true,
-			GC: gc.Options{InformerLag: s.InformerLag, LagSeed: uint64(time.Now().UnixNano()), WriteDelay: s.WriteDelay}}
+			GC: gc.Options{InformerLag: s.InformerLag, InformerRelist: s.InformerRelist, LagSeed: uint64(time.Now().UnixNano()), WriteDelay: s.WriteDelay}}
 		if s.InformerLag > 0 {
 			t.logf("impl: the GC's informer events lag by up to %s each", s.InformerLag)
+		}
+		if s.InformerRelist {
+			t.logf("impl: the GC's lagging informers may skip events as a relist does")
 		}
 		if s.WriteDelay > 0 {
 			t.logf("impl: the GC's writes wait up to %s each before they are sent", s.WriteDelay)

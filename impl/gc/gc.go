@@ -27,6 +27,7 @@ package gc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +77,12 @@ type Options struct {
 	// seeds the delays.
 	InformerLag time.Duration
 	LagSeed     uint64
+	// InformerRelist, with InformerLag, lets a lagging informer skip
+	// events as a relist does: one a later event about the same object
+	// supersedes, the delete of an object the graph builder never saw
+	// (lag.go). A fault under which a virtual node's owner can come and
+	// go unobserved (kubernetes#56121).
+	InformerRelist bool
 	// WriteDelay, in Auto mode, holds each GC write a random time up to
 	// it before sending it (lag.go): a fault that widens the window
 	// between a work item's GET and its write.
@@ -121,6 +128,9 @@ type GarbageCollector struct {
 // New builds a GarbageCollector for the cluster cfg points at. It makes
 // no request until Run.
 func New(cfg *rest.Config, opts Options) (*GarbageCollector, error) {
+	if opts.InformerRelist && opts.InformerLag <= 0 {
+		return nil, fmt.Errorf("gc: InformerRelist needs an InformerLag (a relist skips only events still lagging)")
+	}
 	if opts.Workers <= 0 {
 		opts.Workers = 5
 	}
@@ -173,7 +183,7 @@ func New(cfg *rest.Config, opts Options) (*GarbageCollector, error) {
 		gc.attemptToOrphan = newAutoQueue("garbage_collector_attempt_to_orphan")
 		gc.graphChanges = workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[*event]{Name: "garbage_collector_graph_changes"})
 		if opts.InformerLag > 0 {
-			gc.lag = newInformerLag(opts.InformerLag, opts.LagSeed, gc.graphChanges.Add)
+			gc.lag = newInformerLag(opts.InformerLag, opts.InformerRelist, opts.LagSeed, gc.graphChanges.Add)
 		}
 	}
 	return gc, nil

@@ -1,12 +1,14 @@
 package gc
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestInformerLag: the informer-lag fault delivers every event, each
@@ -19,7 +21,7 @@ func TestInformerLag(t *testing.T) {
 	pvs := schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumes"}
 	var mu sync.Mutex
 	var got []*event
-	l := newInformerLag(20*time.Millisecond, 1, func(ev *event) {
+	l := newInformerLag(20*time.Millisecond, false, 1, func(ev *event) {
 		mu.Lock()
 		got = append(got, ev)
 		mu.Unlock()
@@ -60,5 +62,88 @@ func TestInformerLag(t *testing.T) {
 	}
 	if !reordered {
 		t.Error("no event of one resource overtook an earlier one of the other")
+	}
+}
+
+// TestInformerRelist: with relist, a lagging stream skips some events,
+// and only those a relist could skip: what reaches the graph builder is,
+// object by object, a consistent history — an add first, each update
+// from the version last handed on, a delete only of an object handed
+// on — that ends in each surviving object's last version. The delete
+// of an object never handed on may vanish with it.
+func TestInformerRelist(t *testing.T) {
+	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	var mu sync.Mutex
+	var got []*event
+	l := newInformerLag(5*time.Millisecond, true, 7, func(ev *event) {
+		mu.Lock()
+		got = append(got, ev)
+		mu.Unlock()
+	})
+	defer l.close()
+	obj := func(uid string, v int) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), ResourceVersion: fmt.Sprint(v)}}
+	}
+	last := map[types.UID]*metav1.PartialObjectMetadata{} // surviving objects' last versions
+	const n = 100
+	for i := range n {
+		uid := fmt.Sprintf("u%d", i)
+		first := obj(uid, 1)
+		l.deliver(&event{typ: Added, obj: first, gvr: cms})
+		prev := first
+		for v := 2; v <= 4; v++ {
+			next := obj(uid, v)
+			l.deliver(&event{typ: Modified, obj: next, old: prev, gvr: cms})
+			prev = next
+		}
+		if i%2 == 0 {
+			l.deliver(&event{typ: Deleted, obj: prev, gvr: cms})
+		} else {
+			last[prev.UID] = prev
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for l.pending.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if l.pending.Load() != 0 {
+		t.Fatalf("%d events still pending", l.pending.Load())
+	}
+	if l.skipped.Load() == 0 || int(l.skipped.Load())+len(got) != 5*n-n/2 {
+		t.Fatalf("%d events skipped and %d handed on of %d", l.skipped.Load(), len(got), 5*n-n/2)
+	}
+	given := map[types.UID]*metav1.PartialObjectMetadata{}
+	gone := map[types.UID]bool{}
+	for _, ev := range got {
+		uid := ev.obj.UID
+		if gone[uid] {
+			t.Fatalf("%s: a %s handed on after its delete", uid, ev.typ)
+		}
+		prev, seen := given[uid]
+		switch {
+		case ev.typ == Deleted && !seen:
+			t.Fatalf("%s: a delete handed on for an object never handed on", uid)
+		case ev.typ == Deleted:
+			delete(given, uid)
+			gone[uid] = true
+			continue
+		case !seen && (ev.typ != Added || ev.old != nil):
+			t.Fatalf("%s: first handed on as a %s (old %v), not an add", uid, ev.typ, ev.old)
+		case seen && (ev.typ != Modified || ev.old != prev):
+			t.Fatalf("%s: an update from version %v, not from %s, the one handed on last", uid, ev.old, prev.ResourceVersion)
+		}
+		given[uid] = ev.obj
+	}
+	for uid, want := range last {
+		if given[uid] != want {
+			t.Errorf("%s ends at version %v, want %s", uid, given[uid], want.ResourceVersion)
+		}
+	}
+	for uid := range given {
+		if last[uid] == nil {
+			t.Errorf("%s was deleted but the graph builder still has it", uid)
+		}
 	}
 }
