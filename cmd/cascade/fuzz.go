@@ -18,12 +18,12 @@ import (
 )
 
 type fuzzFlags struct {
-	target, kubeconfig, context, binDir, out, failFile string
-	inject, kinds                                      []string
-	seed                                               uint64
-	checks, steps, clients                             int
-	shrinkTime, informerLag, writeDelay                time.Duration
-	json, informerRelist                               bool
+	target, kubeconfig, context, binDir, out, failFile  string
+	inject, kinds                                       []string
+	seed                                                uint64
+	checks, steps, clients                              int
+	shrinkTime, informerLag, informerRelist, writeDelay time.Duration
+	json                                                bool
 }
 
 func newFuzzCmd() *cobra.Command {
@@ -64,11 +64,11 @@ failure.trace, to replay with 'cascade replay --target impl-stepped'. A
 failure with neither is held while fuzzing goes on for one. Three faults
 make races likely on a GC that runs by itself: --informer-lag delays impl's
 informer events (each resource's in order; the lookup races),
---informer-relist lets those lagging events be skipped as a relist skips
-them (an owner created and deleted unseen), and --write-delay holds each
-GC write before it is sent (a client write lands between the GC's GET and
-its DELETE). The race search then lets the model's informers skip events
-too. With
+--informer-relist breaks the GC's watches now and then and relists them
+later, so that only each object's last state is seen (an owner created
+and deleted unseen; the race search then lets the model's informers skip
+events too), and --write-delay holds each GC write before it is sent (a
+client write lands between the GC's GET and its DELETE). With
 adopt-without-recheck, impl's adopter stands in for kube-controller-manager's
 Deployment, ReplicaSet and ReplicationController controllers.
 
@@ -86,7 +86,7 @@ JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
 	fl.IntVar(&f.clients, "clients", 4, "concurrent driver clients (concurrent runs)")
 	fl.DurationVar(&f.shrinkTime, "shrink-time", time.Minute, "time budget for shrinking a failing run (and for searching it for a race)")
 	fl.DurationVar(&f.informerLag, "informer-lag", 0, "impl: delay each of the GC's informer events by a random time up to this, each resource's in order (a fault; 0: none)")
-	fl.BoolVar(&f.informerRelist, "informer-relist", false, "impl, with --informer-lag: let the GC's lagging informers skip events as a relist does (a fault)")
+	fl.DurationVar(&f.informerRelist, "informer-relist", 0, "impl: break each of the GC's watches now and then and relist up to this later, handing on each object's last state only (a fault; 0: none)")
 	fl.DurationVar(&f.writeDelay, "write-delay", 0, "impl: hold each GC write a random time up to this before sending it (a fault; 0: none)")
 	fl.StringSliceVar(&f.kinds, "kinds", fuzz.DefaultUniverse.Kinds, "kinds random steps create (short names)")
 	fl.StringVar(&f.out, "out", "out/fuzz", "directory for failure artifacts")

@@ -57,8 +57,9 @@ type ConcurrentEnv struct {
 	// run without a settled reproducer is searched for a race.
 	ConfirmStepped func(ctx context.Context, trace string) (string, error)
 	// Relist says the target's informers may skip events as relists do
-	// (impl's informer-relist fault): the race search then lets the
-	// model's informers coalesce events too (model.OpCoalesce).
+	// (impl's informer-relist fault): runs then also draw short-lived
+	// owners (gen.fleeting), and the race search lets the model's
+	// informers coalesce events too (model.OpCoalesce).
 	Relist bool
 }
 
@@ -288,6 +289,12 @@ func (r *concurrentRun) run(t *rapid.T) {
 		actions[verb] = func(t *rapid.T) {
 			c := rapid.IntRange(0, r.cfg.Clients-1).Draw(t, "client")
 			r.program[c] = append(r.program[c], draw(t))
+		}
+	}
+	if r.env.Relist {
+		actions["fleeting"] = func(t *rapid.T) {
+			c := rapid.IntRange(0, r.cfg.Clients-1).Draw(t, "client")
+			r.program[c] = append(r.program[c], g.fleeting(t)...)
 		}
 	}
 	t.Repeat(actions)

@@ -165,6 +165,12 @@ func (g *gen) ownerRef(t *rapid.T, dep string) string {
 	if owner == "" {
 		owner = g.existing(t, "owner")
 	}
+	return g.refTo(t, owner, dep)
+}
+
+// refTo draws an owner= value naming owner from dep: controller and
+// blockOwnerDeletion at random.
+func (g *gen) refTo(t *rapid.T, owner, dep string) string {
 	ok, ons, oname := split(owner)
 	_, dns, _ := split(dep)
 	ref := ok + "/" + oname
@@ -178,6 +184,27 @@ func (g *gen) ownerRef(t *rapid.T, dep string) string {
 		ref += ",block"
 	}
 	return ref
+}
+
+// fleeting draws an owner that lives only while a dependent naming it is
+// created: its create, the dependent's create and its Background delete,
+// for one client to send one after the other, within milliseconds. When
+// both the owner's events fall within a relist gap of its resource while
+// the dependent's arrives, the GC makes the owner a virtual node, finds
+// it live, and never sees it come or go (kubernetes#56121): concurrent
+// runs draw it under impl's informer-relist fault.
+func (g *gen) fleeting(t *rapid.T) []string {
+	owner := g.key(t, "fleeting-owner")
+	dep := g.key(t, "fleeting-dep")
+	for _, k := range []string{owner, dep} {
+		if !slices.Contains(g.created, k) {
+			g.created = append(g.created, k)
+		}
+	}
+	if dep == owner {
+		return []string{"create " + owner}
+	}
+	return []string{"create " + owner, "create " + dep + " owner=" + g.refTo(t, owner, dep), "delete " + owner}
 }
 
 // split returns a key's kind, namespace ("" for the default namespace or

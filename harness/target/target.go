@@ -114,11 +114,12 @@ type Spec struct {
 	// (gc.Options.InformerLag): a fault under which the GC's lookup
 	// races happen on a GC that runs by itself.
 	InformerLag time.Duration
-	// InformerRelist, on impl with an InformerLag, lets the GC's lagging
-	// informers skip events as a relist does
-	// (gc.Options.InformerRelist): a fault under which an owner can be
-	// created and deleted without the graph builder seeing either.
-	InformerRelist bool
+	// InformerRelist, on impl, breaks each of the GC's watches now and
+	// then and relists a random time up to it later, handing on each
+	// object's last state only (gc.Options.InformerRelist): a fault
+	// under which an owner can be created and deleted without the graph
+	// builder seeing either.
+	InformerRelist time.Duration
 	// WriteDelay, on impl, holds each GC write a random time up to it
 	// (gc.Options.WriteDelay): a fault under which a client write lands
 	// between the GC's GET and its DELETE.
@@ -190,13 +191,10 @@ func (s Spec) Validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"an informer lag", s.InformerLag}, {"a write delay", s.WriteDelay}} {
+	}{{"an informer lag", s.InformerLag}, {"an informer relist gap", s.InformerRelist}, {"a write delay", s.WriteDelay}} {
 		if f.d < 0 || (f.d > 0 && s.Name != Impl) {
 			return inputErr("%s is a fault of impl's GC running by itself (target impl), and positive; not %s with %s", f.name, s.Name, f.d)
 		}
-	}
-	if s.InformerRelist && s.InformerLag <= 0 {
-		return inputErr("an informer relist skips only events still lagging: it needs an informer lag")
 	}
 	if s.History && s.Name != Upstream && s.Name != Impl {
 		return inputErr("checking the history needs the audit log of an envtest target that runs a GC by itself (upstream, impl), not %s", s.Name)
@@ -301,8 +299,8 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		if s.InformerLag > 0 {
 			t.logf("impl: the GC's informer events lag by up to %s each", s.InformerLag)
 		}
-		if s.InformerRelist {
-			t.logf("impl: the GC's lagging informers may skip events as a relist does")
+		if s.InformerRelist > 0 {
+			t.logf("impl: the GC's watches break now and then and relist up to %s later", s.InformerRelist)
 		}
 		if s.WriteDelay > 0 {
 			t.logf("impl: the GC's writes wait up to %s each before they are sent", s.WriteDelay)

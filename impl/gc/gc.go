@@ -27,7 +27,6 @@ package gc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,12 +76,12 @@ type Options struct {
 	// seeds the delays.
 	InformerLag time.Duration
 	LagSeed     uint64
-	// InformerRelist, with InformerLag, lets a lagging informer skip
-	// events as a relist does: one a later event about the same object
-	// supersedes, the delete of an object the graph builder never saw
-	// (lag.go). A fault under which a virtual node's owner can come and
-	// go unobserved (kubernetes#56121).
-	InformerRelist bool
+	// InformerRelist, in Auto mode, breaks each resource's watch now and
+	// then, and relists it a random time up to it later: the events in
+	// between reach the graph builder as a relist hands them on, each
+	// object's last state only (lag.go). A fault under which an owner
+	// can come and go unobserved (kubernetes#56121). LagSeed seeds it.
+	InformerRelist time.Duration
 	// WriteDelay, in Auto mode, holds each GC write a random time up to
 	// it before sending it (lag.go): a fault that widens the window
 	// between a work item's GET and its write.
@@ -109,7 +108,7 @@ type GarbageCollector struct {
 	attemptToDelete queue
 	attemptToOrphan queue
 	graphChanges    workqueue.TypedInterface[*event] // Auto mode
-	lag             *informerLag                     // Auto mode, Options.InformerLag
+	lag             *informerLag                     // Auto mode, Options.InformerLag and InformerRelist
 	stepper         *Stepper                         // Stepped mode
 
 	syncMu    sync.Mutex
@@ -128,9 +127,6 @@ type GarbageCollector struct {
 // New builds a GarbageCollector for the cluster cfg points at. It makes
 // no request until Run.
 func New(cfg *rest.Config, opts Options) (*GarbageCollector, error) {
-	if opts.InformerRelist && opts.InformerLag <= 0 {
-		return nil, fmt.Errorf("gc: InformerRelist needs an InformerLag (a relist skips only events still lagging)")
-	}
 	if opts.Workers <= 0 {
 		opts.Workers = 5
 	}
@@ -182,7 +178,7 @@ func New(cfg *rest.Config, opts Options) (*GarbageCollector, error) {
 		gc.attemptToDelete = newAutoQueue("garbage_collector_attempt_to_delete")
 		gc.attemptToOrphan = newAutoQueue("garbage_collector_attempt_to_orphan")
 		gc.graphChanges = workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[*event]{Name: "garbage_collector_graph_changes"})
-		if opts.InformerLag > 0 {
+		if opts.InformerLag > 0 || opts.InformerRelist > 0 {
 			gc.lag = newInformerLag(opts.InformerLag, opts.InformerRelist, opts.LagSeed, gc.graphChanges.Add)
 		}
 	}

@@ -14,68 +14,84 @@ import (
 	"github.com/cascade-k8s/cascade/impl/step"
 )
 
-// informerLag is Auto mode's informer-lag fault (Options.InformerLag):
-// each informer event reaches the graph builder a random time after the
-// informer delivered it, up to the maximum, and each resource's events
-// keep their order, as one watch stream lagging behind another would
-// deliver them. The GC's lookup and adoption races need exactly that: a
-// dependent's event before its owner's (kubernetes#54940's cluster-scoped
-// owner looked up in the dependent's namespace), an orphaned dependent's
-// update before its owner's deletion. Upstream has no such switch; a
-// loaded API server's watch cache lags this way.
+// informerLag is Auto mode's informer-lag and informer-relist faults
+// (Options.InformerLag, Options.InformerRelist).
 //
-// With relist (Options.InformerRelist) a lagging stream may also skip
-// events as an informer that relists instead of watching does
-// (reflector.go ListAndWatch, DeltaFIFO.Replace): the relist hands the
-// handler only each object's state at the time of the list, so an event
-// a later one about the same object supersedes never reaches it, and
-// neither does the delete of an object it never saw (created and deleted
-// between two lists; Replace emits deletes only for objects in its
+// With a lag, each informer event reaches the graph builder a random time
+// after the informer delivered it, up to the maximum, and each resource's
+// events keep their order, as one watch stream lagging behind another
+// would deliver them. The GC's lookup and adoption races need exactly
+// that: a dependent's event before its owner's (kubernetes#54940's
+// cluster-scoped owner looked up in the dependent's namespace), an
+// orphaned dependent's update before its owner's deletion. Upstream has
+// no such switch; a loaded API server's watch cache lags this way.
+//
+// With relist gaps, a resource's watch breaks now and then and its
+// informer relists up to the maximum gap later (reflector.go
+// ListAndWatch; DeltaFIFO.Replace), while the other resources' watches go
+// on. A relist hands the handler only each object's state at the time of
+// the list: an event that a later one about the same object supersedes
+// within the gap never reaches it, and neither does the delete of an
+// object it never saw (created and deleted within the gap: Replace, and
+// DeltaFIFO.Delete, emit deletes only for objects in the informer's
 // store). The graph builder then gets, for an object it saw, an update
 // from the version it last had, and for one it never saw, an add: what
 // Replace's Sync deltas give the handler. This is the model's `gc
-// coalesce` (model.OpCoalesce) and impl's Stepper.Coalesce, taken at
-// random: kubernetes#56121's stranded virtual node needs it.
+// coalesce` (model.OpCoalesce) and impl's Stepper.Coalesce, taken where a
+// gap falls: kubernetes#56121's stranded virtual node needs an owner
+// created and deleted within a gap of its resource while its dependent's
+// resource is watched.
 type informerLag struct {
-	max     time.Duration
-	relist  bool
-	add     func(*event) // graphChanges.Add
-	mu      sync.Mutex
-	rnd     *rand.Rand
-	streams map[schema.GroupVersionResource]*lagStream
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	max    time.Duration // lag
+	gap    time.Duration // relist
+	add    func(*event)  // graphChanges.Add
+	mu     sync.Mutex
+	rnd    *rand.Rand
+	gaps   int // relist gaps begun, numbering them
+	stream map[schema.GroupVersionResource]*lagStream
+	stop   chan struct{}
+	wg     sync.WaitGroup
 	// pending counts events delayed and not yet added or skipped: Stats
 	// counts them as graph changes, so that the GC is not quiet while
 	// one is due.
 	pending atomic.Int64
-	// skipped counts the events a relist skipped (for tests and logs).
+	// skipped counts the events a relist skipped (for tests).
 	skipped atomic.Int64
 }
+
+// gapChance is the chance that an event on a stream outside a gap breaks
+// its watch: the event and those after it wait for the relist.
+const gapChance = 4 // one in
 
 // lagStream is one resource's delayed events, oldest first, guarded by
 // informerLag.mu.
 type lagStream struct {
 	queue []lagged
 	wake  chan struct{} // one token: queue grew
+	// gapEnd is when the current relist gap ends, gap its number (0:
+	// none yet).
+	gapEnd time.Time
+	gap    int
 	// given is, by UID, the version of each object the graph builder
-	// last got, for relist: kept only with relist.
+	// last got (with relist gaps only).
 	given map[types.UID]*metav1.PartialObjectMetadata
 }
 
 type lagged struct {
 	ev  *event
 	due time.Time
+	gap int // the relist gap the event fell in, 0 for none
 }
 
-func newInformerLag(max time.Duration, relist bool, seed uint64, add func(*event)) *informerLag {
-	return &informerLag{max: max, relist: relist, add: add, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		streams: map[schema.GroupVersionResource]*lagStream{}, stop: make(chan struct{})}
+func newInformerLag(lag, gap time.Duration, seed uint64, add func(*event)) *informerLag {
+	return &informerLag{max: lag, gap: gap, add: add, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		stream: map[schema.GroupVersionResource]*lagStream{}, stop: make(chan struct{})}
 }
 
-// deliver delays ev on its resource's stream. A stream's events are due
-// in the order they came, each at the latest of its own random delay and
-// the one before it.
+// deliver delays ev on its resource's stream. A stream's events are
+// handed on in the order they came, each at the latest of its own due
+// time and the one before it: a random lag, or the end of the relist gap
+// it falls in.
 func (l *informerLag) deliver(ev *event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -84,15 +100,29 @@ func (l *informerLag) deliver(ev *event) {
 		return
 	default:
 	}
-	s, ok := l.streams[ev.gvr]
+	s, ok := l.stream[ev.gvr]
 	if !ok {
 		s = &lagStream{wake: make(chan struct{}, 1), given: map[types.UID]*metav1.PartialObjectMetadata{}}
-		l.streams[ev.gvr] = s
+		l.stream[ev.gvr] = s
 		l.wg.Add(1)
 		go l.drain(s)
 	}
-	due := time.Now().Add(time.Duration(l.rnd.Int64N(int64(l.max) + 1)))
-	s.queue = append(s.queue, lagged{ev: ev, due: due})
+	now := time.Now()
+	x := lagged{ev: ev, due: now}
+	if l.max > 0 {
+		x.due = now.Add(time.Duration(l.rnd.Int64N(int64(l.max) + 1)))
+	}
+	if l.gap > 0 {
+		if !now.Before(s.gapEnd) && l.rnd.IntN(gapChance) == 0 {
+			l.gaps++
+			s.gap, s.gapEnd = l.gaps, now.Add(time.Duration(l.rnd.Int64N(int64(l.gap)+1)))
+		}
+		if now.Before(s.gapEnd) {
+			x.gap = s.gap
+			x.due = s.gapEnd
+		}
+	}
+	s.queue = append(s.queue, x)
 	l.pending.Add(1)
 	select {
 	case s.wake <- struct{}{}:
@@ -128,7 +158,7 @@ func (l *informerLag) drain(s *lagStream) {
 		}
 		l.mu.Lock()
 		s.queue = s.queue[1:]
-		ev := l.next(s, head.ev)
+		ev := l.next(s, head)
 		l.mu.Unlock()
 		if ev != nil {
 			l.add(ev)
@@ -137,23 +167,24 @@ func (l *informerLag) drain(s *lagStream) {
 	}
 }
 
-// next is the event to hand on for ev, the stream's head just taken off
-// its queue, or nil when a relist skips it. Without relist it is ev.
-func (l *informerLag) next(s *lagStream, ev *event) *event {
-	if !l.relist {
-		return ev
+// next is the event to hand on for x, the stream's head just taken off
+// its queue, or nil when a relist skips it. Without relist gaps it is
+// x's event.
+func (l *informerLag) next(s *lagStream, x lagged) *event {
+	if l.gap <= 0 {
+		return x.ev
 	}
+	ev := x.ev
 	uid := ev.obj.UID
 	prev, seen := s.given[uid]
 	superseded := false
 	for _, later := range s.queue {
-		superseded = superseded || later.ev.obj.UID == uid
+		superseded = superseded || x.gap != 0 && later.gap == x.gap && later.ev.obj.UID == uid
 	}
-	// A relist comes at random, so a superseded event is skipped at
-	// random; the delete of an object never handed on always is: the
-	// informer's store does not hold it, and DeltaFIFO.Delete drops a
-	// delete for an object not in its known objects.
-	if ev.typ == Deleted && !seen || superseded && l.rnd.IntN(2) == 0 {
+	// The delete of an object never handed on is dropped in or out of a
+	// gap: the informer's store does not hold it, and DeltaFIFO.Delete
+	// drops a delete for an object not among its known objects.
+	if superseded || ev.typ == Deleted && !seen {
 		l.skipped.Add(1)
 		return nil
 	}

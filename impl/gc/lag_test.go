@@ -21,7 +21,7 @@ func TestInformerLag(t *testing.T) {
 	pvs := schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumes"}
 	var mu sync.Mutex
 	var got []*event
-	l := newInformerLag(20*time.Millisecond, false, 1, func(ev *event) {
+	l := newInformerLag(20*time.Millisecond, 0, 1, func(ev *event) {
 		mu.Lock()
 		got = append(got, ev)
 		mu.Unlock()
@@ -65,17 +65,17 @@ func TestInformerLag(t *testing.T) {
 	}
 }
 
-// TestInformerRelist: with relist, a lagging stream skips some events,
-// and only those a relist could skip: what reaches the graph builder is,
+// TestInformerRelist: with relist gaps, a stream skips some events, and
+// only those a relist could skip: what reaches the graph builder is,
 // object by object, a consistent history — an add first, each update
 // from the version last handed on, a delete only of an object handed
-// on — that ends in each surviving object's last version. The delete
-// of an object never handed on may vanish with it.
+// on — that ends in each surviving object's last version. Some objects
+// created and deleted within a gap are never handed on at all.
 func TestInformerRelist(t *testing.T) {
 	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	var mu sync.Mutex
 	var got []*event
-	l := newInformerLag(5*time.Millisecond, true, 7, func(ev *event) {
+	l := newInformerLag(0, 5*time.Millisecond, 7, func(ev *event) {
 		mu.Lock()
 		got = append(got, ev)
 		mu.Unlock()
@@ -140,6 +140,15 @@ func TestInformerRelist(t *testing.T) {
 		if given[uid] != want {
 			t.Errorf("%s ends at version %v, want %s", uid, given[uid], want.ResourceVersion)
 		}
+	}
+	unseen := 0
+	for i := 0; i < n; i += 2 {
+		if uid := types.UID(fmt.Sprintf("u%d", i)); !gone[uid] {
+			unseen++
+		}
+	}
+	if unseen == 0 {
+		t.Error("every deleted object was handed on: no gap held an object's whole life")
 	}
 	for uid := range given {
 		if last[uid] == nil {
