@@ -207,6 +207,51 @@ func (g *gen) fleeting(t *rapid.T) []string {
 	return []string{"create " + owner, "create " + dep + " owner=" + g.refTo(t, owner, dep), "delete " + owner}
 }
 
+// ring draws two objects of one scope that own each other — a create,
+// a create naming it as owner, and an add-owner closing the circle, each
+// reference blocking in three draws of four — and, in half of the
+// draws, a Foreground delete of the first: the foreground cycle the
+// GC's cycle-breaking unblock exists for (synchronous GC design,
+// "Handling circular dependencies"; no-cycle-unblock). Concurrent runs
+// draw it as one client's steps; stepped runs close circles among live
+// objects instead (gen.cycle).
+func (g *gen) ring(t *rapid.T) []string {
+	a := g.key(t, "ring-a")
+	_, ans, _ := split(a)
+	var peers []string
+	for _, k := range g.u.Kinds {
+		if namespaced(k+"/x") == namespaced(a) {
+			peers = append(peers, k)
+		}
+	}
+	b := rapid.SampledFrom(peers).Draw(t, "ring-b-kind") + "/"
+	if ans != "" {
+		b += ans + "/"
+	}
+	b += rapid.SampledFrom(g.u.Names).Draw(t, "ring-b-name")
+	if a == b {
+		return []string{"create " + a}
+	}
+	for _, k := range []string{a, b} {
+		if !slices.Contains(g.created, k) {
+			g.created = append(g.created, k)
+		}
+	}
+	ref := func(owner string) string {
+		k, _, name := split(owner)
+		r := k + "/" + name
+		if rapid.IntRange(0, 3).Draw(t, "ring-block") > 0 {
+			r += ",block"
+		}
+		return r
+	}
+	lines := []string{"create " + a, "create " + b + " owner=" + ref(a), "add-owner " + a + " " + ref(b)}
+	if rapid.Bool().Draw(t, "ring-delete") {
+		lines = append(lines, "delete "+a+" propagation=Foreground")
+	}
+	return lines
+}
+
 // split returns a key's kind, namespace ("" for the default namespace or
 // cluster-scoped) and name.
 func split(key string) (kind, ns, name string) {

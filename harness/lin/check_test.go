@@ -830,3 +830,46 @@ func TestVirtualNamespace(t *testing.T) {
 		})
 	}
 }
+
+// TestCycleUnblocked: a and b own each other with blocking references
+// and a is deleted in the foreground. The GC deletes b, a's waiting
+// dependent with a dependent of its own (a), in the foreground, and
+// since a is deleting its dependents it first patches b's references
+// non-blocking (the cycle-breaking unblock). A DELETE that leaves b's
+// reference blocking breaks the rule, unless a's deletion was too recent
+// for the GC's graph to have it.
+func TestCycleUnblocked(t *testing.T) {
+	cases := []struct {
+		name    string
+		at      int64 // the GC's DELETE, ms
+		unblock bool
+		want    string // "" Ok, "known", or "illegal"
+	}{
+		{"unblocked first", 5000, true, ""},
+		{"still blocking", 5000, false, "illegal"},
+		{"still blocking, a's deletion just written", 40, false, "known"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuilder(t)
+			a, bk := key("cm", "a"), key("cm", "b")
+			b.create("client-0", a, 0, 10*ms, nil)
+			b.create("client-0", bk, 11*ms, 20*ms, nil, b.ref(a, true, false))
+			b.write("client-0", a, 21*ms, 25*ms, withRefs(b.ref(bk, true, false)))
+			b.del("client-1", a, 26*ms, 30*ms, "Foreground")
+			if tc.unblock {
+				b.write("gc", bk, (tc.at-10)*ms, (tc.at-5)*ms, withRefs(b.ref(a, false, false)))
+			}
+			del := b.del("gc", bk, tc.at*ms, (tc.at+5)*ms, "Foreground")
+			r := b.check()
+			switch tc.want {
+			case "":
+				expectOk(t, r)
+			case "known":
+				expectKnown(t, r, del, KnownStaleGraph)
+			default:
+				expectIllegal(t, r, del, "still blocking, while its dependent")
+			}
+		})
+	}
+}

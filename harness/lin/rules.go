@@ -29,6 +29,14 @@ const (
 	// ownerReference) only to an owner that is not being deleted
 	// (RecheckDeletionTimestamp, kubernetes#42938).
 	PropAdoption = "no adoption by an owner being deleted"
+	// PropCycleUnblocked: the GC deletes an object in the foreground, as
+	// a waiting owner's dependent with dependents of its own, only after
+	// the cycle-breaking unblock when one of those dependents is itself
+	// deleting its dependents: the object then keeps no blocking
+	// ownerReference (attemptToDeleteItem; synchronous GC design,
+	// "Handling circular dependencies"). Without it, the two wait for
+	// each other for ever (no-cycle-unblock).
+	PropCycleUnblocked = "the GC unblocks a foreground cycle before deleting into it"
 )
 
 // violation is a broken rule; known names the upstream issue when a
@@ -117,6 +125,9 @@ func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
 		if v.known == "" {
 			v = c.retryRace(in, v)
 		}
+		return v
+	}
+	if v := c.cycleUnblocked(s, cur, in); v != nil {
 		return v
 	}
 	if next != nil && next.obj.HasFinalizer(model.FinalizerOrphan) && !d.HasFinalizer(model.FinalizerOrphan) {
@@ -491,4 +502,59 @@ func (c *checker) borrowedNamespace(s *store, cur *entry, i int, in *input, v *v
 		v.message += fmt.Sprintf("; the GC held it as a virtual node in namespace %s, made from %s, and looked the owner up there", e.obj.Namespace, e.key)
 		return false
 	})
+}
+
+// KnownStaleGraph names a GC decision made on a graph behind the store:
+// attemptToDeleteItem reads an item's dependents, and whether they are
+// deleting their dependents, from the graph, which learns of a write only
+// when the informer's event arrives.
+const KnownStaleGraph = "garbagecollector.go attemptToDeleteItem (graph behind the store)"
+
+// cycleUnblocked: a GC DELETE with Foreground of an object not yet being
+// deleted (attemptToDeleteItem's waiting arm) while the object still
+// has a blocking ownerReference and a dependent of it (an object with a
+// reference to its UID, which the graph links whatever the namespace) is
+// deleting with foregroundDeletion. attemptToDeleteItem sends the
+// unblock patch first in that case, so the reference would be
+// non-blocking. Known as KnownStaleGraph when the dependent's
+// foregroundDeletion or its reference, or the object's blocking
+// reference, was written within the race window before the DELETE: the
+// graph may not have had it.
+func (c *checker) cycleUnblocked(s *store, cur *entry, in *input) *violation {
+	d := cur.obj
+	if d.Deleting || in.op.Delete == nil || in.op.Delete.Propagation != "Foreground" {
+		return nil
+	}
+	block := -1
+	for i := range d.Owners {
+		if d.Owners[i].Block {
+			block = i
+			break
+		}
+	}
+	if block < 0 {
+		return nil
+	}
+	var v *violation
+	s.each(func(e *entry) bool {
+		if e == cur || !e.known() || !e.obj.Deleting || !e.obj.HasFinalizer(model.FinalizerForeground) {
+			return true
+		}
+		j := slices.IndexFunc(e.obj.Owners, func(r history.Ref) bool { return r.UID == d.UID })
+		if j < 0 {
+			return true
+		}
+		w := &violation{PropCycleUnblocked, fmt.Sprintf("gc deleted %s in the foreground with its reference to %s still blocking, while its dependent %s was deleting its dependents",
+			in.key, d.Owners[block].Name, e.key), ""}
+		if c.lenient && e.prov != nil && cur.prov != nil && block < len(cur.prov.refs) && j < len(e.prov.refs) &&
+			(c.racy(e.prov.fg, in) || c.racy(e.prov.refs[j].by, in) || c.racy(cur.prov.refs[block].by, in)) {
+			w.known = KnownStaleGraph
+			w.message += "; the GC's graph may not have had it yet"
+		}
+		if v == nil || v.known != "" && w.known == "" {
+			v = w
+		}
+		return v.known != ""
+	})
+	return v
 }
