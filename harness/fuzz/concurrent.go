@@ -320,6 +320,7 @@ func (r *concurrentRun) run(t *rapid.T) {
 	}
 
 	var ops []history.Op
+	opts := lin.Options{Timeout: r.env.LinTimeout, Protection: r.env.Protection}
 	if r.env.Audit != nil {
 		recs, err := r.env.Audit(r.ctx)
 		if err != nil {
@@ -328,6 +329,11 @@ func (r *concurrentRun) run(t *rapid.T) {
 		if ops, err = history.FromAudit(recs, scope); err != nil {
 			r.fail("error", fmt.Sprintf("history: %v", err), nil)
 		}
+		// the audit log records every controller GET: their rechecks
+		if opts.Reads, err = history.ReadsFromAudit(recs, scope); err != nil {
+			r.fail("error", fmt.Sprintf("history: %v", err), nil)
+		}
+		opts.ReadsRecorded = true
 	} else {
 		if err := obs.Stop(); err != nil {
 			r.fail("error", fmt.Sprintf("watch: %v", err), nil)
@@ -340,7 +346,7 @@ func (r *concurrentRun) run(t *rapid.T) {
 	}
 	history.AssignLanes(ops)
 	r.ops = len(ops)
-	res := lin.Check(ops, lin.Options{Timeout: r.env.LinTimeout, Protection: r.env.Protection})
+	res := lin.Check(ops, opts)
 	for _, k := range res.Known {
 		r.known = append(r.known, k.Issue+": "+k.Message)
 	}

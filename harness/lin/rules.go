@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/model"
@@ -288,9 +289,12 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 
 // adoption: a controller's write adding a controller ownerReference to an
 // owner being deleted (upstream's RecheckDeletionTimestamp refuses
-// those). Known as kubernetes#42938's residual race when the owner's
-// deletion started within the race window before the write: between the
-// controller's recheck GET and its PATCH.
+// those). Known as kubernetes#42938's residual race when the deletion
+// may have started between the controller's recheck GET and its PATCH:
+// with the controllers' reads recorded (Options.ReadsRecorded), only if
+// the same controller's GET of the owner answered it live within the race
+// window before the write (recheck); without them, when the owner's
+// deletion started within the race window before the write.
 func (c *checker) adoption(s *store, cur, next *entry, in *input) *violation {
 	for i := range next.obj.Owners {
 		r := &next.obj.Owners[i]
@@ -305,13 +309,73 @@ func (c *checker) adoption(s *store, cur, next *entry, in *input) *violation {
 			continue
 		}
 		v := &violation{PropAdoption, fmt.Sprintf("%s adopted %s to %s, which was being deleted", in.op.Actor, in.key, o.key), ""}
-		if c.lenient && o.prov != nil && c.racy(o.prov.delStart, in) {
-			v.known = "kubernetes#42938"
-			v.message += "; the deletion started between the controller's recheck and its write"
+		if !c.lenient {
+			return v
 		}
+		if !c.readsRecorded {
+			if o.prov != nil && c.racy(o.prov.delStart, in) {
+				v.known = "kubernetes#42938"
+				v.message += "; the deletion started between the controller's recheck and its write"
+			}
+			return v
+		}
+		live, why := c.recheck(o, in)
+		if live != nil {
+			v.known = "kubernetes#42938"
+			v.message += fmt.Sprintf("; the deletion started between the controller's recheck GET, which answered it live %s before the write, and its write",
+				time.Duration(in.op.Call-live.Return).Round(time.Millisecond))
+			return v
+		}
+		v.message += "; " + why
 		return v
 	}
 	return nil
+}
+
+// recheck finds the adopting controller's recheck of owner o before the
+// write in: a GET by the same actor of o's key that answered 200 with o's
+// UID and no deletionTimestamp, and returned before the write was sent,
+// no longer than the race window before (RecheckDeletionTimestamp's
+// canAdoptFunc, an uncached GET, in the ReplicaSet controller's claimPods
+// and the Deployment controller's getReplicaSetsForDeployment). Without
+// one, why says what the reads show: no recheck at all, or a recheck that
+// showed the owner being deleted or gone.
+func (c *checker) recheck(o *entry, in *input) (live *history.Read, why string) {
+	call := in.op.Call
+	var saw *history.Read // the latest GET in the window that did not show o live
+	for i := range c.reads[o.key] {
+		r := &c.reads[o.key][i]
+		if r.Actor != in.op.Actor || r.Return >= call || r.Return < call-c.window {
+			continue
+		}
+		if r.Code == 200 && r.Got != nil && r.Got.UID == o.obj.UID && !r.Got.Deleting {
+			if live == nil || r.Return > live.Return {
+				live = r
+			}
+			continue
+		}
+		if saw == nil || r.Return > saw.Return {
+			saw = r
+		}
+	}
+	switch {
+	case live != nil:
+		return live, ""
+	case saw == nil:
+		return nil, fmt.Sprintf("the controller adopted without rechecking the owner (no GET of it by %s returned within the race window before the write)", in.op.Actor)
+	case saw.Code == 200 && saw.Got != nil && saw.Got.UID == o.obj.UID:
+		return nil, "the controller adopted despite its recheck showing the deletion (its GET answered the owner with a deletionTimestamp)"
+	}
+	return nil, fmt.Sprintf("the controller adopted despite its recheck finding the owner gone (its GET answered %d)", saw.Code)
+}
+
+// readsByKey indexes the reads by the key of the object read.
+func readsByKey(reads []history.Read) map[history.Key][]history.Read {
+	m := map[history.Key][]history.Read{}
+	for _, r := range reads {
+		m[r.Key()] = append(m[r.Key()], r)
+	}
+	return m
 }
 
 // depRef is a dependent's reference to an owner: the entry and the index

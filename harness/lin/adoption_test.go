@@ -1,0 +1,114 @@
+package lin
+
+import "testing"
+
+// TestKnownAdoptionRace: a controller may adopt only to an owner that is
+// not being deleted (PropAdoption). Upstream's controllers recheck the
+// owner with a live GET before adopting (RecheckDeletionTimestamp,
+// kubernetes#42938); a deletion landing between that GET and the PATCH
+// is the residual race, known. When the history records the
+// controllers' GETs (the audit log), the recheck must be in it: an
+// adoption without one, or despite one showing the deletion, is illegal
+// (the adopt-without-recheck bug, kubernetes#42639). When it does not (a
+// kubeconfig target), only the timing can tell.
+func TestKnownAdoptionRace(t *testing.T) {
+	const rsc = "controller/replicaset-controller"
+	r, p := key("rs", "r"), key("pod", "p")
+	setup := func(b *builder) {
+		b.create("client-0", r, 0, 10*ms, []string{"cascade.dev/hold"})
+		b.create("client-0", p, 0, 10*ms, nil)
+	}
+	del := func(b *builder) { b.del("client-1", r, 20*ms, 30*ms, "Background") }
+	t.Run("reads not recorded: adoption racing with the deletion is known", func(t *testing.T) {
+		b := newBuilder(t)
+		setup(b)
+		del(b)
+		a := b.write(rsc, p, 35*ms, 40*ms, withRefs(b.ref(r, true, true)))
+		expectKnown(t, b.check(), a, "kubernetes#42938")
+	})
+	t.Run("reads not recorded: adoption long after is illegal", func(t *testing.T) {
+		b := newBuilder(t)
+		setup(b)
+		del(b)
+		a := b.write(rsc, p, 3000*ms, 3010*ms, withRefs(b.ref(r, true, true)))
+		expectIllegal(t, b.check(), a, PropAdoption)
+	})
+	t.Run("reads recorded: adoption racing with the deletion after a recheck GET is known", func(t *testing.T) {
+		b := newBuilder(t)
+		b.readsRecorded = true
+		setup(b)
+		b.get(rsc, r, 12*ms, 15*ms) // live
+		del(b)
+		a := b.write(rsc, p, 35*ms, 40*ms, withRefs(b.ref(r, true, true)))
+		expectKnown(t, b.check(), a, "kubernetes#42938")
+	})
+	t.Run("reads recorded: adoption racing with the deletion without a GET is illegal", func(t *testing.T) {
+		b := newBuilder(t)
+		b.readsRecorded = true
+		setup(b)
+		del(b)
+		a := b.write(rsc, p, 35*ms, 40*ms, withRefs(b.ref(r, true, true)))
+		expectIllegal(t, b.check(), a, PropAdoption, "without rechecking the owner")
+	})
+	t.Run("reads recorded: another controller's GET is no recheck", func(t *testing.T) {
+		b := newBuilder(t)
+		b.readsRecorded = true
+		setup(b)
+		b.get("controller/deployment-controller", r, 12*ms, 15*ms)
+		del(b)
+		a := b.write(rsc, p, 35*ms, 40*ms, withRefs(b.ref(r, true, true)))
+		expectIllegal(t, b.check(), a, PropAdoption, "without rechecking the owner")
+	})
+	t.Run("reads recorded: a GET returning after the write was sent is no recheck", func(t *testing.T) {
+		b := newBuilder(t)
+		b.readsRecorded = true
+		setup(b)
+		b.get(rsc, r, 12*ms, 36*ms)
+		del(b)
+		a := b.write(rsc, p, 35*ms, 40*ms, withRefs(b.ref(r, true, true)))
+		expectIllegal(t, b.check(), a, PropAdoption, "without rechecking the owner")
+	})
+	t.Run("reads recorded: a GET longer than the race window before is no recheck", func(t *testing.T) {
+		b := newBuilder(t)
+		b.readsRecorded = true
+		setup(b)
+		b.get(rsc, r, 12*ms, 15*ms)
+		del(b)
+		a := b.write(rsc, p, 1500*ms, 1510*ms, withRefs(b.ref(r, true, true)))
+		expectIllegal(t, b.check(), a, PropAdoption, "without rechecking the owner")
+	})
+	t.Run("reads recorded: adoption despite a recheck showing the deletion is illegal", func(t *testing.T) {
+		b := newBuilder(t)
+		b.readsRecorded = true
+		setup(b)
+		del(b)
+		b.get(rsc, r, 31*ms, 33*ms) // deleting
+		a := b.write(rsc, p, 35*ms, 40*ms, withRefs(b.ref(r, true, true)))
+		expectIllegal(t, b.check(), a, PropAdoption, "despite its recheck showing the deletion")
+	})
+	t.Run("reads recorded: a GET of another incarnation is no recheck", func(t *testing.T) {
+		b := newBuilder(t)
+		b.readsRecorded = true
+		setup(b)
+		b.get(rsc, r, 12*ms, 15*ms)
+		b.reads[0].Got.UID = "other"
+		del(b)
+		a := b.write(rsc, p, 35*ms, 40*ms, withRefs(b.ref(r, true, true)))
+		expectIllegal(t, b.check(), a, PropAdoption, "finding the owner gone")
+	})
+	t.Run("a client may add the reference", func(t *testing.T) {
+		b := newBuilder(t)
+		b.readsRecorded = true
+		setup(b)
+		del(b)
+		b.write("client-0", p, 3000*ms, 3010*ms, withRefs(b.ref(r, true, true)))
+		expectOk(t, b.check())
+	})
+	t.Run("reads recorded: adoption by a live owner needs no recheck in the history", func(t *testing.T) {
+		b := newBuilder(t)
+		b.readsRecorded = true
+		setup(b)
+		b.write(rsc, p, 35*ms, 40*ms, withRefs(b.ref(r, true, true)))
+		expectOk(t, b.check())
+	})
+}
