@@ -129,7 +129,7 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 				if held == nil {
 					held = last
 				}
-				progress(cfg, "run %d/%d failed (%s) without a settled reproducer; fuzzing on for one", n, cfg.Checks, kind)
+				progress(cfg, "run %d/%d failed (%s: %s) without a settled reproducer; fuzzing on for one", n, cfg.Checks, kind, clip(firstLine(summary), 400))
 				panic(errHeld) // a pass for rapid: no shrinking of this run
 			}
 			// the failure's kind only: its details name real objects and
@@ -167,6 +167,14 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		rep.Failure.ReplayTarget = last.replayTarget
 	}
 	return rep, err
+}
+
+// clip shortens s to at most n bytes, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // errHeld ends a failing run that was held (RunConcurrent) as if it had

@@ -1,6 +1,10 @@
 package lin
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/cascade-k8s/cascade/harness/history"
+)
 
 // TestKnownAdoptionRace: a controller may adopt only to an owner that is
 // not being deleted (PropAdoption). Upstream's controllers recheck the
@@ -95,6 +99,39 @@ func TestKnownAdoptionRace(t *testing.T) {
 		del(b)
 		a := b.write(rsc, p, 35*ms, 40*ms, withRefs(b.ref(r, true, true)))
 		expectIllegal(t, b.check(), a, PropAdoption, "finding the owner gone")
+	})
+	// kubernetes#42639's orphan adoption proper: the owner left storage
+	// before the adoption landed. The reference is dangling, which only
+	// the reads can tell from a race.
+	gone := func(b *builder) history.Ref {
+		ref := b.ref(r, true, true)
+		b.del("client-1", r, 20*ms, 30*ms, "Background")
+		b.write("client-1", r, 31*ms, 33*ms, withoutFinalizer("cascade.dev/hold"))
+		return ref
+	}
+	t.Run("reads recorded: adoption to a gone owner without a GET is illegal", func(t *testing.T) {
+		b := newBuilder(t)
+		b.readsRecorded = true
+		setup(b)
+		ref := gone(b)
+		a := b.write(rsc, p, 35*ms, 40*ms, withRefs(ref))
+		expectIllegal(t, b.check(), a, PropAdoption, "which was gone", "without rechecking the owner")
+	})
+	t.Run("reads recorded: adoption to a gone owner after a recheck GET is known", func(t *testing.T) {
+		b := newBuilder(t)
+		b.readsRecorded = true
+		setup(b)
+		b.get(rsc, r, 12*ms, 15*ms)
+		ref := gone(b)
+		a := b.write(rsc, p, 35*ms, 40*ms, withRefs(ref))
+		expectKnown(t, b.check(), a, "kubernetes#42938")
+	})
+	t.Run("reads not recorded: adoption to a gone owner is not judged", func(t *testing.T) {
+		b := newBuilder(t)
+		setup(b)
+		ref := gone(b)
+		b.write(rsc, p, 35*ms, 40*ms, withRefs(ref))
+		expectOk(t, b.check())
 	})
 	t.Run("a client may add the reference", func(t *testing.T) {
 		b := newBuilder(t)
