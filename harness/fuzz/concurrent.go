@@ -294,6 +294,13 @@ func (r *concurrentRun) run(t *rapid.T) {
 			r.program[c] = append(r.program[c], draw(t))
 		}
 	}
+	// a workload and an object its controller would adopt, in one
+	// namespace, sent by one client: what the adoption races start from
+	// (stepstate.go family), which random creates draw together rarely
+	actions["family"] = func(t *rapid.T) {
+		c := rapid.IntRange(0, r.cfg.Clients-1).Draw(t, "client")
+		r.program[c] = append(r.program[c], g.family(t, SteppedAdopterKinds)...)
+	}
 	t.Repeat(actions)
 
 	prefix := "cascade-" + driver.NewRunID()
