@@ -133,6 +133,17 @@ func TestKnownAdoptionRace(t *testing.T) {
 		b.write(rsc, p, 35*ms, 40*ms, withRefs(ref))
 		expectOk(t, b.check())
 	})
+	t.Run("reads recorded: a write keeping a controller reference among several to one UID adopts nothing", func(t *testing.T) {
+		b := newBuilder(t)
+		b.readsRecorded = true
+		o := key("cm", "o")
+		b.create("client-0", o, 0, 10*ms, nil)
+		plain, ctl := b.ref(o, false, false), b.ref(o, true, true)
+		b.create("client-0", r, 11*ms, 15*ms, nil, plain, ctl)
+		b.del("client-1", o, 20*ms, 30*ms, "Background")
+		b.write(rsc, r, 35*ms, 40*ms, withRefs(plain, ctl)) // a status update echoing them
+		expectOk(t, b.check())
+	})
 	t.Run("a client may add the reference", func(t *testing.T) {
 		b := newBuilder(t)
 		b.readsRecorded = true

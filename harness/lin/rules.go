@@ -308,7 +308,10 @@ func (c *checker) adoption(s *store, cur, next *entry, in *input) *violation {
 		if !r.Controller {
 			continue
 		}
-		if prev, had := findRef(cur.obj.Owners, r.UID); had && prev.Controller {
+		// not an adoption when the object already had a controller
+		// reference to this UID (among several to it, say: found by
+		// fuzzing, a status update echoing an rc's references)
+		if slices.ContainsFunc(cur.obj.Owners, func(p history.Ref) bool { return p.UID == r.UID && p.Controller }) {
 			continue
 		}
 		var v *violation
