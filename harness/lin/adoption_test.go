@@ -160,3 +160,35 @@ func TestKnownAdoptionRace(t *testing.T) {
 		expectOk(t, b.check())
 	})
 }
+
+// TestWriteBetweenPodDeleteAndRemoval: a Pod's DELETE writes
+// deletionTimestamp (grace 0) and then removes the Pod in a second
+// transaction, answering the Pod as it first read it. A controller's
+// patch landing between the two reads the version with
+// deletionTimestamp, which no op of the history answers, finds the Pod
+// without finalizers and removes it (Store.deleteWithoutFinalizers); the
+// DELETE's removal then finds it gone and succeeds all the same. Both
+// answers are the API server's (found by fuzzing, once the family action
+// made adoptions common); a patch answering a version the Pod never
+// reached before any DELETE is not.
+func TestWriteBetweenPodDeleteAndRemoval(t *testing.T) {
+	p := key("pod", "p")
+	build := func(deleting bool) *builder {
+		b := newBuilder(t)
+		b.readsRecorded = true
+		b.create("client-0", p, 0, 10*ms, nil)
+		live := *b.live[p]
+		b.del("client-1", p, 20*ms, 60*ms, "")
+		b.ops[len(b.ops)-1].Got = &live // the Pod as the DELETE first read it
+		got := live
+		got.RV, got.Deleting = live.RV+1, deleting
+		got.Owners = []history.Ref{{APIVersion: "v1", Kind: "ReplicationController", Name: "rc", UID: "u9", Controller: true, Block: true}}
+		b.add(history.Op{Actor: "controller/replication-controller", Verb: history.Patch, Kind: p.Kind, Namespace: p.Namespace, Name: p.Name,
+			Code: 200, Got: &got, Removed: deleting, Call: 30 * ms, Return: 50 * ms})
+		return b
+	}
+	expectOk(t, build(true).check())
+	b := build(false)
+	b.ops[len(b.ops)-1].Call, b.ops[len(b.ops)-1].Return = 70*ms, 80*ms
+	expectIllegal(t, b.check(), -1, "no pod/ns/p was live")
+}
