@@ -60,6 +60,12 @@ type Options struct {
 	// AdopterKinds names the owner kinds the adopter manages
 	// (adopter.Kinds); nil means Herd only.
 	AdopterKinds []string
+	// AdopterLag, in Auto mode, lags every watch stream of the adopter's
+	// informers by a random time up to it per event, in order
+	// (adopter.Options.InformerLag; the GC's own is GC.InformerLag);
+	// AdopterLagSeed seeds it.
+	AdopterLag     time.Duration
+	AdopterLagSeed uint64
 	// Webhook installs the deletion-protection webhook.
 	Webhook bool
 	// WebhookOptions tunes the webhook; its Bugs are overridden.
@@ -102,7 +108,8 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (_ *Target, retE
 		t.Webhook = w
 	}
 	if opts.Adopter {
-		a, err := adopter.New(cfg, adopter.Options{Mode: opts.Mode, Bugs: opts.Bugs, Kinds: opts.AdopterKinds})
+		a, err := adopter.New(cfg, adopter.Options{Mode: opts.Mode, Bugs: opts.Bugs, Kinds: opts.AdopterKinds,
+			InformerLag: opts.AdopterLag, LagSeed: opts.AdopterLagSeed})
 		if err != nil {
 			return nil, err
 		}
@@ -234,13 +241,13 @@ func (t *Target) Step(ctx context.Context, line string) (writeErr, err error) {
 
 // Settle is a trace's `settle`. Stepped mode runs the controller's and
 // the GC's held work until neither has anything left to do and no event
-// arrives for either for a quiet period; Auto mode waits until the GC has
-// been idle for a second.
+// arrives for either for a quiet period; Auto mode waits until the GC and
+// the adopter have been idle for a second.
 func (t *Target) Settle(ctx context.Context) error {
 	if t.GC.Mode() == step.Auto {
 		since := time.Now()
 		for time.Since(since) < time.Second {
-			if !t.GC.Stats().Idle() {
+			if !t.Idle() {
 				since = time.Now()
 			}
 			select {
@@ -252,6 +259,13 @@ func (t *Target) Settle(ctx context.Context) error {
 		return nil
 	}
 	return t.settleStepped(ctx)
+}
+
+// Idle reports, in Auto mode, whether neither the GC (gc.Stats.Idle)
+// nor the adopter (adopter.Controller.Idle) has anything to do now,
+// events the informer-lag fault still delays included.
+func (t *Target) Idle() bool {
+	return t.GC.Stats().Idle() && (t.Adopter == nil || t.Adopter.Idle())
 }
 
 // settleQuiet is how long a stepped Settle waits for a further event,

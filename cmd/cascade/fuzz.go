@@ -70,7 +70,12 @@ and deleted unseen; the race search then lets the model's informers skip
 events too), and --write-delay holds each GC write before it is sent (a
 client write lands between the GC's GET and its DELETE). With
 adopt-without-recheck, impl's adopter stands in for kube-controller-manager's
-Deployment, ReplicaSet and ReplicationController controllers.
+Deployment, ReplicaSet and ReplicationController controllers, and
+--informer-lag also lags each of its watch streams (its cache may show an
+owner live after the owner's deletion; its recheck GET is not lagged). On
+envtest targets the audit log records the controllers' GETs, so an adoption
+to an owner being deleted is the known race kubernetes#42938 only after the
+controller's own recheck GET showed the owner live.
 
 Progress goes to stderr, the summary to stdout (--json for
 JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
@@ -85,7 +90,7 @@ JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
 	fl.IntVar(&f.steps, "steps", 30, "average number of steps per run")
 	fl.IntVar(&f.clients, "clients", 4, "concurrent driver clients (concurrent runs)")
 	fl.DurationVar(&f.shrinkTime, "shrink-time", time.Minute, "time budget for shrinking a failing run (and for searching it for a race)")
-	fl.DurationVar(&f.informerLag, "informer-lag", 0, "impl: delay each of the GC's informer events by a random time up to this, each resource's in order (a fault; 0: none)")
+	fl.DurationVar(&f.informerLag, "informer-lag", 0, "impl: delay each of the GC's informer events by a random time up to this, each resource's in order, and each event of impl's adopter's watch streams (with adopt-without-recheck), each stream's in order (a fault; 0: none)")
 	fl.DurationVar(&f.informerRelist, "informer-relist", 0, "impl: break each of the GC's watches now and then and relist up to this later, handing on each object's last state only (a fault; 0: none)")
 	fl.DurationVar(&f.writeDelay, "write-delay", 0, "impl: hold each GC write a random time up to this before sending it (a fault; 0: none)")
 	fl.StringSliceVar(&f.kinds, "kinds", fuzz.DefaultUniverse.Kinds, "kinds random steps create (short names)")

@@ -64,6 +64,21 @@ func TestFamily(t *testing.T) {
 			t.Fatalf("drew %v without an adopting controller", lines)
 		}
 	})
+	// a concurrent run draws without a state: the workload's create and
+	// the adoptee's, labelled, in the workload's namespace
+	stateless := &gen{u: DefaultUniverse}
+	rapid.Check(t, func(t *rapid.T) {
+		lines := stateless.family(t, SteppedAdopterKinds)
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "create ") || !strings.Contains(lines[0], " selector="+selectorLabel+"=web") ||
+			!strings.HasPrefix(lines[1], "create ") || !strings.Contains(lines[1], " labels="+selectorLabel+"=web") {
+			t.Fatalf("want two creates, the workload's and the labelled adoptee's, got %q", lines)
+		}
+		_, ons, _ := split(strings.Fields(lines[0])[1])
+		_, dns, _ := split(strings.Fields(lines[1])[1])
+		if ons != dns {
+			t.Fatalf("the workload and the adoptee are in different namespaces: %q", lines)
+		}
+	})
 	if !slices.Contains(DefaultUniverse.Kinds, "rc") || !slices.Contains(DefaultUniverse.Kinds, "pod") {
 		t.Fatal("the default universe no longer has rc and pod together: the family action has nothing to draw")
 	}

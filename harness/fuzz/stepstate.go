@@ -193,7 +193,8 @@ func (g *gen) cycle(t *rapid.T) []string {
 // namespace and the label, which random creates draw together in few runs
 // (about one in ten for rc and pod in the default universe), so that the
 // controller's races — adoption by an owner being deleted, the GC's
-// orphaning of what was just adopted — were rare. adopters are the
+// orphaning of what was just adopted — were rare. Without a state (a
+// concurrent run) both are creates. adopters are the
 // workload kinds whose controller runs. Nil when the universe has no
 // such kind together with the kind it adopts.
 func (g *gen) family(t *rapid.T, adopters []string) []string {
@@ -215,12 +216,15 @@ func (g *gen) family(t *rapid.T, adopters []string) []string {
 		dep = p[1] + "/" + ns + "/" + rapid.SampledFrom(g.u.Names).Draw(t, "family-dep-ns")
 	}
 	var lines []string
-	s := g.state()
-	if lookupKey(s, owner) == nil {
+	var s *model.State // a concurrent run draws without a state: both creates
+	if g.state != nil {
+		s = g.state()
+	}
+	if s == nil || lookupKey(s, owner) == nil {
 		lines = append(lines, "create "+owner+" selector="+selectorLabel+"=web")
 		g.remember(owner)
 	}
-	if lookupKey(s, dep) == nil {
+	if s == nil || lookupKey(s, dep) == nil {
 		lines = append(lines, "create "+dep+" labels="+selectorLabel+"=web")
 		g.remember(dep)
 	} else {

@@ -130,7 +130,7 @@ func (q implQuiet) Settle(ctx context.Context, d *driver.Driver) error {
 	deadline := time.Now().Add(RetryWait)
 	seen := map[gc.Backoff]uint64{} // the wait each item was first seen in
 	for {
-		if q.it.GC.Stats().Idle() {
+		if q.it.Idle() {
 			waiting := false
 			for b, n := range q.it.GC.BackingOff() {
 				if !d.Owns(b.UID) {

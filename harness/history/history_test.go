@@ -268,3 +268,63 @@ func TestDeleteAnswersTheObject(t *testing.T) {
 		}
 	}
 }
+
+// TestReadsFromAudit: a controller's GET of one object in scope is read
+// evidence, with the object it answered; the driver's GETs, lists,
+// watches, objects out of scope and writes are not.
+func TestReadsFromAudit(t *testing.T) {
+	s := Scope{Prefix: "run1"}
+	kcm := "kube-controller-manager/v1.36.3 (linux/amd64) kubernetes/0000000/replicaset-controller"
+	live := `{"kind":"ReplicaSet","metadata":{"name":"web","namespace":"run1-default","uid":"u1","resourceVersion":"7"},"spec":{"replicas":1}}`
+	deleting := strings.Replace(live, `"resourceVersion":"7"`, `"resourceVersion":"9","deletionTimestamp":"2026-01-01T00:00:00Z","finalizers":["orphan"]`, 1)
+	rs := func(verb, uri string, code int, resp string) controlplane.AuditRecord {
+		r := record(verb, "web", uri, code, "", resp)
+		r.APIGroup, r.Resource, r.Username, r.UserAgent = "apps", "replicasets", controlplane.ControllerManagerUser, kcm
+		return r
+	}
+	get := rs("get", "/apis/apps/v1/namespaces/run1-default/replicasets/web", 200, live)
+	gone := rs("get", "/apis/apps/v1/namespaces/run1-default/replicasets/web", 404,
+		`{"kind":"Status","status":"Failure","reason":"NotFound","code":404}`)
+	late := rs("get", "/apis/apps/v1/namespaces/run1-default/replicasets/web", 200, deleting)
+	late.RequestReceived, late.StageTimestamp = late.RequestReceived.Add(time.Second), late.StageTimestamp.Add(time.Second)
+	adopterGet := record("get", "h", "/apis/cascade.dev/v1/namespaces/run1-default/herds/h", 200, "",
+		`{"kind":"Herd","metadata":{"name":"h","namespace":"run1-default","uid":"u5","resourceVersion":"3"}}`)
+	adopterGet.APIGroup, adopterGet.Resource, adopterGet.UserAgent = "cascade.dev", "herds", adopter.UserAgent
+	driverGet := record("get", "a", "/api/v1/namespaces/run1-default/configmaps/a", 200, "", `{"kind":"ConfigMap","metadata":{"name":"a"}}`)
+	list := rs("list", "/apis/apps/v1/namespaces/run1-default/replicasets", 200, `{"kind":"ReplicaSetList","items":[]}`)
+	list.Name = ""
+	outside := rs("get", "/apis/apps/v1/namespaces/other/replicasets/web", 200, live)
+	outside.Namespace = "other"
+	patch := rs("patch", "/apis/apps/v1/namespaces/run1-default/replicasets/web", 200, live)
+
+	reads, err := ReadsFromAudit([]controlplane.AuditRecord{get, driverGet, list, outside, patch, gone, late, adopterGet}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reads) != 4 {
+		t.Fatalf("want the controllers' 4 GETs in scope, got %d: %v", len(reads), reads)
+	}
+	r := reads[0]
+	if r.Actor != "controller/replicaset-controller" || r.Key().String() != "rs/run1-default/web" ||
+		r.Code != 200 || r.Got == nil || r.Got.UID != "u1" || r.Got.Deleting ||
+		r.Call != get.RequestReceived.UnixNano() || r.Return != get.StageTimestamp.UnixNano() {
+		t.Errorf("the recheck GET: %+v got %+v", r, r.Got)
+	}
+	if r := reads[1]; r.Code != 404 || r.Got != nil {
+		t.Errorf("a GET finding nothing: %+v", r)
+	}
+	if r := reads[2]; r.Got == nil || !r.Got.Deleting || r.Got.RV != 9 {
+		t.Errorf("a GET of the owner being deleted: %+v", r)
+	}
+	if r := reads[3]; r.Actor != ActorAdopter || r.Got == nil || r.Got.UID != "u5" {
+		t.Errorf("impl's adopter's GET: %+v", r)
+	}
+	if ops, err := FromAudit([]controlplane.AuditRecord{get, patch}, s); err != nil || len(ops) != 1 || ops[0].Verb != Patch {
+		t.Errorf("the history's ops keep the writes only: %v %v", err, ops)
+	}
+	meta := get
+	meta.Level = "Metadata"
+	if _, err := ReadsFromAudit([]controlplane.AuditRecord{meta}, s); err == nil || !strings.Contains(err.Error(), "RequestResponse") {
+		t.Errorf("want an error about the audit level, got %v", err)
+	}
+}

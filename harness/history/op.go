@@ -18,8 +18,10 @@ import (
 // Verb is what a request did.
 type Verb string
 
-// The verbs of a history. Reads are not recorded: the checker judges
+// The verbs of a history. Reads are not operations: the checker judges
 // writes, and the driver's reads (state dumps) happen only when quiet.
+// The controllers' GETs are kept apart, as read evidence (Read,
+// ReadsFromAudit).
 const (
 	Create Verb = "create"
 	Update Verb = "update" // PUT, the status subresource included

@@ -104,12 +104,20 @@ func (c *checker) update(s *store, cur *entry, in *input) ([]outcome, string) {
 // ignoreNotFound, kubernetes#19403), answering the object it last saw.
 // So may the write: the object it answers (same UID, a version no newer
 // than the last) was removed by an op that may have taken effect after
-// the write was sent.
+// the write was sent. A Pod's DELETE writes deletionTimestamp (grace 0)
+// in a transaction of its own before it removes the Pod, at a version
+// the history does not show (the DELETE answers the Pod as it read it
+// first), and a write landing between the two reads that version: an
+// answer showing the Pod being deleted may be newer than its last
+// version in the history (found by fuzzing: a controller's adoption
+// patch between a client's DELETE of the Pod and its removal).
 func (c *checker) removedMeanwhile(s *store, in *input, pre preconditions) bool {
 	t := s.tombstone(in.key, in.kh)
 	got := in.op.Got
-	return t != nil && got != nil && t.flags&uidUnknown == 0 && t.obj.UID == got.UID && (pre.uid == "" || pre.uid == got.UID) &&
-		(t.flags&rvUnknown != 0 || got.RV <= t.obj.RV) && t.end > in.op.Call
+	if t == nil || got == nil || t.flags&uidUnknown != 0 || t.obj.UID != got.UID || (pre.uid != "" && pre.uid != got.UID) || t.end <= in.op.Call {
+		return false
+	}
+	return t.flags&rvUnknown != 0 || got.RV <= t.obj.RV || graceful(in.key.Kind) && got.Deleting && !t.obj.Deleting
 }
 
 // conflictMeanwhile reports whether a write answered Conflict on a

@@ -19,6 +19,10 @@ type builder struct {
 	live map[history.Key]*history.Object
 	uid  int
 	rv   uint64
+	// reads are the controllers' GETs (get); readsRecorded says they
+	// are all of them (Options.ReadsRecorded).
+	reads         []history.Read
+	readsRecorded bool
 }
 
 func newBuilder(t *testing.T) *builder {
@@ -118,6 +122,17 @@ func (b *builder) del(actor string, k history.Key, call, ret int64, propagation 
 	return b.add(op)
 }
 
+// get records a GET of k by actor, answered with the live object (404
+// when none is live): read evidence, not an op.
+func (b *builder) get(actor string, k history.Key, call, ret int64) {
+	r := history.Read{Actor: actor, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Code: 404, Call: call, Return: ret}
+	if o := b.live[k]; o != nil {
+		got := *o
+		r.Code, r.Got = 200, &got
+	}
+	b.reads = append(b.reads, r)
+}
+
 // refused appends an op the server refused with code and reason.
 func (b *builder) refused(actor string, verb history.Verb, k history.Key, call, ret int64, code int, reason string) int {
 	return b.add(history.Op{Actor: actor, Verb: verb, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,
@@ -127,7 +142,7 @@ func (b *builder) refused(actor string, verb history.Verb, k history.Key, call, 
 // check assigns lanes and checks the history.
 func (b *builder) check() Result {
 	history.AssignLanes(b.ops)
-	return Check(b.ops, Options{})
+	return Check(b.ops, Options{Reads: b.reads, ReadsRecorded: b.readsRecorded})
 }
 
 func withRefs(refs ...history.Ref) func(*history.Object) {

@@ -49,6 +49,20 @@ type Options struct {
 	// it a denial is only permitted, never required, as on a cluster
 	// whose webhook is unknown.
 	Protection bool
+	// Reads are the controllers' GETs (history.ReadsFromAudit): evidence
+	// of their rechecks, not operations to linearize.
+	Reads []history.Read
+	// ReadsRecorded says Reads holds every GET the controllers made (the
+	// audit log of an envtest target records them all). An adoption to
+	// an owner being deleted is then kubernetes#42938's residual race
+	// only if the adopting controller's recheck GET of that owner
+	// (RecheckDeletionTimestamp, pkg/controller/controller_ref_manager.go)
+	// answered it live and returned within the race window before the
+	// write. Without it (a kubeconfig target records only the driver's
+	// requests and a watch), the deletion's start within the race window
+	// is enough, since a history cannot show whether the controller
+	// rechecked.
+	ReadsRecorded bool
 }
 
 // DefaultRaceWindow is Options.RaceWindow's default.
@@ -94,7 +108,7 @@ func Check(ops []history.Op, opts Options) Result {
 	if window <= 0 {
 		window = DefaultRaceWindow
 	}
-	c := &checker{ops: ops, window: int64(window), protection: opts.Protection}
+	c := &checker{ops: ops, window: int64(window), protection: opts.Protection, reads: readsByKey(opts.Reads), readsRecorded: opts.ReadsRecorded}
 	c.ins = make([]*input, len(ops))
 	for i := range ops {
 		op := &ops[i]
@@ -123,7 +137,7 @@ func Check(ops []history.Op, opts Options) Result {
 	}
 	failed := failedParts(parts, res.Info)
 
-	lc := &checker{ops: ops, ins: c.ins, window: c.window, lenient: true, protection: opts.Protection}
+	lc := &checker{ops: ops, ins: c.ins, window: c.window, lenient: true, protection: opts.Protection, reads: c.reads, readsRecorded: c.readsRecorded}
 	lenient := lc.porcupineModel(parts)
 	verdict, info := porcupine.CheckOperationsVerbose(lenient, c.operations(), remaining(deadline))
 	if verdict == porcupine.Unknown {
@@ -137,7 +151,7 @@ func Check(ops []history.Op, opts Options) Result {
 	}
 	// Ok only thanks to known races: collect them from the partitions
 	// that failed strictly.
-	rc := &checker{ops: ops, ins: c.ins, window: c.window, lenient: true, collect: true, protection: opts.Protection}
+	rc := &checker{ops: ops, ins: c.ins, window: c.window, lenient: true, collect: true, protection: opts.Protection, reads: c.reads, readsRecorded: c.readsRecorded}
 	lins := info.PartialLinearizations()
 	for _, p := range failed {
 		res.Known = append(res.Known, rc.replayKnown(parts[p], longest(lins[p]))...)

@@ -188,33 +188,6 @@ func TestKnownForegroundRace(t *testing.T) {
 	})
 }
 
-func TestKnownAdoptionRace(t *testing.T) {
-	r, p := key("rs", "r"), key("pod", "p")
-	setup := func(b *builder) {
-		b.create("client-0", r, 0, 10*ms, []string{"cascade.dev/hold"})
-		b.create("client-0", p, 0, 10*ms, nil)
-		b.del("client-1", r, 20*ms, 30*ms, "Background")
-	}
-	t.Run("adoption racing with the deletion", func(t *testing.T) {
-		b := newBuilder(t)
-		setup(b)
-		a := b.write("controller/replicaset-controller", p, 35*ms, 40*ms, withRefs(b.ref(r, true, true)))
-		expectKnown(t, b.check(), a, "kubernetes#42938")
-	})
-	t.Run("adoption long after", func(t *testing.T) {
-		b := newBuilder(t)
-		setup(b)
-		a := b.write("controller/replicaset-controller", p, 3000*ms, 3010*ms, withRefs(b.ref(r, true, true)))
-		expectIllegal(t, b.check(), a, PropAdoption)
-	})
-	t.Run("a client may add the reference", func(t *testing.T) {
-		b := newBuilder(t)
-		setup(b)
-		b.write("client-0", p, 3000*ms, 3010*ms, withRefs(b.ref(r, true, true)))
-		expectOk(t, b.check())
-	})
-}
-
 func TestKnownPolicySwitchRace(t *testing.T) {
 	o, d := key("cm", "owner"), key("cm", "dep")
 	t.Run("foreground switched to orphan", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/model"
@@ -26,7 +27,8 @@ const (
 	// cluster-scoped dependent naming a namespaced owner kind).
 	PropGCResolvable = "the GC never acts on an unresolvable reference"
 	// PropAdoption: a controller adopts (adds a controller
-	// ownerReference) only to an owner that is not being deleted
+	// ownerReference) only to an owner that is not being deleted and,
+	// where the controllers' reads are recorded, exists
 	// (RecheckDeletionTimestamp, kubernetes#42938).
 	PropAdoption = "no adoption by an owner being deleted"
 	// PropCycleUnblocked: the GC deletes an object in the foreground, as
@@ -301,31 +303,108 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 }
 
 // adoption: a controller's write adding a controller ownerReference to an
-// owner being deleted (upstream's RecheckDeletionTimestamp refuses
-// those). Known as kubernetes#42938's residual race when the owner's
-// deletion started within the race window before the write: between the
-// controller's recheck GET and its PATCH.
+// owner being deleted, or, when the controllers' reads are recorded
+// (Options.ReadsRecorded), to an owner that is gone: upstream's
+// RecheckDeletionTimestamp refuses both, and the second is
+// kubernetes#42639's orphan adoption itself, the owner's orphan
+// finalizer removed before the adoption lands. Known as
+// kubernetes#42938's residual race when the deletion may have happened
+// between the controller's recheck GET and its PATCH: with the reads
+// recorded, only if the same controller's GET of the owner answered it
+// live within the race window before the write (recheck); without them,
+// when the owner's deletion started within the race window before the
+// write (a history without reads cannot tell a controller that skipped
+// its recheck from one that raced, so an adoption to a gone owner is
+// not judged at all).
 func (c *checker) adoption(s *store, cur, next *entry, in *input) *violation {
 	for i := range next.obj.Owners {
 		r := &next.obj.Owners[i]
 		if !r.Controller {
 			continue
 		}
-		if prev, had := findRef(cur.obj.Owners, r.UID); had && prev.Controller {
+		// not an adoption when the object already had a controller
+		// reference to this UID (among several to it, say: found by
+		// fuzzing, a status update echoing an rc's references)
+		if slices.ContainsFunc(cur.obj.Owners, func(p history.Ref) bool { return p.UID == r.UID && p.Controller }) {
 			continue
 		}
-		st, o := resolve(s, next.obj, r)
-		if (st != refSolid && st != refWaiting) || !o.obj.Deleting {
+		var v *violation
+		var key history.Key
+		switch st, o := resolve(s, next.obj, r); {
+		case (st == refSolid || st == refWaiting) && o.obj.Deleting:
+			v = &violation{PropAdoption, fmt.Sprintf("%s adopted %s to %s, which was being deleted", in.op.Actor, in.key, o.key), ""}
+			key = o.key
+			if c.lenient && !c.readsRecorded && o.prov != nil && c.racy(o.prov.delStart, in) {
+				v.known = "kubernetes#42938"
+				v.message += "; the deletion started between the controller's recheck and its write"
+			}
+		case st == refDangling && c.readsRecorded:
+			key, _ = ownerKey(next.obj, r)
+			v = &violation{PropAdoption, fmt.Sprintf("%s adopted %s to %s (uid %s), which was gone", in.op.Actor, in.key, key, short(r.UID)), ""}
+		default:
 			continue
 		}
-		v := &violation{PropAdoption, fmt.Sprintf("%s adopted %s to %s, which was being deleted", in.op.Actor, in.key, o.key), ""}
-		if c.lenient && o.prov != nil && c.racy(o.prov.delStart, in) {
+		if !c.lenient || !c.readsRecorded {
+			return v
+		}
+		live, why := c.recheck(key, r.UID, in)
+		if live != nil {
 			v.known = "kubernetes#42938"
-			v.message += "; the deletion started between the controller's recheck and its write"
+			v.message += fmt.Sprintf("; the deletion came between the controller's recheck GET, which answered the owner live %s before the write, and its write",
+				time.Duration(in.op.Call-live.Return).Round(time.Millisecond))
+			return v
 		}
+		v.message += "; " + why
 		return v
 	}
 	return nil
+}
+
+// recheck finds the adopting controller's recheck of the owner at key
+// with this UID before the write in: a GET by the same actor of key that
+// answered 200 with the UID and no deletionTimestamp, and returned before
+// the write was sent, no longer than the race window before
+// (RecheckDeletionTimestamp's canAdoptFunc, an uncached GET, in the
+// ReplicaSet controller's claimPods and the Deployment controller's
+// getReplicaSetsForDeployment). Without one, why says what the reads
+// show: no recheck at all, or a recheck that showed the owner being
+// deleted or gone.
+func (c *checker) recheck(key history.Key, uid string, in *input) (live *history.Read, why string) {
+	call := in.op.Call
+	var saw *history.Read // the latest GET in the window that did not show the owner live
+	for i := range c.reads[key] {
+		r := &c.reads[key][i]
+		if r.Actor != in.op.Actor || r.Return >= call || r.Return < call-c.window {
+			continue
+		}
+		if r.Code == 200 && r.Got != nil && r.Got.UID == uid && !r.Got.Deleting {
+			if live == nil || r.Return > live.Return {
+				live = r
+			}
+			continue
+		}
+		if saw == nil || r.Return > saw.Return {
+			saw = r
+		}
+	}
+	switch {
+	case live != nil:
+		return live, ""
+	case saw == nil:
+		return nil, fmt.Sprintf("the controller adopted without rechecking the owner (no GET of it by %s returned within the race window before the write)", in.op.Actor)
+	case saw.Code == 200 && saw.Got != nil && saw.Got.UID == uid:
+		return nil, "the controller adopted despite its recheck showing the deletion (its GET answered the owner with a deletionTimestamp)"
+	}
+	return nil, fmt.Sprintf("the controller adopted despite its recheck finding the owner gone (its GET answered %d)", saw.Code)
+}
+
+// readsByKey indexes the reads by the key of the object read.
+func readsByKey(reads []history.Read) map[history.Key][]history.Read {
+	m := map[history.Key][]history.Read{}
+	for _, r := range reads {
+		m[r.Key()] = append(m[r.Key()], r)
+	}
+	return m
 }
 
 // depRef is a dependent's reference to an owner: the entry and the index

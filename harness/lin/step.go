@@ -34,6 +34,10 @@ type checker struct {
 	lenient bool
 	// collect: attach Known findings to the states (replays only).
 	collect bool
+	// reads are the controllers' GETs by key; readsRecorded says they are
+	// all of them (Options.ReadsRecorded).
+	reads         map[history.Key][]history.Read
+	readsRecorded bool
 }
 
 // outcome is one possible effect of an op on its key.

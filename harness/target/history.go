@@ -70,12 +70,17 @@ func (a *auditTail) check(ctx context.Context, prefix string, protection bool) (
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
-	ops, err := history.FromAudit(recs, history.Scope{Prefix: prefix})
+	scope := history.Scope{Prefix: prefix}
+	ops, err := history.FromAudit(recs, scope)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	reads, err := history.ReadsFromAudit(recs, scope)
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	history.AssignLanes(ops)
-	res := lin.Check(ops, lin.Options{Timeout: time.Minute, Protection: protection})
+	res := lin.Check(ops, lin.Options{Timeout: time.Minute, Protection: protection, Reads: reads, ReadsRecorded: true})
 	switch res.Verdict {
 	case porcupine.Ok:
 		return nil, nil

@@ -111,8 +111,11 @@ type Spec struct {
 	History bool
 	// InformerLag, on impl, delays each of the GC's informer events by a
 	// random time up to it, each resource's in order
-	// (gc.Options.InformerLag): a fault under which the GC's lookup
-	// races happen on a GC that runs by itself.
+	// (gc.Options.InformerLag), and each event of every watch stream of
+	// impl's adopter likewise, each stream's in order
+	// (adopter.Options.InformerLag): a fault under which the GC's lookup
+	// races, and the adopter's orphan-adoption race, happen on
+	// components that run by themselves.
 	InformerLag time.Duration
 	// InformerRelist, on impl, breaks each of the GC's watches now and
 	// then and relists a random time up to it later, handing on each
@@ -294,8 +297,9 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		}
 		t.hasWebhook = true
 	case Impl:
+		seed := uint64(time.Now().UnixNano())
 		io := impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true,
-			GC: gc.Options{InformerLag: s.InformerLag, InformerRelist: s.InformerRelist, LagSeed: uint64(time.Now().UnixNano()), WriteDelay: s.WriteDelay}}
+			GC: gc.Options{InformerLag: s.InformerLag, InformerRelist: s.InformerRelist, LagSeed: seed, WriteDelay: s.WriteDelay}}
 		if s.InformerLag > 0 {
 			t.logf("impl: the GC's informer events lag by up to %s each", s.InformerLag)
 		}
@@ -307,7 +311,11 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		}
 		if s.implAdopts() {
 			io.Adopter, io.AdopterKinds = true, SteppedAdopterKinds
+			io.AdopterLag, io.AdopterLagSeed = s.InformerLag, seed+1
 			t.logf("impl: impl's adopter adopts for %s (adopt-without-recheck is its bug)", strings.Join(SteppedAdopterKinds, ", "))
+			if s.InformerLag > 0 {
+				t.logf("impl: the adopter's watch events lag by up to %s each", s.InformerLag)
+			}
 		}
 		if t.Impl, err = impl.Start(long, t.Admin, io); err != nil {
 			return nil, err

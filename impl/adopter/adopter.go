@@ -37,6 +37,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,7 +46,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -73,6 +73,14 @@ type Options struct {
 	// EventWait bounds how long a Stepped call waits for the event it
 	// names; 0 means 10s.
 	EventWait time.Duration
+	// InformerLag, in Auto mode, delivers each event of every watch
+	// stream the informers open a random time up to it late, each
+	// stream's in order (lag.go): a lagging watch cache, under which the
+	// cache can show an owner live after its deletion, as
+	// kubernetes#42639 needs. The recheck GET is not lagged. LagSeed
+	// seeds the delays.
+	InformerLag time.Duration
+	LagSeed     uint64
 }
 
 // Controller is one adopting controller. The CRD of every custom kind it
@@ -86,6 +94,8 @@ type Controller struct {
 	informers map[string]cache.SharedIndexInformer         // by API kind name
 	queue     workqueue.TypedRateLimitingInterface[string] // Auto: owner keys Kind/namespace/name
 	step      *Stepper
+	lag       *watchLag    // Auto mode, Options.InformerLag
+	busy      atomic.Int64 // Auto mode: owners being synced
 	wg        sync.WaitGroup
 }
 
@@ -122,9 +132,12 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	} else {
 		c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "cascade_adopter"})
+		if opts.InformerLag > 0 {
+			c.lag = newWatchLag(opts.InformerLag, opts.LagSeed)
+		}
 	}
 	for _, k := range c.kinds {
-		inf := dynamicinformer.NewFilteredDynamicInformer(dyn, k.GVR(), "", 0, cache.Indexers{}, nil).Informer()
+		inf := newInformer(dyn, k.GVR(), c.lag)
 		c.informers[k.Kind] = inf
 		kind := k.Kind
 		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -284,11 +297,24 @@ func (c *Controller) WaitForSync(ctx context.Context) error {
 	return nil
 }
 
+// Idle reports, in Auto mode, whether the controller has nothing to do
+// now: no event delayed by the informer lag, no owner queued or being
+// synced. An owner waiting out a retry back-off is not counted. Stepped
+// mode has Stepper.Pending and Stepper.Claims instead.
+func (c *Controller) Idle() bool {
+	if c.queue == nil {
+		return true
+	}
+	return (c.lag == nil || c.lag.pending.Load() == 0) && c.queue.Len() == 0 && c.busy.Load() == 0
+}
+
 func (c *Controller) processNext(ctx context.Context) bool {
 	key, quit := c.queue.Get()
 	if quit {
 		return false
 	}
+	c.busy.Add(1)
+	defer c.busy.Add(-1)
 	defer c.queue.Done(key)
 	if err := c.sync(ctx, key); err != nil {
 		ctrllog.FromContext(ctx).V(2).Info("sync failed, retrying", "owner", key, "err", err)

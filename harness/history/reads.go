@@ -1,0 +1,92 @@
+package history
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cascade-k8s/cascade/harness/controlplane"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// Read is one GET of a single object by a controller: read evidence, not
+// an operation of the history. harness/lin does not linearize reads; it
+// consults them to tell a controller that rechecked an owner before
+// adopting (upstream's RecheckDeletionTimestamp in
+// pkg/controller/controller_ref_manager.go, whose canAdoptFunc in the
+// ReplicaSet, ReplicationController and Deployment controllers is an
+// uncached GET of the owner by the controller's own client) from one that
+// did not (the adopt-without-recheck bug, kubernetes#42639).
+type Read struct {
+	// Actor is the reader, as Op.Actor: "controller/NAME".
+	Actor     string
+	Kind      model.KindID
+	Namespace string // real namespace, "" for cluster-scoped kinds
+	Name      string
+	// Code is the HTTP status; Got the object answered when it is 200.
+	Code int
+	Got  *Object
+	// Call and Return bound the instant the server read the object
+	// (audit RequestReceived and ResponseComplete's StageTimestamp).
+	Call, Return int64
+}
+
+// Key is the key of the object read.
+func (r *Read) Key() Key { return Key{r.Kind, r.Namespace, r.Name} }
+
+// String renders the read on one line.
+func (r *Read) String() string {
+	s := fmt.Sprintf("%s get %s -> %d", r.Actor, r.Key(), r.Code)
+	if r.Got != nil {
+		s += " uid " + r.Got.UID
+		if r.Got.Deleting {
+			s += " deleting"
+		}
+	}
+	return s
+}
+
+// ReadsFromAudit returns the controllers' GETs of single objects in scope
+// from the API server's audit records, in record order: every completed
+// "get" (not list or watch) whose actor (AuditActor) is a controller,
+// kube-controller-manager's or impl's adopter, with the object it
+// answered. The audit policy (controlplane.AuditPolicy) records the
+// model's kinds at level RequestResponse, GETs included, so on an envtest
+// target these are all the GETs the controllers made: a recheck that is
+// not here did not happen.
+//
+// An error names the record: a GET in scope recorded without its bodies,
+// or an answer that does not decode.
+func ReadsFromAudit(records []controlplane.AuditRecord, s Scope) ([]Read, error) {
+	var out []Read
+	for i, rec := range records {
+		if rec.Stage != controlplane.StageResponseComplete || rec.Verb != "get" || rec.Subresource != "" || rec.Name == "" {
+			continue
+		}
+		k, served := KindOf(rec.APIGroup, rec.Resource)
+		if !served || !s.Contains(k, rec.Namespace, rec.Name) {
+			continue
+		}
+		actor := AuditActor(rec)
+		if !strings.HasPrefix(actor, "controller/") {
+			continue
+		}
+		r := Read{Actor: actor, Kind: k, Namespace: rec.Namespace, Name: rec.Name, Code: rec.Code,
+			Call: rec.RequestReceived.UnixNano(), Return: rec.StageTimestamp.UnixNano()}
+		if !k.Info().Namespaced {
+			r.Namespace = ""
+		}
+		if rec.Code == 200 {
+			if rec.Level != "RequestResponse" {
+				return nil, fmt.Errorf("history: audit record %d (%s): recorded at level %s, without the object read (the audit policy must log %s at level RequestResponse)",
+					i, rec, rec.Level, rec.Resource)
+			}
+			resp, err := decodeResponse(k, rec.ResponseObject)
+			if err != nil {
+				return nil, fmt.Errorf("history: audit record %d (%s): %w", i, rec, err)
+			}
+			r.Got = resp.obj
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
