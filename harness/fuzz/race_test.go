@@ -1,6 +1,7 @@
 package fuzz
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -89,5 +90,62 @@ func TestRaceWindows(t *testing.T) {
 	}
 	if got := objectsOf("create cm/ns2/claim owner=pv/disk owner=rc/c"); !slices.Equal(got, []string{"ConfigMap/ns2/claim", "PersistentVolume//disk", "ReplicationController/default/c"}) {
 		t.Fatalf("objectsOf: %v", got)
+	}
+}
+
+// TestRaceOrphanedBeforeDelete: the client steps of a concurrent impl run
+// under delete-without-rv-precondition and --write-delay whose history
+// showed the GC deleting rc/b after its own attemptToOrphan patch had
+// taken rc/b's last ownerReference off. A client deleted pv/b, rc/b's
+// owner, with Orphan and then with Background, which removed it: the GC's
+// orphan work item, queued before, still orphaned rc/b, while
+// attemptToDelete, sent rc/b by pv/b's DELETED event, had already decided
+// on rc/b's DELETE from a GET that showed the dangling reference. The
+// model found no race in these steps while its attemptToOrphan did nothing
+// for an owner whose node the graph had removed; upstream's queue holds
+// the node, whose dependents it still orphans. The race search finds the
+// two deletes, and the model without the bug does not break.
+func TestRaceOrphanedBeforeDelete(t *testing.T) {
+	b, err := os.ReadFile("testdata/delete-without-rv-orphaned.steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			sent = append(sent, l)
+		}
+	}
+	bug := model.BugSet(0).With(model.BugDeleteWithoutRVPrecondition)
+	if trace, _ := settledReproducer(bug, sent, func(string, int) ([]string, []traces.Header) { return nil, nil }); trace != "" {
+		t.Fatalf("the race has a settled reproducer:\n%s", trace)
+	}
+	ce, steps := raceReproducer(bug, sent, "cascade fuzz --target impl", "a test", time.Minute)
+	if ce == nil {
+		t.Fatal("no race reproducer")
+	}
+	trace := ce.Trace
+	for _, want := range []string{"delete pv/b propagation=Orphan\ndelete pv/b propagation=Background", "gc attemptToOrphan pv/b", "gc delete rc/b",
+		"! violates no solid owner collected: gc deleted rc/b, which has no ownerReferences", "# bug: delete-without-rv-precondition"} {
+		if !strings.Contains(trace, want) {
+			t.Errorf("the trace lacks %q:\n%s", want, trace)
+		}
+	}
+	if steps != 4 {
+		t.Errorf("%d client steps, want the creates of pv/b and rc/b and the two deletes:\n%s", steps, trace)
+	}
+	tr, err := traces.Parse("race.trace", strings.NewReader(trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, _, err := traces.Replay(tr)
+	if err != nil {
+		t.Fatalf("the trace does not replay on the model: %v", err)
+	}
+	if err := traces.Diff(tr, results); err != nil {
+		t.Errorf("the model does not replay the trace's expectations: %v", err)
+	}
+	if ce, _ := raceReproducer(0, sent, "", "", time.Minute); ce != nil {
+		t.Fatalf("a race without the bug:\n%s", ce.Trace)
 	}
 }
