@@ -214,6 +214,19 @@ func checkSolidOwner(m *Model, t *Transition) *Violation {
 		// it (as harness/lin reports it)
 		return &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s, which has no ownerReferences", d.Key())}
 	}
+	if d.Namespace == "" {
+		// attemptToDeleteItem gives up on a cluster-scoped object with a
+		// reference to a namespaced kind (namespacedOwnerOfClusterScopedObjectErr):
+		// it cannot tell whether that owner is solid. Only a DELETE decided
+		// before a client added such a reference, sent without the
+		// resourceVersion precondition, lands on it (as harness/lin
+		// reports it: the GC never acts on an unresolvable reference).
+		for _, r := range d.Owners {
+			if k, ok := KindByName(r.Kind); ok && k.Info().Namespaced {
+				return &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s through its reference to %s %s, which it cannot resolve", d.Key(), r.Kind, r.Name)}
+			}
+		}
+	}
 	return nil
 }
 
