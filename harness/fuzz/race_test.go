@@ -149,3 +149,66 @@ func TestRaceOrphanedBeforeDelete(t *testing.T) {
 		t.Fatalf("a race without the bug:\n%s", ce.Trace)
 	}
 }
+
+// TestRaceUnresolvableOwner: the client steps of a concurrent impl run
+// under delete-without-rv-precondition and --write-delay whose history
+// showed the GC deleting the cluster-scoped pv/b after a client added a
+// reference to the namespaced rc/c: attemptToDeleteItem had decided on
+// pv/b, whose owner pv/a was gone, and the DELETE without the
+// resourceVersion precondition did not notice the new reference. The race
+// starts at pv/b's create, which is not among the latest steps on pv/b or
+// rc/c: a window of the create and the steps naming the created objects
+// holds it, and the model reports a GC DELETE through an unresolvable
+// reference as harness/lin does. The search finds a race on pv/b.
+func TestRaceUnresolvableOwner(t *testing.T) {
+	b, err := os.ReadFile("testdata/delete-without-rv-unresolvable.steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			sent = append(sent, l)
+		}
+	}
+	bug := model.BugSet(0).With(model.BugDeleteWithoutRVPrecondition)
+	j := slices.Index(sent, "add-owner pv/b rc/c,block")
+	create, createRC := slices.Index(sent, "create pv/b labels=app=web owner=pv/a"), slices.IndexFunc(sent, func(l string) bool { return strings.HasPrefix(l, "create rc/c ") })
+	want := []int{create, createRC, j}
+	if !slices.ContainsFunc(windows(sent, j), func(w []int) bool { return slices.Equal(w, want) }) {
+		t.Fatalf("no window %v (the creates of pv/b and rc/c and the reference) in %v", want, windows(sent, j))
+	}
+	r := &raceSearch{surrogate: bug}
+	ce := r.reproduces(applicable(bug, sent[:create]), []string{sent[create], sent[createRC], sent[j]})
+	if ce == nil || !strings.Contains(ce.Message, "gc deleted pv/b through its reference to ReplicationController c, which it cannot resolve") {
+		t.Fatalf("the window does not reproduce the history's violation: %+v", ce)
+	}
+	ce, _ = raceReproducer(bug, sent, "cascade fuzz --target impl", "a test", time.Minute)
+	if ce == nil || !strings.Contains(ce.Trace, "gc deleted pv/b") || !strings.Contains(ce.Trace, "create pv/b owner=pv/a") {
+		t.Fatalf("no race on pv/b: %+v", ce)
+	}
+	if ce, _ := raceReproducer(0, sent, "", "", time.Minute); ce != nil {
+		t.Fatalf("a race without the bug:\n%s", ce.Trace)
+	}
+}
+
+// TestLanded: reproducers take a run's steps in the order they were
+// answered, not sent: a step the driver retried on a conflict lands after
+// one another client sent later.
+func TestLanded(t *testing.T) {
+	t0 := time.Now()
+	ss := []sent{
+		{line: "remove-finalizer pv/a cascade.dev/hold", at: t0, done: t0.Add(30 * time.Millisecond)},
+		{line: "add-finalizer pv/a cascade.dev/hold", at: t0.Add(10 * time.Millisecond), done: t0.Add(20 * time.Millisecond)},
+		{line: "create cm/x", at: t0.Add(11 * time.Millisecond), done: t0.Add(21 * time.Millisecond), err: os.ErrInvalid},
+		{line: "delete pv/a", at: t0.Add(40 * time.Millisecond), done: t0.Add(50 * time.Millisecond)},
+	}
+	got := landed(ss)
+	want := []string{"add-finalizer pv/a cascade.dev/hold", "remove-finalizer pv/a cascade.dev/hold", "delete pv/a"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("landed %q, want %q", got, want)
+	}
+	if ss[0].line != "remove-finalizer pv/a cascade.dev/hold" {
+		t.Fatal("landed reordered the run's steps")
+	}
+}
