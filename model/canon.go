@@ -62,6 +62,7 @@ func (s *State) Canonical() *State {
 	c.GC.VirtualEvents = slices.Clone(c.GC.VirtualEvents)
 	c.GC.AttemptToDelete = slices.Clone(c.GC.AttemptToDelete)
 	c.GC.AttemptToOrphan = slices.Clone(c.GC.AttemptToOrphan)
+	c.GC.Detached = slices.Clone(c.GC.Detached)
 	c.GC.InFlight = slices.Clone(c.GC.InFlight)
 	c.GC.Absent = slices.Clone(c.GC.Absent)
 	c.Orphans = slices.Clone(c.Orphans)
@@ -92,6 +93,17 @@ func (s *State) Canonical() *State {
 		}
 		slices.SortFunc(*q, func(a, b Identity) int { return cmp.Compare(a.UID, b.UID) })
 	}
+	for i := range c.GC.Detached {
+		dt := &c.GC.Detached[i]
+		dt.UID = r(dt.UID)
+		deps := make([]UID, len(dt.Dependents))
+		for j, d := range dt.Dependents {
+			deps[j] = r(d)
+		}
+		slices.Sort(deps)
+		dt.Dependents = deps
+	}
+	slices.SortFunc(c.GC.Detached, func(a, b Detached) int { return cmp.Compare(a.UID, b.UID) })
 	for i := range c.GC.InFlight {
 		f := &c.GC.InFlight[i]
 		f.UID = r(f.UID)

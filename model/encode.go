@@ -44,6 +44,7 @@ const (
 	partVirtualEvents
 	partAttemptToDelete
 	partAttemptToOrphan
+	partDetached
 	partInFlight
 	partAbsent
 	partMonitored
@@ -113,6 +114,12 @@ func (s *State) encPart(b []byte, part int) []byte {
 		b = s.encIdents(b, g.AttemptToDelete)
 	case partAttemptToOrphan:
 		b = s.encIdents(b, g.AttemptToOrphan)
+	case partDetached:
+		b = binary.AppendUvarint(b, uint64(len(g.Detached)))
+		for i := range g.Detached {
+			b = binary.AppendUvarint(b, uint64(g.Detached[i].UID))
+			b = encUIDs(b, g.Detached[i].Dependents)
+		}
 	case partInFlight:
 		b = binary.AppendUvarint(b, uint64(len(g.InFlight)))
 		for i := range g.InFlight {
@@ -183,6 +190,7 @@ func (d *Decoder) EncodeNext(b []byte, s *State) []byte {
 	set(partVirtualEvents, sliceIs(g.VirtualEvents, pg.VirtualEvents))
 	set(partAttemptToDelete, sliceIs(g.AttemptToDelete, pg.AttemptToDelete))
 	set(partAttemptToOrphan, sliceIs(g.AttemptToOrphan, pg.AttemptToOrphan))
+	set(partDetached, sliceIs(g.Detached, pg.Detached))
 	set(partInFlight, sliceIs(g.InFlight, pg.InFlight))
 	set(partAbsent, sliceIs(g.Absent, pg.Absent))
 	set(partMonitored, g.Monitored == pg.Monitored)
@@ -691,6 +699,15 @@ func (d *Decoder) decPart(s *State, part int) {
 		g.AttemptToDelete = d.identList()
 	case partAttemptToOrphan:
 		g.AttemptToOrphan = d.identList()
+	case partDetached:
+		g.Detached = nil
+		if n := d.count(); n > 0 {
+			g.Detached = make([]Detached, n)
+			for i := range g.Detached {
+				g.Detached[i].UID = UID(d.uvarint())
+				g.Detached[i].Dependents = d.uidList()
+			}
+		}
 	case partInFlight:
 		g.InFlight = nil
 		if n := d.count(); n > 0 {

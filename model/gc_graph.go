@@ -98,6 +98,9 @@ func (m *Model) processGraphChanges(s *State, ev graphEvent) {
 		}
 		n := *existing
 		g.removeNode(n.UID)
+		if _, queued := identIndex(g.AttemptToOrphan, n.UID); queued {
+			s.detach(n.UID, n.Dependents)
+		}
 		removeDependentFromOwners(s, n.UID, n.Owners)
 		if len(n.Dependents) > 0 {
 			m.addAbsent(s, ev.ident)

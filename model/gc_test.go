@@ -212,3 +212,49 @@ func TestCanonicalMergesCreationOrders(t *testing.T) {
 		t.Fatal("states with different ownerReferences must stay distinct")
 	}
 }
+
+// TestOrphanThroughRemovedNode: an owner's orphan deletion is withdrawn
+// by a Background DELETE and its DELETED event removes its node while the
+// orphan work item is queued. As upstream, whose queue holds the *node,
+// attemptToOrphan still orphans the dependents the node had then
+// (GC.Detached), which the state encodes, decodes and canonicalizes; the
+// item leaves nothing behind.
+func TestOrphanThroughRemovedNode(t *testing.T) {
+	m := &Model{}
+	s, _ := run(t, m, "create cm/other", "create cm/owner", "create cm/dep owner=cm/owner", "create cm/dep2 owner=cm/owner")
+	s, _, err := m.Settle(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"delete cm/owner propagation=Orphan", "delete cm/owner propagation=Background", "gc deliver cm/owner", "gc deliver cm/owner"} {
+		if s, _, err = m.Apply(s, mustStep(t, c)); err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+	}
+	if len(s.GC.Detached) != 1 || len(s.GC.Detached[0].Dependents) != 2 {
+		t.Fatalf("detached %+v, want the owner with its two dependents", s.GC.Detached)
+	}
+	for _, c := range []*State{s, s.Canonical()} {
+		back, err := Decode(c.Encode(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(normalize(back), normalize(c)) {
+			t.Fatalf("decoded state differs:\n%#v\n%#v", back.GC.Detached, c.GC.Detached)
+		}
+	}
+	if s, _, err = m.Apply(s, mustStep(t, "gc attemptToOrphan cm/owner")); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.GC.Detached) != 0 || len(s.GC.AttemptToOrphan) != 0 {
+		t.Fatalf("the orphan item left %+v %+v", s.GC.Detached, s.GC.AttemptToOrphan)
+	}
+	s, _, err = m.Settle(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"cm/dep live", "cm/dep2 live", "cm/other live", "cm/owner gone"}
+	if got := s.Dump(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("settled:\n%v\nwant\n%v", got, want)
+	}
+}

@@ -384,16 +384,38 @@ func (m *Model) removeFinalizer(s *State, id Identity, f string) Result {
 // attemptToOrphan runs one attemptToOrphan work item: strip the owner's
 // reference from every dependent the graph knows, then remove the orphan
 // finalizer. Dependents the graph has not seen yet are not orphaned: that
-// is kubernetes#26120, unfixed upstream.
+// is kubernetes#26120, unfixed upstream. An owner whose node the graph
+// removed after it was queued (its DELETED event, after a second DELETE
+// took the orphan finalizer off) is still orphaned, through the
+// dependents it had then (GC.Detached): upstream's queue holds the node.
 func (m *Model) attemptToOrphan(s *State, uid UID) {
 	g := &s.GC
-	g.AttemptToOrphan = s.dequeue(g.AttemptToOrphan, uid)
-	n := g.node(uid)
-	if n == nil {
+	i, queued := identIndex(g.AttemptToOrphan, uid)
+	if !queued {
 		return
 	}
-	owner := n.Identity
-	deps := slices.Clone(n.Dependents)
+	owner := g.AttemptToOrphan[i]
+	g.AttemptToOrphan = s.dequeue(g.AttemptToOrphan, uid)
+	var deps []UID
+	if j, ok := g.detached(uid); ok {
+		deps = g.Detached[j].Dependents
+		g.Detached = slices.Delete(slices.Clone(g.Detached), j, j+1)
+	} else if n := g.node(uid); n != nil {
+		owner = n.Identity
+		deps = slices.Clone(n.Dependents)
+	} else {
+		return
+	}
+	requeue := func() {
+		if s.GC.node(uid) != nil {
+			s.GC.AttemptToOrphan = s.enqueue(s.GC.AttemptToOrphan, uid)
+			return
+		}
+		// detached: the item keeps its identity and the dependents it saw
+		j, _ := identIndex(s.GC.AttemptToOrphan, uid)
+		s.GC.AttemptToOrphan = insertIn(s.ws.identArena(), s.GC.AttemptToOrphan, j, owner)
+		s.detach(uid, deps)
+	}
 	s.Orphans = slices.Clone(s.Orphans) // copy-on-write: states share it
 	for i := range s.Orphans {
 		if o := &s.Orphans[i]; o.Owner == uid && !o.Ran {
@@ -421,11 +443,11 @@ func (m *Model) attemptToOrphan(s *State, uid UID) {
 		}
 	}
 	if failed {
-		s.GC.AttemptToOrphan = s.enqueue(s.GC.AttemptToOrphan, uid)
+		requeue()
 		return
 	}
 	if r := m.removeFinalizer(s, owner, FinalizerOrphan); !r.OK() {
-		s.GC.AttemptToOrphan = s.enqueue(s.GC.AttemptToOrphan, uid)
+		requeue()
 	}
 }
 

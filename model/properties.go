@@ -214,6 +214,29 @@ func checkSolidOwner(m *Model, t *Transition) *Violation {
 		// it (as harness/lin reports it)
 		return &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s, which has no ownerReferences", d.Key())}
 	}
+	if d.Namespace == "" {
+		// attemptToDeleteItem gives up on a cluster-scoped object with a
+		// reference to a namespaced kind (namespacedOwnerOfClusterScopedObjectErr):
+		// it cannot tell whether that owner is solid. Only a DELETE decided
+		// before a client added such a reference, sent without the
+		// resourceVersion precondition, lands on it (as harness/lin
+		// reports it: the GC never acts on an unresolvable reference).
+		for _, r := range d.Owners {
+			if k, ok := KindByName(r.Kind); ok && k.Info().Namespaced {
+				v := &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s through its reference to %s %s, which it cannot resolve", d.Key(), r.Kind, r.Name)}
+				// A virtual node carries the namespace of the dependent it
+				// was made from, cluster-scoped or not, and
+				// attemptToDeleteItem run on it looks the object's owners
+				// up there (kubernetes#124378): upstream's own race,
+				// until the object's event gives the node its identity.
+				if w := gcDeleteWrite(t); w != nil && w.Item.Namespace != "" {
+					v.Known = KnownVirtualNamespace
+					v.Message += fmt.Sprintf("; the GC decided on it as a virtual node in namespace %s", w.Item.Namespace)
+				}
+				return v
+			}
+		}
+	}
 	return nil
 }
 
@@ -532,6 +555,12 @@ const KnownClusterScopedBlocker = "garbagecollector.go namespacedOwnerOfClusterS
 // and the item goes without waiting for its blocking dependents. Found by
 // stepped fuzzing of the model; no upstream issue reports it.
 const KnownRetryWithoutRV = "garbagecollector.go deleteObject (retry without resourceVersion)"
+
+// KnownVirtualNamespace: the GC acted on a cluster-scoped object
+// through a virtual node that took a dependent's namespace
+// (GraphBuilder.addDependentToOwners), so attemptToDeleteItem resolved
+// the object's references to namespaced owners there.
+const KnownVirtualNamespace = "kubernetes#124378"
 
 // KnownForegroundCycle names upstream's own behaviour behind a cycle of
 // foreground deletions, an object that blocks itself the shortest:

@@ -200,8 +200,15 @@ type GC struct {
 	VirtualEvents   []Identity // virtual delete events queued on graphChanges
 	AttemptToDelete []Identity // work queue as a set, sorted by UID
 	AttemptToOrphan []Identity // (a queued node stays nameable after removal)
-	InFlight        []InFlight // decided writes, sorted by item UID
-	Absent          []Identity // absentOwnerCache, sorted
+	// Detached keeps the dependents of nodes removed from the graph while
+	// queued for attemptToOrphan, sorted by UID: upstream's queue holds
+	// the *node, and removeNode leaves its dependents as they were, so
+	// attemptToOrphanWorker still orphans them (a second DELETE, say
+	// Background, removing an owner whose orphan deletion the GC had
+	// queued; found by cascade fuzz --target impl --write-delay).
+	Detached []Detached
+	InFlight []InFlight // decided writes, sorted by item UID
+	Absent   []Identity // absentOwnerCache, sorted
 	// Monitored has a bit per custom kind the GC has a monitor (informer)
 	// for. Built-in kinds are always monitored; a custom kind is monitored
 	// from the GC's first discovery sync after its CRD appears (gc.Sync,
@@ -212,6 +219,33 @@ type GC struct {
 // monitors reports whether the GC has an informer for kind k.
 func (g *GC) monitors(k KindID) bool {
 	return !k.Info().Custom || g.Monitored&(1<<k) != 0
+}
+
+// Detached is a node removed from the graph while queued for
+// attemptToOrphan, as that work item still sees it: its dependents when
+// it was removed.
+type Detached struct {
+	UID        UID
+	Dependents []UID // sorted
+}
+
+// detached finds a detached node by UID.
+func (g *GC) detached(uid UID) (int, bool) {
+	return slices.BinarySearchFunc(g.Detached, uid, func(d Detached, u UID) int { return cmpUID(d.UID, u) })
+}
+
+// detach keeps the dependents of a node removed while queued for
+// attemptToOrphan (GC.Detached).
+func (s *State) detach(uid UID, deps []UID) {
+	g := &s.GC
+	j, ok := g.detached(uid)
+	d := Detached{UID: uid, Dependents: deps}
+	if ok {
+		g.Detached = slices.Clone(g.Detached)
+		g.Detached[j] = d
+		return
+	}
+	g.Detached = slices.Insert(slices.Clone(g.Detached), j, d)
 }
 
 // InFlight is a work item whose writes are decided but not all sent.

@@ -63,14 +63,34 @@ type ConcurrentEnv struct {
 	Relist bool
 }
 
-// sent is one client step of a concurrent run as it was executed.
+// sent is one client step of a concurrent run as it was executed: sent
+// at at, answered at done.
 type sent struct {
-	client int
-	line   string
-	step   model.Step
-	at     time.Time
-	res    model.Result
-	err    error
+	client   int
+	line     string
+	step     model.Step
+	at, done time.Time
+	res      model.Result
+	err      error
+}
+
+// landed lists the steps that were sent (err == nil) in the order they
+// were answered, the closer guess at the order they took effect in: a
+// step's write lands at its last request, and the driver sends a step
+// again when a resourceVersion conflict refuses it, so a step sent first
+// may land after one another client sent later (found by fuzzing impl: a
+// finalizer removal retried past another client's add, which replayed in
+// the order sent left the owner stuck and hid a race).
+func landed(ss []sent) []string {
+	ss = slices.Clone(ss)
+	slices.SortStableFunc(ss, func(a, b sent) int { return a.done.Compare(b.done) })
+	var lines []string
+	for _, x := range ss {
+		if x.err == nil {
+			lines = append(lines, x.line)
+		}
+	}
+	return lines
 }
 
 // concurrentRun is one rapid check of a concurrent run.
@@ -193,12 +213,7 @@ func (r *concurrentRun) reproduce(kind, summary string) *runFailure {
 	if r.env.Surrogate == 0 || r.env.Confirm == nil {
 		return nil
 	}
-	var lines []string
-	for _, x := range r.sent {
-		if x.err == nil {
-			lines = append(lines, x.line)
-		}
-	}
+	lines := landed(r.sent)
 	begin := time.Now()
 	inject := strings.Join(r.env.Inject, ",")
 	trace, steps := settledReproducer(r.env.Surrogate, lines, func(predicted string, steps int) ([]string, []traces.Header) {
@@ -420,6 +435,7 @@ func (r *concurrentRun) execute(d *driver.Driver) {
 				}
 				s := sent{client: c, line: line, step: st, at: time.Now()}
 				s.res, s.err = d.Do(ctx, st, nil)
+				s.done = time.Now()
 				mu.Lock()
 				r.sent = append(r.sent, s)
 				mu.Unlock()

@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cascade-k8s/cascade/model"
@@ -175,7 +176,10 @@ search:
 // windows lists the windows ending at step j, as indices into sent in
 // order, smallest first: j alone; j with the steps just before it; j
 // with the latest earlier steps on the objects it names, one, then two,
-// then three of them.
+// then three of them; j with the latest creates of the objects it names,
+// alone and with the latest steps on them. A race often starts at a
+// create (the GC decides on the new object), which among several
+// clients' steps need not be among the latest on the object.
 func windows(sent []string, j int) [][]int {
 	var out [][]int
 	add := func(w []int) {
@@ -207,6 +211,28 @@ func windows(sent []string, j int) [][]int {
 			// the n-1 latest related steps and the k-th
 			w := append([]int{j, related[k-1]}, related[:n-1]...)
 			add(w)
+		}
+	}
+	var creates []int
+	for _, name := range names {
+		for i := j - 1; i >= 0; i-- {
+			if o := objectsOf(sent[i]); strings.HasPrefix(sent[i], "create ") && len(o) > 0 && o[0] == name {
+				creates = append(creates, i)
+				break
+			}
+		}
+	}
+	for k := 1; k <= len(creates) && k < raceWindow; k++ {
+		w := append([]int{j}, creates[:k]...)
+		add(slices.Clone(w))
+		for _, i := range related {
+			if len(w) == raceWindow {
+				break
+			}
+			if !slices.Contains(w, i) {
+				w = append(w, i)
+				add(slices.Clone(w))
+			}
 		}
 	}
 	slices.SortStableFunc(out, func(a, b []int) int { return len(a) - len(b) })

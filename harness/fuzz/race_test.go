@@ -1,6 +1,7 @@
 package fuzz
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -124,5 +125,125 @@ func TestRaceWindows(t *testing.T) {
 	}
 	if got := objectsOf("create cm/ns2/claim owner=pv/disk owner=rc/c"); !slices.Equal(got, []string{"ConfigMap/ns2/claim", "PersistentVolume//disk", "ReplicationController/default/c"}) {
 		t.Fatalf("objectsOf: %v", got)
+	}
+}
+
+// TestRaceOrphanedBeforeDelete: the client steps of a concurrent impl run
+// under delete-without-rv-precondition and --write-delay whose history
+// showed the GC deleting rc/b after its own attemptToOrphan patch had
+// taken rc/b's last ownerReference off. A client deleted pv/b, rc/b's
+// owner, with Orphan and then with Background, which removed it: the GC's
+// orphan work item, queued before, still orphaned rc/b, while
+// attemptToDelete, sent rc/b by pv/b's DELETED event, had already decided
+// on rc/b's DELETE from a GET that showed the dangling reference. The
+// model found no race in these steps while its attemptToOrphan did nothing
+// for an owner whose node the graph had removed; upstream's queue holds
+// the node, whose dependents it still orphans. The race search finds the
+// two deletes, and the model without the bug does not break.
+func TestRaceOrphanedBeforeDelete(t *testing.T) {
+	b, err := os.ReadFile("testdata/delete-without-rv-orphaned.steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			sent = append(sent, l)
+		}
+	}
+	bug := model.BugSet(0).With(model.BugDeleteWithoutRVPrecondition)
+	if trace, _ := settledReproducer(bug, sent, func(string, int) ([]string, []traces.Header) { return nil, nil }); trace != "" {
+		t.Fatalf("the race has a settled reproducer:\n%s", trace)
+	}
+	ce, steps := raceReproducer(bug, sent, "cascade fuzz --target impl", "a test", time.Minute)
+	if ce == nil {
+		t.Fatal("no race reproducer")
+	}
+	trace := ce.Trace
+	for _, want := range []string{"delete pv/b propagation=Orphan\ndelete pv/b propagation=Background", "gc attemptToOrphan pv/b", "gc delete rc/b",
+		"! violates no solid owner collected: gc deleted rc/b, which has no ownerReferences", "# bug: delete-without-rv-precondition"} {
+		if !strings.Contains(trace, want) {
+			t.Errorf("the trace lacks %q:\n%s", want, trace)
+		}
+	}
+	if steps != 4 {
+		t.Errorf("%d client steps, want the creates of pv/b and rc/b and the two deletes:\n%s", steps, trace)
+	}
+	tr, err := traces.Parse("race.trace", strings.NewReader(trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, _, err := traces.Replay(tr)
+	if err != nil {
+		t.Fatalf("the trace does not replay on the model: %v", err)
+	}
+	if err := traces.Diff(tr, results); err != nil {
+		t.Errorf("the model does not replay the trace's expectations: %v", err)
+	}
+	if ce, _ := raceReproducer(0, sent, "", "", time.Minute); ce != nil {
+		t.Fatalf("a race without the bug:\n%s", ce.Trace)
+	}
+}
+
+// TestRaceUnresolvableOwner: the client steps of a concurrent impl run
+// under delete-without-rv-precondition and --write-delay whose history
+// showed the GC deleting the cluster-scoped pv/b after a client added a
+// reference to the namespaced rc/c: attemptToDeleteItem had decided on
+// pv/b, whose owner pv/a was gone, and the DELETE without the
+// resourceVersion precondition did not notice the new reference. The race
+// starts at pv/b's create, which is not among the latest steps on pv/b or
+// rc/c: a window of the create and the steps naming the created objects
+// holds it, and the model reports a GC DELETE through an unresolvable
+// reference as harness/lin does. The search finds a race on pv/b.
+func TestRaceUnresolvableOwner(t *testing.T) {
+	b, err := os.ReadFile("testdata/delete-without-rv-unresolvable.steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			sent = append(sent, l)
+		}
+	}
+	bug := model.BugSet(0).With(model.BugDeleteWithoutRVPrecondition)
+	j := slices.Index(sent, "add-owner pv/b rc/c,block")
+	create, createRC := slices.Index(sent, "create pv/b labels=app=web owner=pv/a"), slices.IndexFunc(sent, func(l string) bool { return strings.HasPrefix(l, "create rc/c ") })
+	want := []int{create, createRC, j}
+	if !slices.ContainsFunc(windows(sent, j), func(w []int) bool { return slices.Equal(w, want) }) {
+		t.Fatalf("no window %v (the creates of pv/b and rc/c and the reference) in %v", want, windows(sent, j))
+	}
+	r := &raceSearch{surrogate: bug}
+	ce := r.reproduces(applicable(bug, sent[:create]), []string{sent[create], sent[createRC], sent[j]})
+	if ce == nil || !strings.Contains(ce.Message, "gc deleted pv/b through its reference to ReplicationController c, which it cannot resolve") {
+		t.Fatalf("the window does not reproduce the history's violation: %+v", ce)
+	}
+	ce, _ = raceReproducer(bug, sent, "cascade fuzz --target impl", "a test", time.Minute)
+	if ce == nil || !strings.Contains(ce.Trace, "gc deleted pv/b") || !strings.Contains(ce.Trace, "create pv/b owner=pv/a") {
+		t.Fatalf("no race on pv/b: %+v", ce)
+	}
+	if ce, _ := raceReproducer(0, sent, "", "", time.Minute); ce != nil {
+		t.Fatalf("a race without the bug:\n%s", ce.Trace)
+	}
+}
+
+// TestLanded: reproducers take a run's steps in the order they were
+// answered, not sent: a step the driver retried on a conflict lands after
+// one another client sent later.
+func TestLanded(t *testing.T) {
+	t0 := time.Now()
+	ss := []sent{
+		{line: "remove-finalizer pv/a cascade.dev/hold", at: t0, done: t0.Add(30 * time.Millisecond)},
+		{line: "add-finalizer pv/a cascade.dev/hold", at: t0.Add(10 * time.Millisecond), done: t0.Add(20 * time.Millisecond)},
+		{line: "create cm/x", at: t0.Add(11 * time.Millisecond), done: t0.Add(21 * time.Millisecond), err: os.ErrInvalid},
+		{line: "delete pv/a", at: t0.Add(40 * time.Millisecond), done: t0.Add(50 * time.Millisecond)},
+	}
+	got := landed(ss)
+	want := []string{"add-finalizer pv/a cascade.dev/hold", "remove-finalizer pv/a cascade.dev/hold", "delete pv/a"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("landed %q, want %q", got, want)
+	}
+	if ss[0].line != "remove-finalizer pv/a cascade.dev/hold" {
+		t.Fatal("landed reordered the run's steps")
 	}
 }

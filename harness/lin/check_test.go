@@ -846,3 +846,33 @@ func TestCycleUnblocked(t *testing.T) {
 		})
 	}
 }
+
+// TestForegroundEndedBeforeDelete: an owner being deleted with a user
+// finalizer is switched to Foreground, so the GC decides to delete its
+// non-blocking dependent and, with no dependent blocking, removes
+// foregroundDeletion; the decided DELETE lands after, on a dependent
+// whose owner is still deleting but no longer waits (found by cascade
+// fuzz --target impl --write-delay). Within the race window of the
+// finalizer's removal it is the known race, outside it a violation.
+func TestForegroundEndedBeforeDelete(t *testing.T) {
+	for _, late := range []bool{true, false} {
+		b := newBuilder(t)
+		o, d := key("secret", "o"), key("rc", "d")
+		b.create("client-0", o, 0, 10*ms, []string{"cascade.dev/hold"})
+		b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, false))
+		b.del("client-0", o, 21*ms, 25*ms, "Background")
+		b.del("client-1", o, 26*ms, 30*ms, "Foreground")
+		b.write("gc", o, 31*ms, 35*ms, withoutFinalizer(model.FinalizerForeground))
+		at := int64(40 * ms)
+		if !late {
+			at = 5000 * ms
+		}
+		del := b.del("gc", d, at, at+5*ms, "Background")
+		r := b.check()
+		if late {
+			expectKnown(t, r, del, KnownForegroundEnded)
+		} else {
+			expectIllegal(t, r, del, "was live and not waiting for dependents")
+		}
+	}
+}

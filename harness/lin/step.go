@@ -122,7 +122,7 @@ func (c *checker) provFor(s *store, cur *entry, in *input, obj *history.Object) 
 	if cur != nil && cur.known() && cur.obj.UID == obj.UID && cur.prov != nil {
 		old, op = cur.obj, cur.prov
 	}
-	p := &prov{delStart: noMark, orphan: noMark, orphanGone: noMark, fg: noMark, dressed: noMark}
+	p := &prov{delStart: noMark, orphan: noMark, orphanGone: noMark, fg: noMark, fgGone: noMark, dressed: noMark}
 	p.refs = make([]refProv, len(obj.Owners))
 	for i := range obj.Owners {
 		r := &obj.Owners[i]
@@ -164,6 +164,14 @@ func (c *checker) provFor(s *store, cur *entry, in *input, obj *history.Object) 
 			p.orphanGone = now
 		default:
 			p.orphanGone = op.orphanGone
+		}
+	}
+	if obj.Deleting && !obj.HasFinalizer(model.FinalizerForeground) && old != nil && old.Deleting {
+		switch {
+		case old.HasFinalizer(model.FinalizerForeground):
+			p.fgGone = now
+		default:
+			p.fgGone = op.fgGone
 		}
 	}
 	switch {

@@ -71,6 +71,9 @@ type prov struct {
 	orphanGone mark
 	fg         mark // the write that put foregroundDeletion on
 	fgSeen     bool // this deletion carried foregroundDeletion at some point
+	// fgGone is the write that removed foregroundDeletion from this
+	// deletion, while it lacks it (noMark otherwise).
+	fgGone mark
 	// dressed is the write that ended the object's last bare version
 	// (no finalizers, not being deleted), noMark while it is bare or
 	// when it never was (see delete's kubernetes#77988).
@@ -84,7 +87,7 @@ func (p *prov) equal(q *prov) bool {
 	if p == nil || q == nil {
 		return false
 	}
-	return p.delStart == q.delStart && p.orphan == q.orphan && p.orphanGone == q.orphanGone && p.fg == q.fg && p.fgSeen == q.fgSeen && p.dressed == q.dressed &&
+	return p.delStart == q.delStart && p.orphan == q.orphan && p.orphanGone == q.orphanGone && p.fgGone == q.fgGone && p.fg == q.fg && p.fgSeen == q.fgSeen && p.dressed == q.dressed &&
 		slices.Equal(p.refs, q.refs)
 }
 
@@ -105,6 +108,7 @@ func newEntry(k history.Key, kh uint64, obj *history.Object, objHash uint64, fla
 		h = mix(h, uint64(uint32(p.delStart)))
 		h = mix(h, uint64(uint32(p.orphan))<<32|uint64(uint32(p.fg)))
 		h = mix(h, uint64(uint32(p.dressed))<<32|uint64(uint32(p.orphanGone)))
+		h = mix(h, uint64(uint32(p.fgGone)))
 		for _, r := range p.refs {
 			h = mix(h, uint64(uint32(r.by))<<8|uint64(r.late))
 		}

@@ -165,7 +165,7 @@ func New(cfg *rest.Config, opts Options) (*GarbageCollector, error) {
 		metadata: md, discovery: dc,
 		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(mapperDC)),
 		events: cs.CoreV1().Events(""),
-		graph:  graph{nodes: map[types.UID]*node{}},
+		graph:  graph{nodes: map[types.UID]*node{}, detached: map[types.UID]*node{}},
 		absent: newAbsentCache(500, opts.Bugs.Has(bugs.UIDOnlyIdentity)),
 	}
 	// Run replaces this with a recorder that writes Events; a broadcaster

@@ -68,12 +68,22 @@ type node struct {
 	beingDeleted bool
 	// deletingDependents: being deleted with foregroundDeletion.
 	deletingDependents bool
+	// orphanQueued: queued for attemptToOrphan and not yet taken by it.
+	// A node removed from the graph while queued is kept in
+	// graph.detached for the work item.
+	orphanQueued bool
 }
 
 // graph is uidToNode.
 type graph struct {
 	mu    sync.RWMutex
 	nodes map[types.UID]*node
+	// detached holds the nodes removed from nodes while queued for
+	// attemptToOrphan. Upstream's queue holds the *node, and removeNode
+	// leaves its dependents as they were, so attemptToOrphanWorker still
+	// orphans them; the queues here are keyed by UID, so the work item
+	// finds its node here.
+	detached map[types.UID]*node
 }
 
 // dependentUIDs returns n's dependents in creation order (UID order

@@ -49,8 +49,10 @@ func beingDeleted(o metav1.Object) bool { return o.GetDeletionTimestamp() != nil
 func hasFinalizer(o metav1.Object, f string) bool { return slices.Contains(o.GetFinalizers(), f) }
 
 // processGraphChanges applies one event to the graph (graph_builder.go
-// processGraphChanges). It is the graph's only writer: Auto mode calls it
-// from one goroutine, Stepped mode from the caller's Deliver.
+// processGraphChanges). It is the graph's only writer but for
+// attemptToOrphanItem, which takes detached nodes and their orphanQueued
+// flags: Auto mode calls it from one goroutine, Stepped mode from the
+// caller's Deliver.
 func (gc *GarbageCollector) processGraphChanges(ctx context.Context, ev *event) {
 	log := ctrllog.FromContext(ctx)
 	g := &gc.graph
@@ -118,6 +120,9 @@ func (gc *GarbageCollector) processGraphChanges(ctx context.Context, ev *event) 
 			return
 		}
 		g.removeNode(existing)
+		if existing.orphanQueued {
+			g.detached[uid] = existing
+		}
 		deps := existing.dependentUIDs()
 		if len(deps) > 0 {
 			gc.absent.Add(ev.identity())
@@ -283,6 +288,7 @@ func (gc *GarbageCollector) processTransitions(ctx context.Context, old, new *me
 		oldObj = old
 	}
 	if gc.deletionStartsWithFinalizer(oldObj, new, metav1.FinalizerOrphanDependents) {
+		n.orphanQueued = true
 		gc.attemptToOrphan.Add(n.identity)
 		return
 	}

@@ -321,23 +321,41 @@ func (gc *GarbageCollector) finish(uid types.UID, out outcome) {
 // reference from every dependent the graph knows (dependents it has not
 // observed yet keep it: kubernetes#26120), then remove the orphan
 // finalizer. Auto mode patches the dependents in parallel, as upstream;
-// Stepped mode one by one in UID order.
+// Stepped mode one by one in UID order. An owner whose node the graph
+// removed while the item was queued is orphaned through the dependents
+// the node had then (graph.detached), as upstream's queued *node is.
 func (gc *GarbageCollector) attemptToOrphanItem(ctx context.Context, uid types.UID) outcome {
-	gc.graph.mu.RLock()
-	n := gc.graph.nodes[uid]
+	g := &gc.graph
+	g.mu.Lock()
+	n := g.detached[uid]
+	if n != nil {
+		delete(g.detached, uid)
+	} else {
+		n = g.nodes[uid]
+	}
 	var owner Identity
 	var deps []Identity
 	if n != nil {
+		n.orphanQueued = false
 		owner = n.identity
 		for _, du := range n.dependentUIDs() {
-			if d := gc.graph.nodes[du]; d != nil {
+			if d := g.nodes[du]; d != nil {
 				deps = append(deps, d.identity)
 			}
 		}
 	}
-	gc.graph.mu.RUnlock()
+	g.mu.Unlock()
 	if n == nil {
 		return forget
+	}
+	retry := func() outcome {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		n.orphanQueued = true
+		if g.nodes[uid] != n {
+			g.detached[uid] = n
+		}
+		return requeue
 	}
 	errs := make([]error, len(deps))
 	orphan := func(i int) {
@@ -363,11 +381,11 @@ func (gc *GarbageCollector) attemptToOrphanItem(ctx context.Context, uid types.U
 	log := ctrllog.FromContext(ctx)
 	if err := errors.Join(errs...); err != nil {
 		log.Error(err, "failed to orphan dependents", "owner", owner)
-		return requeue
+		return retry()
 	}
 	if err := gc.removeFinalizer(ctx, owner, metav1.FinalizerOrphanDependents); err != nil {
 		log.Error(err, "removeOrphanFinalizer failed", "owner", owner)
-		return requeue
+		return retry()
 	}
 	return forget
 }

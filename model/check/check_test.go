@@ -140,7 +140,7 @@ func TestUpstreamHolds(t *testing.T) {
 func TestDistinctStatesPinned(t *testing.T) {
 	pinned := map[string]int64{
 		"orphan-adoption": 59, "orphan-unseen": 340, "foreground-cycle": 123, "mixed-owners": 12380,
-		"all-policies": 199610, "cross-namespace": 164, "cluster-scoped": 61, "owner-swap": 74,
+		"all-policies": 202486, "cross-namespace": 164, "cluster-scoped": 61, "owner-swap": 74,
 		"refinalize": 58, "lost-update": 1383, "deep-cascade": 28, "relist": 46, "protection": 152,
 		"late-finalizer": 42,
 	}
