@@ -155,7 +155,7 @@ func TestRaceOrphanedBeforeDelete(t *testing.T) {
 	if trace, _ := settledReproducer(bug, sent, func(string, int) ([]string, []traces.Header) { return nil, nil }); trace != "" {
 		t.Fatalf("the race has a settled reproducer:\n%s", trace)
 	}
-	ce, steps := raceReproducer(bug, sent, "cascade fuzz --target impl", "a test", time.Minute)
+	ce, steps := raceReproducer(bug, false, sent, "cascade fuzz --target impl", "a test", time.Minute)
 	if ce == nil {
 		t.Fatal("no race reproducer")
 	}
@@ -180,7 +180,7 @@ func TestRaceOrphanedBeforeDelete(t *testing.T) {
 	if err := traces.Diff(tr, results); err != nil {
 		t.Errorf("the model does not replay the trace's expectations: %v", err)
 	}
-	if ce, _ := raceReproducer(0, sent, "", "", time.Minute); ce != nil {
+	if ce, _ := raceReproducer(0, false, sent, "", "", time.Minute); ce != nil {
 		t.Fatalf("a race without the bug:\n%s", ce.Trace)
 	}
 }
@@ -218,11 +218,11 @@ func TestRaceUnresolvableOwner(t *testing.T) {
 	if ce == nil || !strings.Contains(ce.Message, "gc deleted pv/b through its reference to ReplicationController c, which it cannot resolve") {
 		t.Fatalf("the window does not reproduce the history's violation: %+v", ce)
 	}
-	ce, _ = raceReproducer(bug, sent, "cascade fuzz --target impl", "a test", time.Minute)
+	ce, _ = raceReproducer(bug, false, sent, "cascade fuzz --target impl", "a test", time.Minute)
 	if ce == nil || !strings.Contains(ce.Trace, "gc deleted pv/b") || !strings.Contains(ce.Trace, "create pv/b owner=pv/a") {
 		t.Fatalf("no race on pv/b: %+v", ce)
 	}
-	if ce, _ := raceReproducer(0, sent, "", "", time.Minute); ce != nil {
+	if ce, _ := raceReproducer(0, false, sent, "", "", time.Minute); ce != nil {
 		t.Fatalf("a race without the bug:\n%s", ce.Trace)
 	}
 }
