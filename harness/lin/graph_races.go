@@ -1,0 +1,118 @@
+package lin
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// The GC's own races on its graph: rules.go's GC rules hold a write to
+// the state it lands on; these classify the writes upstream's GC makes
+// from a graph that is behind the store or that holds a node under
+// coordinates a dependent gave it.
+
+// KnownVirtualNamespace names a GC write through a cluster-scoped
+// object's reference to a namespaced owner kind, made while the GC held
+// the object as a virtual node that carries the namespace of the
+// dependent it was made from (GraphBuilder.addDependentToOwners gives
+// every virtual node its dependent's namespace, kubernetes#124378).
+// attemptToDeleteItem runs a virtual node's item with those coordinates:
+// its GET finds the cluster-scoped object, and isDangling looks the
+// object's own owners up in the borrowed namespace instead of failing
+// with namespacedOwnerOfClusterScopedObjectErr. Once the object's own
+// event arrives the node takes its observed identity, so the window is
+// the GC's informer lag after the object was created.
+const KnownVirtualNamespace = model.KnownVirtualNamespace
+
+// borrowedNamespace marks v, a GC write through reference i of cur's
+// object that is unresolvable from it, as KnownVirtualNamespace when the
+// object is cluster-scoped and was created (with the reference) within
+// the race window before the write, and a live object in a namespace N
+// references it, where the reference's owner is not solid: a GC that
+// had not yet observed the object held it as a virtual node in N, and
+// in N the reference is dangling or waiting, as attemptToDeleteItem
+// needs to delete or unreference.
+func (c *checker) borrowedNamespace(s *store, cur *entry, i int, in *input, v *violation) {
+	d := cur.obj
+	if !c.lenient || d.Namespace != "" || cur.prov == nil || i >= len(cur.prov.refs) {
+		return
+	}
+	by := cur.prov.refs[i].by
+	if by < 0 || c.ops[by].Verb != history.Create || !c.racy(by, in) {
+		return
+	}
+	r := &d.Owners[i]
+	s.each(func(e *entry) bool {
+		if !e.known() || e.obj.Namespace == "" {
+			return true
+		}
+		if _, refers := findRef(e.obj.Owners, d.UID); !refers {
+			return true
+		}
+		virtual := *d
+		virtual.Namespace = e.obj.Namespace
+		if st, _ := resolve(s, &virtual, r); st == refSolid || st == refUnresolvable {
+			return true
+		}
+		v.known = KnownVirtualNamespace
+		v.message += fmt.Sprintf("; the GC held it as a virtual node in namespace %s, made from %s, and looked the owner up there", e.obj.Namespace, e.key)
+		return false
+	})
+}
+
+// KnownStaleGraph names a GC decision made on a graph behind the store:
+// attemptToDeleteItem reads an item's dependents, and whether they are
+// deleting their dependents, from the graph, which learns of a write only
+// when the informer's event arrives.
+const KnownStaleGraph = "garbagecollector.go attemptToDeleteItem (graph behind the store)"
+
+// cycleUnblocked: a GC DELETE with Foreground of an object not yet being
+// deleted (attemptToDeleteItem's waiting arm) while the object still
+// has a blocking ownerReference and a dependent of it (an object with a
+// reference to its UID, which the graph links whatever the namespace) is
+// deleting with foregroundDeletion. attemptToDeleteItem sends the
+// unblock patch first in that case, so the reference would be
+// non-blocking. Known as KnownStaleGraph when the dependent's
+// foregroundDeletion or its reference, or the object's blocking
+// reference, was written within the race window before the DELETE: the
+// graph may not have had it.
+func (c *checker) cycleUnblocked(s *store, cur *entry, in *input) *violation {
+	d := cur.obj
+	if d.Deleting || in.op.Delete == nil || in.op.Delete.Propagation != "Foreground" {
+		return nil
+	}
+	block := -1
+	for i := range d.Owners {
+		if d.Owners[i].Block {
+			block = i
+			break
+		}
+	}
+	if block < 0 {
+		return nil
+	}
+	var v *violation
+	s.each(func(e *entry) bool {
+		if e == cur || !e.known() || !e.obj.Deleting || !e.obj.HasFinalizer(model.FinalizerForeground) {
+			return true
+		}
+		j := slices.IndexFunc(e.obj.Owners, func(r history.Ref) bool { return r.UID == d.UID })
+		if j < 0 {
+			return true
+		}
+		w := &violation{PropCycleUnblocked, fmt.Sprintf("gc deleted %s in the foreground with its reference to %s still blocking, while its dependent %s was deleting its dependents",
+			in.key, d.Owners[block].Name, e.key), ""}
+		if c.lenient && e.prov != nil && cur.prov != nil && block < len(cur.prov.refs) && j < len(e.prov.refs) &&
+			(c.racy(e.prov.fg, in) || c.racy(e.prov.refs[j].by, in) || c.racy(cur.prov.refs[block].by, in)) {
+			w.known = KnownStaleGraph
+			w.message += "; the GC's graph may not have had it yet"
+		}
+		if v == nil || v.known != "" && w.known == "" {
+			v = w
+		}
+		return v.known != ""
+	})
+	return v
+}

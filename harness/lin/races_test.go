@@ -1,0 +1,181 @@
+package lin
+
+import (
+	"testing"
+
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// Known races of the GC and the API server that only a history shows:
+// each test sets a write inside and outside its race window.
+
+// TestStaleOrphanPolicy: a GC DELETE with propagationPolicy Orphan that
+// puts back the orphan finalizer attemptToOrphan removed is upstream's
+// own behaviour when the removal came within the race window before it
+// (the GC's GET saw the finalizer), and a silent orphaning otherwise.
+func TestStaleOrphanPolicy(t *testing.T) {
+	for _, late := range []bool{true, false} {
+		b := newBuilder(t)
+		o, d := key("cm", "o"), key("cm", "d")
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.create("client-0", d, 11*ms, 20*ms, []string{"cascade.dev/hold"}, b.ref(o, false, false))
+		b.del("client-0", d, 21*ms, 25*ms, "Orphan")
+		b.write("gc", d, 30*ms, 35*ms, withoutFinalizer(model.FinalizerOrphan))
+		b.del("client-0", o, 36*ms, 40*ms, "Background")
+		at := int64(50 * ms)
+		if !late {
+			at = 5000 * ms
+		}
+		del := b.del("gc", d, at, at+5*ms, "Orphan")
+		r := b.check()
+		if late {
+			expectKnown(t, r, del, KnownStaleOrphanPolicy)
+		} else {
+			expectIllegal(t, r, del, "put the orphan finalizer on it")
+		}
+	}
+}
+
+// TestOrphanSwitchedToForeground: attemptToOrphan removes a cluster-scoped
+// dependent's reference to a namespaced owner (unresolvable from it) as
+// upstream's orphan path does; when a DELETE switched the owner's orphan
+// deletion to Foreground within the race window before the patch, the
+// patch is the known kubernetes#32339 race, and outside it a violation.
+func TestOrphanSwitchedToForeground(t *testing.T) {
+	for _, late := range []bool{true, false} {
+		b := newBuilder(t)
+		o, pv := key("rc", "o"), key("pv", "vol")
+		b.create("client-0", o, 0, 10*ms, []string{"cascade.dev/hold"})
+		b.create("client-0", pv, 11*ms, 20*ms, nil, b.ref(o, false, false))
+		b.del("client-0", o, 21*ms, 25*ms, "Orphan")
+		b.del("client-1", o, 26*ms, 30*ms, "Foreground")
+		at := int64(40 * ms)
+		if !late {
+			at = 5000 * ms
+		}
+		patch := b.write("gc", pv, at, at+5*ms, withRefs())
+		r := b.check()
+		if late {
+			expectKnown(t, r, patch, "kubernetes#32339")
+		} else {
+			expectIllegal(t, r, patch, "gc removed")
+		}
+	}
+}
+
+// TestVirtualNamespace: a GC that has not yet observed a cluster-scoped
+// object holds it as a virtual node carrying the namespace of the
+// dependent it was made from (kubernetes#124378); attemptToDeleteItem
+// then resolves the object's reference to a namespaced owner in that
+// namespace, where a foreground-deleting owner makes it waiting, and
+// deletes the object with Foreground. That is the known race while the
+// object is new; long after its creation, with no dependent in the
+// owner's namespace, or with the owner solid there, it is a violation.
+func TestVirtualNamespace(t *testing.T) {
+	cases := []struct {
+		name       string
+		at         int64 // the GC's DELETE, ms
+		dependent  bool  // secret c references pv a
+		foreground bool  // secret c is being deleted with foregroundDeletion
+		known      bool
+	}{
+		{"new, referenced from the owner's namespace", 60, true, true, true},
+		{"long after its creation", 5000, true, true, false},
+		{"no dependent in a namespace", 60, false, true, false},
+		{"a solid owner in the borrowed namespace", 60, true, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuilder(t)
+			c, a := key("secret", "c"), key("pv", "a")
+			b.create("client-0", c, 0, 10*ms, []string{"cascade.dev/hold"})
+			b.create("client-1", a, 11*ms, 20*ms, nil, b.ref(c, true, true))
+			if tc.dependent {
+				b.write("client-0", c, 21*ms, 25*ms, withRefs(b.ref(a, true, true)))
+			}
+			if tc.foreground {
+				b.del("client-2", c, 26*ms, 30*ms, "Foreground")
+			}
+			del := b.del("gc", a, tc.at*ms, (tc.at+5)*ms, "Foreground")
+			r := b.check()
+			if tc.known {
+				expectKnown(t, r, del, KnownVirtualNamespace)
+			} else {
+				expectIllegal(t, r, del, "through its reference to v1/Secret c")
+			}
+		})
+	}
+}
+
+// TestCycleUnblocked: a and b own each other with blocking references
+// and a is deleted in the foreground. The GC deletes b, a's waiting
+// dependent with a dependent of its own (a), in the foreground, and
+// since a is deleting its dependents it first patches b's references
+// non-blocking (the cycle-breaking unblock). A DELETE that leaves b's
+// reference blocking breaks the rule, unless a's deletion was too recent
+// for the GC's graph to have it.
+func TestCycleUnblocked(t *testing.T) {
+	cases := []struct {
+		name    string
+		at      int64 // the GC's DELETE, ms
+		unblock bool
+		want    string // "" Ok, "known", or "illegal"
+	}{
+		{"unblocked first", 5000, true, ""},
+		{"still blocking", 5000, false, "illegal"},
+		{"still blocking, a's deletion just written", 40, false, "known"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuilder(t)
+			a, bk := key("cm", "a"), key("cm", "b")
+			b.create("client-0", a, 0, 10*ms, nil)
+			b.create("client-0", bk, 11*ms, 20*ms, nil, b.ref(a, true, false))
+			b.write("client-0", a, 21*ms, 25*ms, withRefs(b.ref(bk, true, false)))
+			b.del("client-1", a, 26*ms, 30*ms, "Foreground")
+			if tc.unblock {
+				b.write("gc", bk, (tc.at-10)*ms, (tc.at-5)*ms, withRefs(b.ref(a, false, false)))
+			}
+			del := b.del("gc", bk, tc.at*ms, (tc.at+5)*ms, "Foreground")
+			r := b.check()
+			switch tc.want {
+			case "":
+				expectOk(t, r)
+			case "known":
+				expectKnown(t, r, del, KnownStaleGraph)
+			default:
+				expectIllegal(t, r, del, "still blocking, while its dependent")
+			}
+		})
+	}
+}
+
+// TestForegroundEndedBeforeDelete: an owner being deleted with a user
+// finalizer is switched to Foreground, so the GC decides to delete its
+// non-blocking dependent and, with no dependent blocking, removes
+// foregroundDeletion; the decided DELETE lands after, on a dependent
+// whose owner is still deleting but no longer waits (found by cascade
+// fuzz --target impl --write-delay). Within the race window of the
+// finalizer's removal it is the known race, outside it a violation.
+func TestForegroundEndedBeforeDelete(t *testing.T) {
+	for _, late := range []bool{true, false} {
+		b := newBuilder(t)
+		o, d := key("secret", "o"), key("rc", "d")
+		b.create("client-0", o, 0, 10*ms, []string{"cascade.dev/hold"})
+		b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, false))
+		b.del("client-0", o, 21*ms, 25*ms, "Background")
+		b.del("client-1", o, 26*ms, 30*ms, "Foreground")
+		b.write("gc", o, 31*ms, 35*ms, withoutFinalizer(model.FinalizerForeground))
+		at := int64(40 * ms)
+		if !late {
+			at = 5000 * ms
+		}
+		del := b.del("gc", d, at, at+5*ms, "Background")
+		r := b.check()
+		if late {
+			expectKnown(t, r, del, KnownForegroundEnded)
+		} else {
+			expectIllegal(t, r, del, "was live and not waiting for dependents")
+		}
+	}
+}
