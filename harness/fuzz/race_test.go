@@ -44,17 +44,7 @@ func TestRaceReproducer(t *testing.T) {
 			t.Errorf("the trace lacks %q:\n%s", want, trace)
 		}
 	}
-	tr, err := traces.Parse("race.trace", strings.NewReader(trace))
-	if err != nil {
-		t.Fatal(err)
-	}
-	results, _, err := traces.Replay(tr)
-	if err != nil {
-		t.Fatalf("the trace does not replay on the model: %v", err)
-	}
-	if err := traces.Diff(tr, results); err != nil {
-		t.Errorf("the model does not replay the trace's expectations: %v", err)
-	}
+	expectModelReplays(t, trace)
 	if ce, _ := raceReproducer(0, false, sent, "", "", time.Minute); ce != nil {
 		t.Fatalf("a race without any bug:\n%s", ce.Trace)
 	}
@@ -93,6 +83,7 @@ func TestRaceReproducerRelist(t *testing.T) {
 			t.Errorf("the trace lacks %q:\n%s", want, ce.Trace)
 		}
 	}
+	expectModelReplays(t, ce.Trace)
 	if ce, _ := raceReproducer(0, true, sent, "", "", time.Minute); ce != nil {
 		t.Fatalf("a race with relists but without the bug:\n%s", ce.Trace)
 	}
@@ -169,17 +160,7 @@ func TestRaceOrphanedBeforeDelete(t *testing.T) {
 	if steps != 4 {
 		t.Errorf("%d client steps, want the creates of pv/b and rc/b and the two deletes:\n%s", steps, trace)
 	}
-	tr, err := traces.Parse("race.trace", strings.NewReader(trace))
-	if err != nil {
-		t.Fatal(err)
-	}
-	results, _, err := traces.Replay(tr)
-	if err != nil {
-		t.Fatalf("the trace does not replay on the model: %v", err)
-	}
-	if err := traces.Diff(tr, results); err != nil {
-		t.Errorf("the model does not replay the trace's expectations: %v", err)
-	}
+	expectModelReplays(t, trace)
 	if ce, _ := raceReproducer(0, false, sent, "", "", time.Minute); ce != nil {
 		t.Fatalf("a race without the bug:\n%s", ce.Trace)
 	}
@@ -245,5 +226,22 @@ func TestLanded(t *testing.T) {
 	}
 	if ss[0].line != "remove-finalizer pv/a cascade.dev/hold" {
 		t.Fatal("landed reordered the run's steps")
+	}
+}
+
+// expectModelReplays fails t unless the model replays the stepped trace
+// text to the expectations it states.
+func expectModelReplays(t *testing.T, trace string) {
+	t.Helper()
+	tr, err := traces.Parse("race.trace", strings.NewReader(trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, _, err := traces.Replay(tr)
+	if err != nil {
+		t.Fatalf("the trace does not replay on the model: %v", err)
+	}
+	if err := traces.Diff(tr, results); err != nil {
+		t.Errorf("the model does not replay the trace's expectations: %v", err)
 	}
 }
