@@ -56,6 +56,12 @@ type ConcurrentEnv struct {
 	// it diverged ("" when it follows the model). With it set, a failing
 	// run without a settled reproducer is searched for a race.
 	ConfirmStepped func(ctx context.Context, trace string) (string, error)
+	// GraphChanges returns the events the target's GC applied to its
+	// graph since its last call (an in-process GC: impl's,
+	// target.Target.TakeGraphChanges); nil when the GC's graph is out of
+	// sight. lin then judges the GC's graph races on what the graph held
+	// (lin.Options.GraphChanges) instead of on the race window alone.
+	GraphChanges func() []history.GraphChange
 	// Relist says the target's informers may skip events as relists do
 	// (impl's informer-relist fault): runs then also draw short-lived
 	// owners (gen.fleeting), and the race search lets the model's
@@ -222,9 +228,14 @@ func (r *concurrentRun) reproduce(kind, summary string) *runFailure {
 			firstLine(summary),
 			fmt.Sprintf("Each of its %d client steps is followed by settle, so the GC catches up before the next; the expected output is the model's.", steps),
 			"The model with the injected bug(s) predicts the divergence: " + firstLine(predicted),
-			"impl ran with injected bug(s) " + inject + "; reproduce with:",
-			"  cascade replay --target " + r.env.Target + " --inject " + inject + " --history THIS.trace",
 		}
+		// the state diff under that line, indented as it comes
+		_, diff, _ := strings.Cut(predicted, "\n")
+		for l := range strings.Lines(diff) {
+			desc = append(desc, strings.TrimRight(l, "\n"))
+		}
+		desc = append(desc, "impl ran with injected bug(s) "+inject+"; reproduce with:",
+			"  cascade replay --target "+r.env.Target+" --inject "+inject+" --history THIS.trace")
 		return desc, []traces.Header{{Key: traces.HeaderFoundBy, Value: "cascade fuzz --target " + r.env.Target}}
 	})
 	if trace == "" {
@@ -359,6 +370,9 @@ func (r *concurrentRun) run(t *rapid.T) {
 		defer cancel()
 		_ = d.Cleanup(ctx)
 	}()
+	if r.env.GraphChanges != nil {
+		r.env.GraphChanges() // the earlier runs' and their cleanups'
+	}
 	r.execute(d)
 	if err := r.env.Settler.Settle(r.ctx, d); err != nil {
 		r.fail("liveness", fmt.Sprintf("the cluster did not go quiet: %v", err), nil)
@@ -366,6 +380,9 @@ func (r *concurrentRun) run(t *rapid.T) {
 
 	var ops []history.Op
 	opts := lin.Options{Timeout: r.env.LinTimeout, Protection: r.env.Protection}
+	if r.env.GraphChanges != nil {
+		opts.GraphChanges = r.env.GraphChanges()
+	}
 	if r.env.Audit != nil {
 		recs, err := r.env.Audit(r.ctx)
 		if err != nil {

@@ -47,6 +47,7 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 				return nil, err
 			}
 			env.Relist = t.Spec.InformerRelist > 0
+			env.GraphChanges = t.TakeGraphChanges
 			env.Surrogate, env.Confirm = surrogate, func(ctx context.Context, text string) (string, error) {
 				return confirmOn(ctx, t, text)
 			}

@@ -8,16 +8,18 @@ import (
 	"github.com/cascade-k8s/cascade/model"
 )
 
-// Read is one GET of a single object by a controller: read evidence, not
-// an operation of the history. harness/lin does not linearize reads; it
-// consults them to tell a controller that rechecked an owner before
-// adopting (upstream's RecheckDeletionTimestamp in
-// pkg/controller/controller_ref_manager.go, whose canAdoptFunc in the
+// Read is one GET of a single object by a controller or the garbage
+// collector: read evidence, not an operation of the history. harness/lin
+// does not linearize reads; it consults them to tell a controller that
+// rechecked an owner before adopting (upstream's RecheckDeletionTimestamp
+// in pkg/controller/controller_ref_manager.go, whose canAdoptFunc in the
 // ReplicaSet, ReplicationController and Deployment controllers is an
 // uncached GET of the owner by the controller's own client) from one that
-// did not (the adopt-without-recheck bug, kubernetes#42639).
+// did not (the adopt-without-recheck bug, kubernetes#42639), and to bound
+// when a GC worker read its graph (the GETs of attemptToDeleteItem and
+// isDangling come before it).
 type Read struct {
-	// Actor is the reader, as Op.Actor: "controller/NAME".
+	// Actor is the reader, as Op.Actor: "controller/NAME" or "gc".
 	Actor     string
 	Kind      model.KindID
 	Namespace string // real namespace, "" for cluster-scoped kinds
@@ -45,14 +47,14 @@ func (r *Read) String() string {
 	return s
 }
 
-// ReadsFromAudit returns the controllers' GETs of single objects in scope
-// from the API server's audit records, in record order: every completed
-// "get" (not list or watch) whose actor (AuditActor) is a controller,
-// kube-controller-manager's or impl's adopter, with the object it
-// answered. The audit policy (controlplane.AuditPolicy) records the
-// model's kinds at level RequestResponse, GETs included, so on an envtest
-// target these are all the GETs the controllers made: a recheck that is
-// not here did not happen.
+// ReadsFromAudit returns the controllers' and the GC's GETs of single
+// objects in scope from the API server's audit records, in record order:
+// every completed "get" (not list or watch) whose actor (AuditActor) is a
+// controller, kube-controller-manager's or impl's adopter, or a garbage
+// collector, with the object it answered. The audit policy
+// (controlplane.AuditPolicy) records the model's kinds at level
+// RequestResponse, GETs included, so on an envtest target these are all
+// the GETs they made: a recheck that is not here did not happen.
 //
 // An error names the record: a GET in scope recorded without its bodies,
 // or an answer that does not decode.
@@ -67,7 +69,7 @@ func ReadsFromAudit(records []controlplane.AuditRecord, s Scope) ([]Read, error)
 			continue
 		}
 		actor := AuditActor(rec)
-		if !strings.HasPrefix(actor, "controller/") {
+		if actor != ActorGC && !strings.HasPrefix(actor, "controller/") {
 			continue
 		}
 		r := Read{Actor: actor, Kind: k, Namespace: rec.Namespace, Name: rec.Name, Code: rec.Code,
@@ -89,4 +91,21 @@ func ReadsFromAudit(records []controlplane.AuditRecord, s Scope) ([]Read, error)
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// GraphChange is one informer event a garbage collector's graph builder
+// applied (processGraphChanges): evidence of what the GC's graph held
+// when, which only an in-process GC can give (impl's
+// gc.Options.OnGraphChange; kube-controller-manager's graph is out of
+// sight). A worker that began reading the graph after At read a graph
+// with this version of the object in it.
+type GraphChange struct {
+	UID string
+	// RV is the version of the object the event carried.
+	RV uint64
+	// Deleted says the event removed the object from the graph.
+	Deleted bool
+	// At is when the graph builder had applied it, in Unix nanoseconds
+	// of the same clock as the audit log's (one machine).
+	At int64
 }

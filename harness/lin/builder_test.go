@@ -23,6 +23,8 @@ type builder struct {
 	// are all of them (Options.ReadsRecorded).
 	reads         []history.Read
 	readsRecorded bool
+	// graph are the GC's applied graph events (applied).
+	graph []history.GraphChange
 }
 
 func newBuilder(t *testing.T) *builder {
@@ -133,6 +135,16 @@ func (b *builder) get(actor string, k history.Key, call, ret int64) {
 	b.reads = append(b.reads, r)
 }
 
+// applied records that the GC's graph builder had applied the live
+// version of k by at: graph evidence, not an op.
+func (b *builder) applied(k history.Key, at int64) {
+	o := b.live[k]
+	if o == nil {
+		b.t.Fatalf("graph change of %s, which is not live", k)
+	}
+	b.graph = append(b.graph, history.GraphChange{UID: o.UID, RV: o.RV, At: at})
+}
+
 // refused appends an op the server refused with code and reason.
 func (b *builder) refused(actor string, verb history.Verb, k history.Key, call, ret int64, code int, reason string) int {
 	return b.add(history.Op{Actor: actor, Verb: verb, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,
@@ -142,7 +154,7 @@ func (b *builder) refused(actor string, verb history.Verb, k history.Key, call, 
 // check assigns lanes and checks the history.
 func (b *builder) check() Result {
 	history.AssignLanes(b.ops)
-	return Check(b.ops, Options{Reads: b.reads, ReadsRecorded: b.readsRecorded})
+	return Check(b.ops, Options{Reads: b.reads, ReadsRecorded: b.readsRecorded, GraphChanges: b.graph})
 }
 
 func withRefs(refs ...history.Ref) func(*history.Object) {

@@ -63,6 +63,13 @@ type Options struct {
 	// is enough, since a history cannot show whether the controller
 	// rechecked.
 	ReadsRecorded bool
+	// GraphChanges are the events an in-process GC applied to its graph
+	// (history.GraphChange; impl only). With them and the GC's GETs in
+	// Reads, a GC decision that reads the graph is no longer excused as
+	// made on a graph behind the store (KnownStaleGraph) when they show
+	// the graph had the writes in question before the deciding worker
+	// could have read it.
+	GraphChanges []history.GraphChange
 }
 
 // DefaultRaceWindow is Options.RaceWindow's default.
@@ -108,7 +115,8 @@ func Check(ops []history.Op, opts Options) Result {
 	if window <= 0 {
 		window = DefaultRaceWindow
 	}
-	c := &checker{ops: ops, window: int64(window), protection: opts.Protection, reads: readsByKey(opts.Reads), readsRecorded: opts.ReadsRecorded}
+	c := &checker{ops: ops, window: int64(window), protection: opts.Protection, reads: readsByKey(opts.Reads), readsRecorded: opts.ReadsRecorded,
+		graph: graphByUID(opts.GraphChanges)}
 	c.ins = make([]*input, len(ops))
 	for i := range ops {
 		op := &ops[i]
@@ -137,7 +145,8 @@ func Check(ops []history.Op, opts Options) Result {
 	}
 	failed := failedParts(parts, res.Info)
 
-	lc := &checker{ops: ops, ins: c.ins, window: c.window, lenient: true, protection: opts.Protection, reads: c.reads, readsRecorded: c.readsRecorded}
+	lc := *c
+	lc.lenient = true
 	lenient := lc.porcupineModel(parts)
 	verdict, info := porcupine.CheckOperationsVerbose(lenient, c.operations(), remaining(deadline))
 	if verdict == porcupine.Unknown {
@@ -151,7 +160,8 @@ func Check(ops []history.Op, opts Options) Result {
 	}
 	// Ok only thanks to known races: collect them from the partitions
 	// that failed strictly.
-	rc := &checker{ops: ops, ins: c.ins, window: c.window, lenient: true, collect: true, protection: opts.Protection, reads: c.reads, readsRecorded: c.readsRecorded}
+	rc := lc
+	rc.collect = true
 	lins := info.PartialLinearizations()
 	for _, p := range failed {
 		res.Known = append(res.Known, rc.replayKnown(parts[p], longest(lins[p]))...)

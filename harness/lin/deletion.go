@@ -107,3 +107,44 @@ func webhookDenial(op *history.Op) bool {
 	return (op.Code == 403 || op.Code == 422) && strings.Contains(op.Message, "admission webhook") &&
 		strings.Contains(op.Message, "denied the request")
 }
+
+// waitEnded marks v, a GC write attemptToDeleteItem decides only while an
+// owner of d waits for dependents (the unblock patch of its waiting arm),
+// as known when every owner of d being deleted had waited and stopped
+// within the race window before in was sent: a DELETE switched the
+// deletion to Orphan (kubernetes#32339) or foregroundDeletion went
+// (KnownForegroundEnded), after the worker's GET of the owner showed it
+// waiting. Found by cascade fuzz --target impl: a client deleted an owner
+// in a foreground cycle with Foreground and then with Orphan while the GC
+// was breaking the cycle.
+func (c *checker) waitEnded(s *store, d *history.Object, in *input, v *violation) {
+	if !c.lenient {
+		return
+	}
+	var switched, ended, other bool
+	for i := range d.Owners {
+		st, o := resolve(s, d, &d.Owners[i])
+		if st != refSolid || !o.obj.Deleting {
+			continue
+		}
+		switch {
+		case o.prov == nil || !o.prov.fgSeen:
+			other = true
+		case o.obj.HasFinalizer(model.FinalizerOrphan) && c.racy(o.prov.orphan, in):
+			switched = true
+		case c.racy(o.prov.fgGone, in):
+			ended = true
+		default:
+			other = true
+		}
+	}
+	switch {
+	case other:
+	case switched:
+		v.known = "kubernetes#32339"
+		v.message += "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
+	case ended:
+		v.known = KnownForegroundEnded
+		v.message += "; the owner waited for dependents when the GC decided, and foregroundDeletion went within the race window before"
+	}
+}

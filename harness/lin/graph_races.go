@@ -1,6 +1,7 @@
 package lin
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -77,7 +78,12 @@ const KnownStaleGraph = "garbagecollector.go attemptToDeleteItem (graph behind t
 // non-blocking. Known as KnownStaleGraph when the dependent's
 // foregroundDeletion or its reference, or the object's blocking
 // reference, was written within the race window before the DELETE: the
-// graph may not have had it.
+// graph may not have had it. Not known, though, when the GC's recorded
+// graph changes (Options.GraphChanges, an in-process GC) show the graph
+// had all three before the worker read it (graphReadAfter): on impl the
+// worker that deletes into a cycle is the one the dependent's own
+// foreground transition queued, so a stale graph can almost never excuse
+// it, and only this evidence lets a fuzz run tell the bug from the race.
 func (c *checker) cycleUnblocked(s *store, cur *entry, in *input) *violation {
 	d := cur.obj
 	if d.Deleting || in.op.Delete == nil || in.op.Delete.Propagation != "Foreground" {
@@ -106,8 +112,13 @@ func (c *checker) cycleUnblocked(s *store, cur *entry, in *input) *violation {
 			in.key, d.Owners[block].Name, e.key), ""}
 		if c.lenient && e.prov != nil && cur.prov != nil && block < len(cur.prov.refs) && j < len(e.prov.refs) &&
 			(c.racy(e.prov.fg, in) || c.racy(e.prov.refs[j].by, in) || c.racy(cur.prov.refs[block].by, in)) {
-			w.known = KnownStaleGraph
-			w.message += "; the GC's graph may not have had it yet"
+			if read := c.graphReadAfter(s, cur, in); read != 0 &&
+				c.graphHad(e.obj.UID, read, e.prov.fg, e.prov.refs[j].by) && c.graphHad(d.UID, read, cur.prov.refs[block].by) {
+				w.message += "; the GC's graph had both before the worker read it (its recorded graph changes)"
+			} else {
+				w.known = KnownStaleGraph
+				w.message += "; the GC's graph may not have had it yet"
+			}
 		}
 		if v == nil || v.known != "" && w.known == "" {
 			v = w
@@ -115,4 +126,78 @@ func (c *checker) cycleUnblocked(s *store, cur *entry, in *input) *violation {
 		return v.known != ""
 	})
 	return v
+}
+
+// graphReadAfter bounds from below when the GC worker whose write is in
+// read its graph, for attemptToDeleteItem's waiting arm on cur's object:
+// the worker reads the item's dependents from the graph after
+// classifyReferences' GET of each owner (isDangling), and the arm needs an
+// owner that answered deleting with foregroundDeletion. So the read came
+// after the earliest GC GET, sent before in, that answered one of the
+// object's owners (by UID) so; the bound is that GET's Call. 0 when the
+// GC's GETs do not show one (not recorded, or none).
+func (c *checker) graphReadAfter(s *store, cur *entry, in *input) int64 {
+	if len(c.graph) == 0 {
+		return 0
+	}
+	var bound int64
+	for i := range cur.obj.Owners {
+		r := &cur.obj.Owners[i]
+		k, ok := ownerKey(cur.obj, r)
+		if !ok {
+			continue
+		}
+		for j := range c.reads[k] {
+			g := &c.reads[k][j]
+			if g.Actor != history.ActorGC || g.Return >= in.op.Call || g.Got == nil || g.Got.UID != r.UID ||
+				!g.Got.Deleting || !g.Got.HasFinalizer(model.FinalizerForeground) {
+				continue
+			}
+			if bound == 0 || g.Call < bound {
+				bound = g.Call
+			}
+		}
+	}
+	return bound
+}
+
+// graphHad reports whether the GC's recorded graph changes show it had
+// applied, before the instant read, a version of the object uid at least
+// as new as each of the writes ms (history.GraphChange): a worker reading
+// the graph then saw what those writes wrote, since every version
+// between them and the state the judged write lands on carries it. A
+// write whose answer is unknown proves nothing.
+func (c *checker) graphHad(uid string, read int64, ms ...mark) bool {
+	var need uint64
+	for _, m := range ms {
+		if m < 0 {
+			continue
+		}
+		got := c.ops[m].Got
+		if got == nil || got.UID != uid || got.RV == 0 {
+			return false
+		}
+		need = max(need, got.RV)
+	}
+	for _, g := range c.graph[uid] {
+		if g.At >= read {
+			break
+		}
+		if !g.Deleted && g.RV >= need {
+			return true
+		}
+	}
+	return false
+}
+
+// graphByUID indexes graph changes by UID, each UID's in order.
+func graphByUID(changes []history.GraphChange) map[string][]history.GraphChange {
+	m := map[string][]history.GraphChange{}
+	for _, g := range changes {
+		m[g.UID] = append(m[g.UID], g)
+	}
+	for _, l := range m {
+		slices.SortStableFunc(l, func(a, b history.GraphChange) int { return cmp.Compare(a.At, b.At) })
+	}
+	return m
 }

@@ -113,17 +113,24 @@ func TestVirtualNamespace(t *testing.T) {
 // since a is deleting its dependents it first patches b's references
 // non-blocking (the cycle-breaking unblock). A DELETE that leaves b's
 // reference blocking breaks the rule, unless a's deletion was too recent
-// for the GC's graph to have it.
+// for the GC's graph to have it. When the GC's graph changes are
+// recorded (an in-process GC), a recent deletion excuses nothing if
+// they show the graph had a's deletion, a's reference and b's before
+// the worker's GET of the waiting owner a, after which it reads the
+// graph.
 func TestCycleUnblocked(t *testing.T) {
 	cases := []struct {
 		name    string
 		at      int64 // the GC's DELETE, ms
 		unblock bool
+		applied int64  // when the graph had a's deletion, ms; 0: not recorded
 		want    string // "" Ok, "known", or "illegal"
 	}{
-		{"unblocked first", 5000, true, ""},
-		{"still blocking", 5000, false, "illegal"},
-		{"still blocking, a's deletion just written", 40, false, "known"},
+		{"unblocked first", 5000, true, 0, ""},
+		{"still blocking", 5000, false, 0, "illegal"},
+		{"still blocking, a's deletion just written", 40, false, 0, "known"},
+		{"still blocking, a's deletion just written but in the graph", 40, false, 31, "illegal"},
+		{"still blocking, a's deletion in the graph after the GET", 40, false, 34, "known"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,6 +140,12 @@ func TestCycleUnblocked(t *testing.T) {
 			b.create("client-0", bk, 11*ms, 20*ms, nil, b.ref(a, true, false))
 			b.write("client-0", a, 21*ms, 25*ms, withRefs(b.ref(bk, true, false)))
 			b.del("client-1", a, 26*ms, 30*ms, "Foreground")
+			if tc.applied != 0 {
+				b.applied(bk, 22*ms)
+				b.applied(a, tc.applied*ms)
+				b.get("gc", bk, 32*ms, 33*ms)
+				b.get("gc", a, 33*ms, 34*ms)
+			}
 			if tc.unblock {
 				b.write("gc", bk, (tc.at-10)*ms, (tc.at-5)*ms, withRefs(b.ref(a, false, false)))
 			}
@@ -143,8 +156,12 @@ func TestCycleUnblocked(t *testing.T) {
 				expectOk(t, r)
 			case "known":
 				expectKnown(t, r, del, KnownStaleGraph)
-			default:
-				expectIllegal(t, r, del, "still blocking, while its dependent")
+			case "illegal":
+				words := []string{"still blocking, while its dependent"}
+				if tc.applied != 0 {
+					words = append(words, "the GC's graph had both before the worker read it")
+				}
+				expectIllegal(t, r, del, words...)
 			}
 		})
 	}
@@ -176,6 +193,34 @@ func TestForegroundEndedBeforeDelete(t *testing.T) {
 			expectKnown(t, r, del, KnownForegroundEnded)
 		} else {
 			expectIllegal(t, r, del, "was live and not waiting for dependents")
+		}
+	}
+}
+
+// TestUnblockAfterWaitEnded: the GC's cycle-breaking unblock patch of b,
+// decided while b's owner a waited for dependents, lands after a DELETE
+// switched a's deletion to Orphan (found by cascade fuzz --target impl).
+// Within the race window of the switch it is kubernetes#32339; long
+// after, no owner waits and the patch is illegal.
+func TestUnblockAfterWaitEnded(t *testing.T) {
+	for _, late := range []bool{true, false} {
+		b := newBuilder(t)
+		a, bk := key("rc", "a"), key("secret", "b")
+		b.create("client-0", a, 0, 10*ms, nil)
+		b.create("client-0", bk, 11*ms, 20*ms, nil, b.ref(a, true, false))
+		b.write("client-0", a, 21*ms, 25*ms, withRefs(b.ref(bk, true, false)))
+		b.del("client-0", a, 26*ms, 30*ms, "Foreground")
+		b.del("client-0", a, 31*ms, 35*ms, "Orphan")
+		at := int64(36 * ms)
+		if !late {
+			at = 5000 * ms
+		}
+		unblock := b.write("gc", bk, at, at+5*ms, withRefs(b.ref(a, false, false)))
+		r := b.check()
+		if late {
+			expectKnown(t, r, unblock, "kubernetes#32339")
+		} else {
+			expectIllegal(t, r, unblock, "no owner of it was waiting for dependents")
 		}
 	}
 }

@@ -233,7 +233,9 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 			case prev == r:
 			case prev.Block && !r.Block && prev.Controller == r.Controller && prev.Kind == r.Kind && prev.Name == r.Name && prev.APIVersion == r.APIVersion:
 				if !hasWaitingOwner(s, d) {
-					return &violation{PropGCWrites, fmt.Sprintf("gc set blockOwnerDeletion=false on %s's reference to %s, and no owner of it was waiting for dependents", in.key, r.Name), ""}
+					v := &violation{PropGCWrites, fmt.Sprintf("gc set blockOwnerDeletion=false on %s's reference to %s, and no owner of it was waiting for dependents", in.key, r.Name), ""}
+					c.waitEnded(s, d, in, v)
+					return v
 				}
 			default:
 				return &violation{PropGCWrites, fmt.Sprintf("gc changed %s's ownerReference to %s", in.key, r.Name), ""}
@@ -491,6 +493,8 @@ func (c *checker) unobserved(d depRef, owner *entry, m mark, late uint8) bool {
 	return d.e.key.Kind != owner.key.Kind && rp.by >= 0 && c.ins[rp.by].ret > c.ops[m].Call-c.window
 }
 
+// hasWaitingOwner reports whether an owner of d waits for dependents
+// (or may: its UID is not known).
 func hasWaitingOwner(s *store, d *history.Object) bool {
 	for i := range d.Owners {
 		if st, _ := resolve(s, d, &d.Owners[i]); st == refWaiting || st == refUncertain {

@@ -38,6 +38,9 @@ type checker struct {
 	// all of them (Options.ReadsRecorded).
 	reads         map[history.Key][]history.Read
 	readsRecorded bool
+	// graph are the GC's applied graph events by UID, in order
+	// (Options.GraphChanges).
+	graph map[string][]history.GraphChange
 }
 
 // outcome is one possible effect of an op on its key.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -11,6 +13,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/harness/lin"
+	"github.com/cascade-k8s/cascade/impl/gc"
 )
 
 // A replay's history (Spec.History): the audit log's records from just
@@ -88,4 +91,36 @@ func (a *auditTail) check(ctx context.Context, prefix string, protection bool) (
 		return nil, fmt.Errorf("history: %s", res.Summary)
 	}
 	return &HistoryError{Summary: res.Summary}, nil
+}
+
+// graphLog records the events the impl target's GC applied to its graph
+// (gc.Options.OnGraphChange), as history.GraphChange evidence.
+type graphLog struct {
+	mu      sync.Mutex
+	changes []history.GraphChange
+}
+
+// add is the GC's OnGraphChange. The time is taken after the graph
+// builder applied the event, so it bounds the application from above. A
+// version that does not parse is kept as 0, which proves nothing.
+func (g *graphLog) add(c gc.GraphChange) {
+	at := time.Now().UnixNano()
+	rv, _ := strconv.ParseUint(c.ResourceVersion, 10, 64)
+	g.mu.Lock()
+	g.changes = append(g.changes, history.GraphChange{UID: string(c.UID), RV: rv, Deleted: c.Deleted, At: at})
+	g.mu.Unlock()
+}
+
+// TakeGraphChanges returns the events the impl target's GC applied to its
+// graph since the last call, in order, and forgets them; nil on every
+// other target, whose GC's graph the harness cannot see.
+func (t *Target) TakeGraphChanges() []history.GraphChange {
+	if t.graph == nil {
+		return nil
+	}
+	t.graph.mu.Lock()
+	defer t.graph.mu.Unlock()
+	out := t.graph.changes
+	t.graph.changes = nil
+	return out
 }

@@ -227,6 +227,7 @@ type Target struct {
 	webhook    *webhook.Webhook // upstream's, or the one Spec.Webhook installed on kubeconfig
 	hasWebhook bool             // the cluster calls a deletion-protection webhook
 	probeNS    string           // kubeconfig: the namespace made for the webhook's probe
+	graph      *graphLog        // impl: its GC's applied graph events
 
 	closeOnce sync.Once
 	closeErr  error
@@ -300,6 +301,8 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		seed := uint64(time.Now().UnixNano())
 		io := impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true,
 			GC: gc.Options{InformerLag: s.InformerLag, InformerRelist: s.InformerRelist, LagSeed: seed, WriteDelay: s.WriteDelay}}
+		t.graph = &graphLog{}
+		io.GC.OnGraphChange = t.graph.add
 		if s.InformerLag > 0 {
 			t.logf("impl: the GC's informer events lag by up to %s each", s.InformerLag)
 		}

@@ -86,6 +86,22 @@ type Options struct {
 	// it before sending it (lag.go): a fault that widens the window
 	// between a work item's GET and its write.
 	WriteDelay time.Duration
+	// OnGraphChange, when set, is called with each informer event once
+	// processGraphChanges has applied it and released the graph lock
+	// (worker-made virtual delete events are not reported). A conformance
+	// harness records the calls as evidence of what the graph held when:
+	// a worker that began after the call read a graph with the event in
+	// it. It must return quickly; the graph builder waits for it.
+	OnGraphChange func(GraphChange)
+}
+
+// GraphChange is one informer event processGraphChanges has applied.
+type GraphChange struct {
+	UID types.UID
+	// ResourceVersion is the version of the object the event carried.
+	ResourceVersion string
+	// Deleted says the event removed the object.
+	Deleted bool
 }
 
 // GarbageCollector is one GC instance. Create it with New, run it with

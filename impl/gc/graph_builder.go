@@ -55,6 +55,10 @@ func hasFinalizer(o metav1.Object, f string) bool { return slices.Contains(o.Get
 // caller's Deliver.
 func (gc *GarbageCollector) processGraphChanges(ctx context.Context, ev *event) {
 	log := ctrllog.FromContext(ctx)
+	if f := gc.opts.OnGraphChange; f != nil && !ev.virtual {
+		// deferred first, so it runs once the lock is released
+		defer f(GraphChange{UID: ev.obj.UID, ResourceVersion: ev.obj.ResourceVersion, Deleted: ev.typ == Deleted})
+	}
 	g := &gc.graph
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -3,6 +3,7 @@ package gc
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -211,5 +212,33 @@ func TestPatchBodies(t *testing.T) {
 	}
 	if got, _ := jmp("7", nil); string(got) != `{"metadata":{"resourceVersion":"7","ownerReferences":null}}` {
 		t.Errorf("JMP removing every reference: %s", got)
+	}
+}
+
+// OnGraphChange hears of every informer event once it is in the graph,
+// with the lock released (the callback may read the graph), and never of
+// a worker's virtual delete event: a harness takes the calls as evidence
+// of what a worker that began after them read.
+func TestOnGraphChange(t *testing.T) {
+	g, _ := newTestGC(t, nil)
+	var got []string
+	g.opts.OnGraphChange = func(c GraphChange) {
+		_, inGraph := g.snapshot(c.UID) // deadlocks if called under the lock
+		got = append(got, fmt.Sprintf("%s@%s deleted=%v in-graph=%v", c.UID, c.ResourceVersion, c.Deleted, inGraph))
+	}
+	ctx := context.Background()
+	owner := cmEvent(Added, "ns1", "owner", "o")
+	owner.obj.ResourceVersion = "7"
+	g.processGraphChanges(ctx, owner)
+	dep := cmEvent(Added, "ns1", "dep", "d", cmRef("gone", "x"))
+	dep.obj.ResourceVersion = "8"
+	g.processGraphChanges(ctx, dep)
+	g.processGraphChanges(ctx, virtualDeleteEvent(Identity{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns1", Name: "gone", UID: "x"}))
+	del := cmEvent(Deleted, "ns1", "owner", "o")
+	del.obj.ResourceVersion = "9"
+	g.processGraphChanges(ctx, del)
+	want := []string{"o@7 deleted=false in-graph=true", "d@8 deleted=false in-graph=true", "o@9 deleted=true in-graph=false"}
+	if !slices.Equal(got, want) {
+		t.Errorf("OnGraphChange calls:\n got %q\nwant %q", got, want)
 	}
 }

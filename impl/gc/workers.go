@@ -108,6 +108,14 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, uid types.U
 		return nil, gc.errOutcome(ctx, item.identity, err)
 	}
 	log.V(5).Info("classified references", "item", item.identity, "solid", len(solid), "dangling", len(dangling), "waiting", len(waiting))
+	// Upstream holds the *node and reads its dependents and owners when
+	// the arms below need them, after the GETs above: so does this, so
+	// that the cycle check and the unblock patch see what the graph
+	// builder applied meanwhile (a conformance harness bounds when the
+	// graph was read by those GETs, lin's graphReadAfter).
+	if now, ok := gc.snapshot(uid); ok {
+		item.dependents, item.owners = now.dependents, now.owners
+	}
 	switch {
 	case len(solid) != 0:
 		if len(dangling) == 0 && len(waiting) == 0 {
