@@ -1,6 +1,7 @@
 package lin
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/cascade-k8s/cascade/harness/history"
@@ -111,40 +112,51 @@ func webhookDenial(op *history.Op) bool {
 // waitEnded marks v, a GC write attemptToDeleteItem decides only while an
 // owner of d waits for dependents (the unblock patch of its waiting arm),
 // as known when every owner of d being deleted had waited and stopped
-// within the race window before in was sent: a DELETE switched the
-// deletion to Orphan (kubernetes#32339) or foregroundDeletion went
-// (KnownForegroundEnded), after the worker's GET of the owner showed it
-// waiting. Found by cascade fuzz --target impl: a client deleted an owner
-// in a foreground cycle with Foreground and then with Orphan while the GC
-// was breaking the cycle.
+// within the race window before in was sent (stoppedWaiting). Found by
+// cascade fuzz --target impl: a client deleted an owner in a foreground
+// cycle with Foreground and then with Orphan while the GC was breaking
+// the cycle.
 func (c *checker) waitEnded(s *store, d *history.Object, in *input, v *violation) {
-	if !c.lenient {
-		return
-	}
-	var switched, ended, other bool
+	var deleting []*entry
 	for i := range d.Owners {
-		st, o := resolve(s, d, &d.Owners[i])
-		if st != refSolid || !o.obj.Deleting {
-			continue
-		}
-		switch {
-		case o.prov == nil || !o.prov.fgSeen:
-			other = true
-		case o.obj.HasFinalizer(model.FinalizerOrphan) && c.racy(o.prov.orphan, in):
-			switched = true
-		case c.racy(o.prov.fgGone, in):
-			ended = true
-		default:
-			other = true
+		if st, o := resolve(s, d, &d.Owners[i]); st == refSolid && o.obj.Deleting {
+			deleting = append(deleting, o)
 		}
 	}
+	known, why := c.allStoppedWaiting(deleting, in)
+	v.known, v.message = known, v.message+why
+}
+
+// allStoppedWaiting is stoppedWaiting of every owner in os: known only if
+// each of them is, as kubernetes#32339 if any was switched to Orphan.
+func (c *checker) allStoppedWaiting(os []*entry, in *input) (known, why string) {
+	for _, o := range os {
+		k, w := c.stoppedWaiting(o, in)
+		if k == "" {
+			return "", ""
+		}
+		if known == "" || k == "kubernetes#32339" && known != k {
+			known, why = k, w
+		}
+	}
+	return known, why
+}
+
+// stoppedWaiting tells whether owner o, being deleted and not waiting for
+// dependents now, waited until within the race window before in was
+// sent, so that a GC worker whose GET of o showed it waiting may have
+// decided in on it: a DELETE switched the deletion to Orphan
+// (kubernetes#32339) or foregroundDeletion went (KnownForegroundEnded;
+// processDeletingDependentsItem removes it, and so does a DELETE with
+// Background). It returns the known race and the words to add, or "" for
+// neither (only in lenient mode).
+func (c *checker) stoppedWaiting(o *entry, in *input) (known, why string) {
 	switch {
-	case other:
-	case switched:
-		v.known = "kubernetes#32339"
-		v.message += "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
-	case ended:
-		v.known = KnownForegroundEnded
-		v.message += "; the owner waited for dependents when the GC decided, and foregroundDeletion went within the race window before"
+	case !c.lenient || o.prov == nil || !o.prov.fgSeen || !o.obj.Deleting || o.obj.HasFinalizer(model.FinalizerForeground):
+	case o.obj.HasFinalizer(model.FinalizerOrphan) && c.racy(o.prov.orphan, in):
+		return "kubernetes#32339", "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
+	case c.racy(o.prov.fgGone, in):
+		return KnownForegroundEnded, fmt.Sprintf("; the owner waited for dependents when the GC decided, and op %d removed foregroundDeletion within the race window before", o.prov.fgGone)
 	}
+	return "", ""
 }

@@ -224,3 +224,33 @@ func TestUnblockAfterWaitEnded(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitingRefRemovedAfterWaitEnded: pod a has a solid owner, rc b, and
+// an owner waiting for dependents, cm b (held by a user finalizer), so
+// attemptToDeleteItem's solid arm removes a's reference to cm b; a
+// Background DELETE of cm b removes foregroundDeletion before the patch
+// lands (found by a bug-free cascade fuzz --target impl run). Within the
+// race window it is KnownForegroundEnded; long after, cm b is a solid
+// owner that is not orphaning, and the removal is illegal.
+func TestWaitingRefRemovedAfterWaitEnded(t *testing.T) {
+	for _, late := range []bool{true, false} {
+		b := newBuilder(t)
+		rc, cm, pod := key("rc", "b"), key("cm", "b"), key("pod", "a")
+		b.create("client-0", rc, 0, 10*ms, nil)
+		b.create("client-0", cm, 11*ms, 20*ms, []string{"cascade.dev/hold"})
+		b.create("client-0", pod, 21*ms, 25*ms, nil, b.ref(rc, false, false), b.ref(cm, true, true))
+		b.del("client-1", cm, 26*ms, 30*ms, "Foreground")
+		b.del("client-0", cm, 31*ms, 35*ms, "Background")
+		at := int64(36 * ms)
+		if !late {
+			at = 5000 * ms
+		}
+		patch := b.write("gc", pod, at, at+5*ms, withRefs(b.ref(rc, false, false)))
+		r := b.check()
+		if late {
+			expectKnown(t, r, patch, KnownForegroundEnded)
+		} else {
+			expectIllegal(t, r, patch, "a solid owner that is not orphaning")
+		}
+	}
+}

@@ -114,29 +114,17 @@ func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
 		o := solid[0]
 		v := &violation{model.PropNoSolidOwnerCollected, fmt.Sprintf("gc deleted %s while its owner %s (uid %s) was live and not waiting for dependents",
 			in.key, o.key, short(o.obj.UID)), ""}
-		// kubernetes#32339, DELETE path: the owner was in foreground
-		// deletion (the GC decided on a waiting owner) and a DELETE
-		// switched it to orphan within the race window before the GC's
-		// DELETE was sent.
-		if c.lenient && all(solid, func(o *entry) bool {
-			return o.obj.Deleting && o.obj.HasFinalizer(model.FinalizerOrphan) && o.prov != nil && o.prov.fgSeen && c.racy(o.prov.orphan, in)
-		}) {
-			v.known = "kubernetes#32339"
-			v.message += "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
-		}
+		var why string
 		// The owner was in foreground deletion, so attemptToDeleteItem
-		// decided to delete its dependent, and foregroundDeletion went
+		// decided to delete its dependent, and within the race window
+		// before the DELETE was sent a DELETE switched it to orphan
+		// (kubernetes#32339, DELETE path) or foregroundDeletion went
 		// (processDeletingDependentsItem removes it once no dependent
-		// blocks, and a non-blocking one never does) within the race
-		// window before the DELETE landed on the owner, still deleting.
-		// The resourceVersion precondition guards the dependent, not its
+		// blocks, and a non-blocking one never does). The
+		// resourceVersion precondition guards the dependent, not its
 		// owner; the model counts no owner being deleted as solid.
-		if v.known == "" && c.lenient && all(solid, func(o *entry) bool {
-			return o.obj.Deleting && !o.obj.HasFinalizer(model.FinalizerForeground) && o.prov != nil && o.prov.fgSeen && c.racy(o.prov.fgGone, in)
-		}) {
-			v.known = KnownForegroundEnded
-			v.message += fmt.Sprintf("; the owner waited for dependents when the GC decided, and op %d removed foregroundDeletion within the race window before", solid[0].prov.fgGone)
-		}
+		v.known, why = c.allStoppedWaiting(solid, in)
+		v.message += why
 		if v.known == "" {
 			v = c.retryRace(in, v)
 		}
@@ -271,7 +259,10 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 				return v
 			case refSolid:
 				if !(o.obj.Deleting && o.obj.HasFinalizer(model.FinalizerOrphan)) {
-					return &violation{PropGCWrites, fmt.Sprintf("gc removed %s's reference to %s, a solid owner that is not orphaning", in.key, o.key), ""}
+					// attemptToDeleteItem's solid arm removes the
+					// references to waiting owners too
+					known, why := c.stoppedWaiting(o, in)
+					return &violation{PropGCWrites, fmt.Sprintf("gc removed %s's reference to %s, a solid owner that is not orphaning", in.key, o.key) + why, known}
 				}
 			}
 		}
