@@ -166,7 +166,9 @@ func (c *checker) graphReadAfter(s *store, cur *entry, in *input) int64 {
 // as new as each of the writes ms (history.GraphChange): a worker reading
 // the graph then saw what those writes wrote, since every version
 // between them and the state the judged write lands on carries it. A
-// write whose answer is unknown proves nothing.
+// write whose answer is unknown proves nothing; a fact without a write in
+// the history (noMark) is taken as in the graph, as the race window
+// takes it.
 func (c *checker) graphHad(uid string, read int64, ms ...mark) bool {
 	var need uint64
 	for _, m := range ms {
