@@ -29,19 +29,16 @@ const KnownVirtualNamespace = model.KnownVirtualNamespace
 
 // borrowedNamespace marks v, a GC write through reference i of cur's
 // object that is unresolvable from it, as KnownVirtualNamespace when the
-// object is cluster-scoped and was created (with the reference) within
-// the race window before the write, and a live object in a namespace N
+// object is cluster-scoped and was created within the race window before
+// the write (its reference may have come later: the worker's GET answers
+// the object as it is), and a live object in a namespace N
 // references it, where the reference's owner is not solid: a GC that
 // had not yet observed the object held it as a virtual node in N, and
 // in N the reference is dangling or waiting, as attemptToDeleteItem
 // needs to delete or unreference.
 func (c *checker) borrowedNamespace(s *store, cur *entry, i int, in *input, v *violation) {
 	d := cur.obj
-	if !c.lenient || d.Namespace != "" || cur.prov == nil || i >= len(cur.prov.refs) {
-		return
-	}
-	by := cur.prov.refs[i].by
-	if by < 0 || c.ops[by].Verb != history.Create || !c.racy(by, in) {
+	if !c.lenient || d.Namespace != "" || !c.racy(c.createOf(d.UID), in) {
 		return
 	}
 	r := &d.Owners[i]
@@ -61,6 +58,17 @@ func (c *checker) borrowedNamespace(s *store, cur *entry, i int, in *input, v *v
 		v.message += fmt.Sprintf("; the GC held it as a virtual node in namespace %s, made from %s, and looked the owner up there", e.obj.Namespace, e.key)
 		return false
 	})
+}
+
+// createOf is the create that made the object uid, noMark if the history
+// does not hold it.
+func (c *checker) createOf(uid string) mark {
+	for i := range c.ops {
+		if op := &c.ops[i]; op.Verb == history.Create && op.Got != nil && op.Got.UID == uid {
+			return mark(i)
+		}
+	}
+	return noMark
 }
 
 // KnownStaleGraph names a GC decision made on a graph behind the store:

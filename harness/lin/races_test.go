@@ -78,18 +78,25 @@ func TestVirtualNamespace(t *testing.T) {
 		dependent  bool  // secret c references pv a
 		foreground bool  // secret c is being deleted with foregroundDeletion
 		known      bool
+		refLater   bool // pv a gets its reference by a patch after its create
 	}{
-		{"new, referenced from the owner's namespace", 60, true, true, true},
-		{"long after its creation", 5000, true, true, false},
-		{"no dependent in a namespace", 60, false, true, false},
-		{"a solid owner in the borrowed namespace", 60, true, false, false},
+		{"new, referenced from the owner's namespace", 60, true, true, true, false},
+		{"new, its reference added after the create", 60, true, true, true, true},
+		{"long after its creation", 5000, true, true, false, false},
+		{"no dependent in a namespace", 60, false, true, false, false},
+		{"a solid owner in the borrowed namespace", 60, true, false, false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBuilder(t)
 			c, a := key("secret", "c"), key("pv", "a")
 			b.create("client-0", c, 0, 10*ms, []string{"cascade.dev/hold"})
-			b.create("client-1", a, 11*ms, 20*ms, nil, b.ref(c, true, true))
+			if tc.refLater {
+				b.create("client-1", a, 11*ms, 15*ms, nil)
+				b.write("client-1", a, 16*ms, 20*ms, withRefs(b.ref(c, true, true)))
+			} else {
+				b.create("client-1", a, 11*ms, 20*ms, nil, b.ref(c, true, true))
+			}
 			if tc.dependent {
 				b.write("client-0", c, 21*ms, 25*ms, withRefs(b.ref(a, true, true)))
 			}
