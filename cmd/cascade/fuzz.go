@@ -75,7 +75,11 @@ Deployment, ReplicaSet and ReplicationController controllers, and
 owner live after the owner's deletion; its recheck GET is not lagged). On
 envtest targets the audit log records the controllers' GETs, so an adoption
 to an owner being deleted is the known race kubernetes#42938 only after the
-controller's own recheck GET showed the owner live.
+controller's own recheck GET showed the owner live. On impl the harness also
+records each informer event the GC's graph builder has applied, so a GC
+decision read from its graph (the cycle-breaking unblock) is excused as a
+graph behind the store only when the graph had not yet applied the writes
+it needed.
 
 Progress goes to stderr, the summary to stdout (--json for
 JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
