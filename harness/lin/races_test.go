@@ -14,26 +14,15 @@ import (
 // own behaviour when the removal came within the race window before it
 // (the GC's GET saw the finalizer), and a silent orphaning otherwise.
 func TestStaleOrphanPolicy(t *testing.T) {
-	for _, late := range []bool{true, false} {
-		b := newBuilder(t)
+	inAndOutOfWindow(t, 50*ms, KnownStaleOrphanPolicy, []string{"put the orphan finalizer on it"}, func(b *builder, at int64) int {
 		o, d := key("cm", "o"), key("cm", "d")
 		b.create("client-0", o, 0, 10*ms, nil)
 		b.create("client-0", d, 11*ms, 20*ms, []string{"cascade.dev/hold"}, b.ref(o, false, false))
 		b.del("client-0", d, 21*ms, 25*ms, "Orphan")
 		b.write("gc", d, 30*ms, 35*ms, withoutFinalizer(model.FinalizerOrphan))
 		b.del("client-0", o, 36*ms, 40*ms, "Background")
-		at := int64(50 * ms)
-		if !late {
-			at = 5000 * ms
-		}
-		del := b.del("gc", d, at, at+5*ms, "Orphan")
-		r := b.check()
-		if late {
-			expectKnown(t, r, del, KnownStaleOrphanPolicy)
-		} else {
-			expectIllegal(t, r, del, "put the orphan finalizer on it")
-		}
-	}
+		return b.del("gc", d, at, at+5*ms, "Orphan")
+	})
 }
 
 // TestOrphanSwitchedToForeground: attemptToOrphan removes a cluster-scoped
@@ -42,25 +31,14 @@ func TestStaleOrphanPolicy(t *testing.T) {
 // deletion to Foreground within the race window before the patch, the
 // patch is the known kubernetes#32339 race, and outside it a violation.
 func TestOrphanSwitchedToForeground(t *testing.T) {
-	for _, late := range []bool{true, false} {
-		b := newBuilder(t)
+	inAndOutOfWindow(t, 40*ms, "kubernetes#32339", []string{"gc removed"}, func(b *builder, at int64) int {
 		o, pv := key("rc", "o"), key("pv", "vol")
 		b.create("client-0", o, 0, 10*ms, []string{"cascade.dev/hold"})
 		b.create("client-0", pv, 11*ms, 20*ms, nil, b.ref(o, false, false))
 		b.del("client-0", o, 21*ms, 25*ms, "Orphan")
 		b.del("client-1", o, 26*ms, 30*ms, "Foreground")
-		at := int64(40 * ms)
-		if !late {
-			at = 5000 * ms
-		}
-		patch := b.write("gc", pv, at, at+5*ms, withRefs())
-		r := b.check()
-		if late {
-			expectKnown(t, r, patch, "kubernetes#32339")
-		} else {
-			expectIllegal(t, r, patch, "gc removed")
-		}
-	}
+		return b.write("gc", pv, at, at+5*ms, withRefs())
+	})
 }
 
 // TestVirtualNamespace: a GC that has not yet observed a cluster-scoped
@@ -182,26 +160,15 @@ func TestCycleUnblocked(t *testing.T) {
 // fuzz --target impl --write-delay). Within the race window of the
 // finalizer's removal it is the known race, outside it a violation.
 func TestForegroundEndedBeforeDelete(t *testing.T) {
-	for _, late := range []bool{true, false} {
-		b := newBuilder(t)
+	inAndOutOfWindow(t, 40*ms, KnownForegroundEnded, []string{"was live and not waiting for dependents"}, func(b *builder, at int64) int {
 		o, d := key("secret", "o"), key("rc", "d")
 		b.create("client-0", o, 0, 10*ms, []string{"cascade.dev/hold"})
 		b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, false))
 		b.del("client-0", o, 21*ms, 25*ms, "Background")
 		b.del("client-1", o, 26*ms, 30*ms, "Foreground")
 		b.write("gc", o, 31*ms, 35*ms, withoutFinalizer(model.FinalizerForeground))
-		at := int64(40 * ms)
-		if !late {
-			at = 5000 * ms
-		}
-		del := b.del("gc", d, at, at+5*ms, "Background")
-		r := b.check()
-		if late {
-			expectKnown(t, r, del, KnownForegroundEnded)
-		} else {
-			expectIllegal(t, r, del, "was live and not waiting for dependents")
-		}
-	}
+		return b.del("gc", d, at, at+5*ms, "Background")
+	})
 }
 
 // TestUnblockAfterWaitEnded: the GC's cycle-breaking unblock patch of b,
@@ -210,26 +177,15 @@ func TestForegroundEndedBeforeDelete(t *testing.T) {
 // Within the race window of the switch it is kubernetes#32339; long
 // after, no owner waits and the patch is illegal.
 func TestUnblockAfterWaitEnded(t *testing.T) {
-	for _, late := range []bool{true, false} {
-		b := newBuilder(t)
+	inAndOutOfWindow(t, 36*ms, "kubernetes#32339", []string{"no owner of it was waiting for dependents"}, func(b *builder, at int64) int {
 		a, bk := key("rc", "a"), key("secret", "b")
 		b.create("client-0", a, 0, 10*ms, nil)
 		b.create("client-0", bk, 11*ms, 20*ms, nil, b.ref(a, true, false))
 		b.write("client-0", a, 21*ms, 25*ms, withRefs(b.ref(bk, true, false)))
 		b.del("client-0", a, 26*ms, 30*ms, "Foreground")
 		b.del("client-0", a, 31*ms, 35*ms, "Orphan")
-		at := int64(36 * ms)
-		if !late {
-			at = 5000 * ms
-		}
-		unblock := b.write("gc", bk, at, at+5*ms, withRefs(b.ref(a, false, false)))
-		r := b.check()
-		if late {
-			expectKnown(t, r, unblock, "kubernetes#32339")
-		} else {
-			expectIllegal(t, r, unblock, "no owner of it was waiting for dependents")
-		}
-	}
+		return b.write("gc", bk, at, at+5*ms, withRefs(b.ref(a, false, false)))
+	})
 }
 
 // TestWaitingRefRemovedAfterWaitEnded: pod a has a solid owner, rc b, and
@@ -240,24 +196,31 @@ func TestUnblockAfterWaitEnded(t *testing.T) {
 // race window it is KnownForegroundEnded; long after, cm b is a solid
 // owner that is not orphaning, and the removal is illegal.
 func TestWaitingRefRemovedAfterWaitEnded(t *testing.T) {
-	for _, late := range []bool{true, false} {
-		b := newBuilder(t)
+	inAndOutOfWindow(t, 36*ms, KnownForegroundEnded, []string{"a solid owner that is not orphaning"}, func(b *builder, at int64) int {
 		rc, cm, pod := key("rc", "b"), key("cm", "b"), key("pod", "a")
 		b.create("client-0", rc, 0, 10*ms, nil)
 		b.create("client-0", cm, 11*ms, 20*ms, []string{"cascade.dev/hold"})
 		b.create("client-0", pod, 21*ms, 25*ms, nil, b.ref(rc, false, false), b.ref(cm, true, true))
 		b.del("client-1", cm, 26*ms, 30*ms, "Foreground")
 		b.del("client-0", cm, 31*ms, 35*ms, "Background")
-		at := int64(36 * ms)
-		if !late {
-			at = 5000 * ms
-		}
-		patch := b.write("gc", pod, at, at+5*ms, withRefs(b.ref(rc, false, false)))
+		return b.write("gc", pod, at, at+5*ms, withRefs(b.ref(rc, false, false)))
+	})
+}
+
+// inAndOutOfWindow builds a history twice with build, which returns the
+// op to judge, a GC write sent at at: at early, within the race window of
+// the writes before it, it is the known race known; 5 s later it is
+// illegal, the message holding words.
+func inAndOutOfWindow(t *testing.T, early int64, known string, words []string, build func(b *builder, at int64) int) {
+	t.Helper()
+	for _, at := range []int64{early, 5000 * ms} {
+		b := newBuilder(t)
+		op := build(b, at)
 		r := b.check()
-		if late {
-			expectKnown(t, r, patch, KnownForegroundEnded)
+		if at == early {
+			expectKnown(t, r, op, known)
 		} else {
-			expectIllegal(t, r, patch, "a solid owner that is not orphaning")
+			expectIllegal(t, r, op, words...)
 		}
 	}
 }
