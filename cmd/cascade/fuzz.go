@@ -68,8 +68,12 @@ informer events (each resource's in order; the lookup races),
 later, so that only each object's last state is seen (an owner created
 and deleted unseen; the race search then lets the model's informers skip
 events too), and --write-delay holds each GC write before it is sent (a
-client write lands between the GC's GET and its DELETE). With
-adopt-without-recheck, impl's adopter stands in for kube-controller-manager's
+client write lands between the GC's GET and its DELETE). When no fault
+flag is given, --inject switches on the fault its race needs and says so on
+stderr: --informer-lag 200ms for lookup-ignores-scope and
+adopt-without-recheck, --informer-relist 300ms for forget-unobserved-virtual,
+--write-delay 200ms for delete-without-rv-precondition; any fault flag, 0
+included, turns that off. With adopt-without-recheck, impl's adopter stands in for kube-controller-manager's
 Deployment, ReplicaSet and ReplicationController controllers, and
 --informer-lag also lags each of its watch streams (its cache may show an
 owner live after the owner's deletion; its recheck GET is not lagged). On
@@ -94,9 +98,9 @@ JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
 	fl.IntVar(&f.steps, "steps", 30, "average number of steps per run")
 	fl.IntVar(&f.clients, "clients", 4, "concurrent driver clients (concurrent runs)")
 	fl.DurationVar(&f.shrinkTime, "shrink-time", time.Minute, "time budget for shrinking a failing run (and for searching it for a race)")
-	fl.DurationVar(&f.informerLag, "informer-lag", 0, "impl: delay each of the GC's informer events by a random time up to this, each resource's in order, and each event of impl's adopter's watch streams (with adopt-without-recheck), each stream's in order (a fault; 0: none)")
-	fl.DurationVar(&f.informerRelist, "informer-relist", 0, "impl: break each of the GC's watches now and then and relist up to this later, handing on each object's last state only (a fault; 0: none)")
-	fl.DurationVar(&f.writeDelay, "write-delay", 0, "impl: hold each GC write a random time up to this before sending it (a fault; 0: none)")
+	fl.DurationVar(&f.informerLag, "informer-lag", 0, "impl: delay each of the GC's informer events by a random time up to this, each resource's in order, and each event of impl's adopter's watch streams (with adopt-without-recheck), each stream's in order (a fault; 0: none; unset: what an injected bug's race needs, see above)")
+	fl.DurationVar(&f.informerRelist, "informer-relist", 0, "impl: break each of the GC's watches now and then and relist up to this later, handing on each object's last state only (a fault; 0: none; unset: what an injected bug's race needs, see above)")
+	fl.DurationVar(&f.writeDelay, "write-delay", 0, "impl: hold each GC write a random time up to this before sending it (a fault; 0: none; unset: what an injected bug's race needs, see above)")
 	fl.StringSliceVar(&f.kinds, "kinds", fuzz.DefaultUniverse.Kinds, "kinds random steps create (short names)")
 	fl.StringVar(&f.out, "out", "out/fuzz", "directory for failure artifacts")
 	fl.StringVar(&f.failFile, "failfile", "", "replay a rapid fail file written by an earlier failure")
@@ -134,6 +138,12 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	}
 	if err := spec.Validate(); err != nil {
 		return usageErr("%v", err)
+	}
+	fl := cmd.Flags()
+	if !fl.Changed("informer-lag") && !fl.Changed("informer-relist") && !fl.Changed("write-delay") {
+		if line := spec.DefaultRaceFaults(); line != "" {
+			fmt.Fprintln(cmd.ErrOrStderr(), line)
+		}
 	}
 	ctx := cmd.Context()
 	t, err := target.Start(ctx, spec)
