@@ -67,6 +67,10 @@ type ConcurrentEnv struct {
 	// owners (gen.fleeting), and the race search lets the model's
 	// informers coalesce events too (model.OpCoalesce).
 	Relist bool
+	// Lag says the target's GC sees events late (impl's informer-lag
+	// fault): runs then also draw namespaced dependents of cluster-scoped
+	// owners (gen.scoped).
+	Lag bool
 }
 
 // sent is one client step of a concurrent run as it was executed: sent
@@ -341,6 +345,9 @@ func (r *concurrentRun) run(t *rapid.T) {
 	actions["ring"] = compound(g.ring)
 	if r.env.Relist {
 		actions["fleeting"] = compound(g.fleeting)
+	}
+	if r.env.Lag {
+		actions["scoped"] = compound(g.scoped)
 	}
 	t.Repeat(actions)
 

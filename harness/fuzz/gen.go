@@ -207,6 +207,36 @@ func (g *gen) fleeting(t *rapid.T) []string {
 	return []string{"create " + owner, "create " + dep + " owner=" + g.refTo(t, owner, dep), "delete " + owner}
 }
 
+// scoped draws a cluster-scoped owner and a namespaced dependent naming
+// it, created one after the other by one client. When the dependent's
+// event reaches the GC before the owner's, the GC makes the owner a
+// virtual node carrying the dependent's namespace and looks it up
+// (kubernetes#54940, lookup-ignores-scope; #124378): concurrent runs
+// draw it under impl's informer-lag fault, which makes that order
+// likely. Without a cluster-scoped kind in the universe it draws a
+// plain create.
+func (g *gen) scoped(t *rapid.T) []string {
+	var cluster, ns []string
+	for _, k := range g.u.Kinds {
+		if namespaced(k + "/x") {
+			ns = append(ns, k)
+		} else {
+			cluster = append(cluster, k)
+		}
+	}
+	if len(cluster) == 0 || len(ns) == 0 {
+		return []string{"create " + g.key(t, "scoped")}
+	}
+	owner := g.keyOf(t, rapid.SampledFrom(cluster).Draw(t, "scoped-owner-kind"), "scoped-owner")
+	dep := g.keyOf(t, rapid.SampledFrom(ns).Draw(t, "scoped-dep-kind"), "scoped-dep")
+	for _, k := range []string{owner, dep} {
+		if !slices.Contains(g.created, k) {
+			g.created = append(g.created, k)
+		}
+	}
+	return []string{"create " + owner, "create " + dep + " owner=" + g.refTo(t, owner, dep)}
+}
+
 // ring draws two objects of one scope that own each other — a create,
 // a create naming it as owner, and an add-owner closing the circle, each
 // reference blocking in three draws of four — and, in half of the

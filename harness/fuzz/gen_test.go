@@ -83,3 +83,43 @@ func TestFamily(t *testing.T) {
 		t.Fatal("the default universe no longer has rc and pod together: the family action has nothing to draw")
 	}
 }
+
+// TestScoped: the scoped action's steps, taken on the model, leave a live
+// cluster-scoped owner and a live namespaced dependent naming it; a
+// universe without a cluster-scoped kind draws a single create.
+func TestScoped(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := &model.Model{}
+		s := model.NewState()
+		g := &gen{u: DefaultUniverse}
+		lines := g.scoped(t)
+		if len(lines) != 2 {
+			t.Fatalf("want an owner's create and a dependent's, got %q", lines)
+		}
+		for _, l := range lines {
+			st, err := model.ParseStep(l)
+			if err != nil {
+				t.Fatalf("%q: %v", l, err)
+			}
+			next, res, err := m.Apply(s, st)
+			if err != nil || !res.OK() {
+				t.Fatalf("%q: %v %s", l, err, res)
+			}
+			s = next
+		}
+		owner := lookupKey(s, strings.Fields(lines[0])[1])
+		dep := lookupKey(s, strings.Fields(lines[1])[1])
+		if owner == nil || dep == nil || owner.Namespace != "" || dep.Namespace == "" {
+			t.Fatalf("want a live cluster-scoped owner and a live namespaced dependent after %q", lines)
+		}
+		if len(dep.Owners) != 1 || dep.Owners[0].UID != owner.UID {
+			t.Fatalf("the dependent does not name the owner after %q", lines)
+		}
+	})
+	namespacedOnly := &gen{u: Universe{Kinds: []string{"cm", "pod"}, Names: DefaultUniverse.Names, Namespaces: DefaultUniverse.Namespaces}}
+	rapid.Check(t, func(t *rapid.T) {
+		if lines := namespacedOnly.scoped(t); len(lines) != 1 || !strings.HasPrefix(lines[0], "create ") {
+			t.Fatalf("want one create without a cluster-scoped kind, got %q", lines)
+		}
+	})
+}

@@ -46,7 +46,7 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 			if err != nil {
 				return nil, err
 			}
-			env.Relist = t.Spec.InformerRelist > 0
+			env.Relist, env.Lag = t.Spec.InformerRelist > 0, t.Spec.InformerLag > 0
 			env.GraphChanges = t.TakeGraphChanges
 			env.Surrogate, env.Confirm = surrogate, func(ctx context.Context, text string) (string, error) {
 				return confirmOn(ctx, t, text)
