@@ -60,6 +60,34 @@ func (c *checker) borrowedNamespace(s *store, cur *entry, i int, in *input, v *v
 	})
 }
 
+// unblockedFromGraph marks v, a GC write that added reference r to d, as
+// KnownStaleGraph when r is non-blocking and d carried a reference to
+// r's UID, otherwise the same, within the race window before: the
+// cycle-breaking unblock patch (unblockOwnerReferencesStrategicMergePatch)
+// lists the graph's references to blocking owners, made non-blocking, and
+// a strategic merge by UID adds back one that a write removed after the
+// graph's version (found by a bug-free cascade fuzz --target impl
+// --informer-lag run: attemptToOrphan removed the reference, and the
+// unblock patch 5 ms later put it back).
+func (c *checker) unblockedFromGraph(d *history.Object, r history.Ref, in *input, v *violation) {
+	if !c.lenient || r.Block {
+		return
+	}
+	for i := range c.ops {
+		got := c.ops[i].Got
+		if got == nil || got.UID != d.UID || c.ins[i].ret >= in.op.Call || !c.racy(mark(i), in) {
+			continue
+		}
+		for _, old := range got.Owners {
+			if old.UID == r.UID && old.Kind == r.Kind && old.Name == r.Name && old.APIVersion == r.APIVersion && old.Controller == r.Controller {
+				v.known = KnownStaleGraph
+				v.message += fmt.Sprintf("; op %d answered the object with it within the race window before, and the unblock patch lists the graph's references", i)
+				return
+			}
+		}
+	}
+}
+
 // createOf is the create that made the object uid, noMark if the history
 // does not hold it.
 func (c *checker) createOf(uid string) mark {

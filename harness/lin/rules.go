@@ -217,7 +217,9 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 			prev, had := matchRef(d.Owners, r)
 			switch {
 			case !had:
-				return &violation{PropGCWrites, fmt.Sprintf("gc added an ownerReference to %s %s on %s", r.Kind, r.Name, in.key), ""}
+				v := &violation{PropGCWrites, fmt.Sprintf("gc added an ownerReference to %s %s on %s", r.Kind, r.Name, in.key), ""}
+				c.unblockedFromGraph(d, r, in, v)
+				return v
 			case prev == r:
 			case prev.Block && !r.Block && prev.Controller == r.Controller && prev.Kind == r.Kind && prev.Name == r.Name && prev.APIVersion == r.APIVersion:
 				if !hasWaitingOwner(s, d) {
