@@ -160,3 +160,22 @@ func (c *checker) stoppedWaiting(o *entry, in *input) (known, why string) {
 	}
 	return "", ""
 }
+
+// recentVersion is the last op, returned before in was sent and within
+// the race window before it, that answered the object uid in a version
+// for which is holds; noMark if none. A component acting on that
+// version (an informer's graph, a worker's GET) may still act on it
+// after a later write: it bounds what a race may excuse.
+func (c *checker) recentVersion(uid string, in *input, is func(*history.Object) bool) mark {
+	m := noMark
+	for i := range c.ops {
+		got := c.ops[i].Got
+		if got == nil || got.UID != uid || c.ins[i].ret >= in.op.Call || !c.racy(mark(i), in) || !is(got) {
+			continue
+		}
+		if m < 0 || c.ins[i].ret > c.ins[m].ret {
+			m = mark(i)
+		}
+	}
+	return m
+}

@@ -73,18 +73,14 @@ func (c *checker) unblockedFromGraph(d *history.Object, r history.Ref, in *input
 	if !c.lenient || r.Block {
 		return
 	}
-	for i := range c.ops {
-		got := c.ops[i].Got
-		if got == nil || got.UID != d.UID || c.ins[i].ret >= in.op.Call || !c.racy(mark(i), in) {
-			continue
-		}
-		for _, old := range got.Owners {
-			if old.UID == r.UID && old.Kind == r.Kind && old.Name == r.Name && old.APIVersion == r.APIVersion && old.Controller == r.Controller {
-				v.known = KnownStaleGraph
-				v.message += fmt.Sprintf("; op %d answered the object with it within the race window before, and the unblock patch lists the graph's references", i)
-				return
-			}
-		}
+	m := c.recentVersion(d.UID, in, func(o *history.Object) bool {
+		return slices.ContainsFunc(o.Owners, func(old history.Ref) bool {
+			return old.UID == r.UID && old.Kind == r.Kind && old.Name == r.Name && old.APIVersion == r.APIVersion && old.Controller == r.Controller
+		})
+	})
+	if m >= 0 {
+		v.known = KnownStaleGraph
+		v.message += fmt.Sprintf("; op %d answered the object with it within the race window before, and the unblock patch lists the graph's references", m)
 	}
 }
 

@@ -241,3 +241,21 @@ func TestUnblockPutsBackReference(t *testing.T) {
 		return b.write("gc", bk, at, at+5*ms, withRefs(ref))
 	})
 }
+
+// TestOrphanedAfterOwnerRemoved: attemptToOrphan removes a cluster-scoped
+// dependent's reference to a namespaced owner while the owner is deleting
+// with Orphan; a DELETE with Background takes the orphan finalizer off
+// and the owner is removed before the patch lands (found by a bug-free
+// fuzz run with --informer-lag). attemptToOrphan holds the owner's node,
+// so within the race window it is kubernetes#32339; long after, the GC
+// acted on an unresolvable reference.
+func TestOrphanedAfterOwnerRemoved(t *testing.T) {
+	inAndOutOfWindow(t, 40*ms, "kubernetes#32339", []string{"gc removed"}, func(b *builder, at int64) int {
+		o, pv := key("rc", "o"), key("pv", "vol")
+		b.create("client-0", o, 0, 10*ms, nil)
+		b.create("client-0", pv, 11*ms, 20*ms, nil, b.ref(o, false, false))
+		b.del("client-0", o, 21*ms, 25*ms, "Orphan")
+		b.del("client-1", o, 26*ms, 30*ms, "Background")
+		return b.write("gc", pv, at, at+5*ms, withRefs())
+	})
+}

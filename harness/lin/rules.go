@@ -257,6 +257,12 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 				if m := switchedFromOrphan(s, r.UID); c.lenient && c.racy(m, in) {
 					v.known = "kubernetes#32339"
 					v.message += fmt.Sprintf("; op %d switched the owner's orphan deletion to foreground after attemptToOrphan began", m)
+				} else if m := c.recentVersion(r.UID, in, orphaning); v.known == "" && c.lenient && m >= 0 && !liveUID(s, r.UID) {
+					// the same, the owner then removed (a DELETE with
+					// Background took the orphan finalizer off):
+					// attemptToOrphan holds the owner's node, removed or not
+					v.known = "kubernetes#32339"
+					v.message += fmt.Sprintf("; op %d answered the owner with the orphan finalizer within the race window before, and it was removed since, as attemptToOrphan orphaned its dependents", m)
 				}
 				return v
 			case refSolid:
@@ -543,10 +549,25 @@ func switchedFromOrphan(s *store, uid string) mark {
 	return m
 }
 
+// liveUID reports whether an object with this UID is live in s.
+func liveUID(s *store, uid string) bool {
+	live := false
+	s.each(func(e *entry) bool {
+		live = e.obj.UID == uid
+		return !live
+	})
+	return live
+}
+
+// orphaning reports whether o is being deleted with the orphan finalizer.
+func orphaning(o *history.Object) bool {
+	return o.Deleting && o.HasFinalizer(model.FinalizerOrphan)
+}
+
 func orphaningOwner(s *store, uid string) bool {
 	found := false
 	s.each(func(e *entry) bool {
-		if e.known() && e.obj.UID == uid && e.obj.Deleting && e.obj.HasFinalizer(model.FinalizerOrphan) {
+		if e.known() && e.obj.UID == uid && orphaning(e.obj) {
 			found = true
 			return false
 		}
