@@ -111,20 +111,38 @@ func webhookDenial(op *history.Op) bool {
 
 // waitEnded marks v, a GC write attemptToDeleteItem decides only while an
 // owner of d waits for dependents (the unblock patch of its waiting arm),
-// as known when every owner of d being deleted had waited and stopped
-// within the race window before in was sent (stoppedWaiting). Found by
-// cascade fuzz --target impl: a client deleted an owner in a foreground
-// cycle with Foreground and then with Orphan while the GC was breaking
-// the cycle.
+// as known when an owner of d waited within the race window before in
+// was sent and stopped: it is still being deleted, switched to Orphan or
+// without foregroundDeletion now (stoppedWaiting), or it was removed
+// (KnownForegroundEnded), after the worker's GET of it showed it waiting.
+// Found by cascade fuzz --target impl: a client deleted an owner in a
+// foreground cycle with Foreground and then with Orphan, or with
+// Background, which removed it, while the GC was breaking the cycle.
 func (c *checker) waitEnded(s *store, d *history.Object, in *input, v *violation) {
-	var deleting []*entry
+	if !c.lenient {
+		return
+	}
 	for i := range d.Owners {
-		if st, o := resolve(s, d, &d.Owners[i]); st == refSolid && o.obj.Deleting {
-			deleting = append(deleting, o)
+		r := &d.Owners[i]
+		switch st, o := resolve(s, d, r); {
+		case st == refSolid && o.obj.Deleting:
+			if known, why := c.stoppedWaiting(o, in); known != "" {
+				v.known, v.message = known, v.message+why
+				return
+			}
+		case st == refDangling && !liveUID(s, r.UID):
+			if m := c.recentVersion(r.UID, in, waiting); m >= 0 {
+				v.known = KnownForegroundEnded
+				v.message += fmt.Sprintf("; op %d answered the owner waiting for dependents within the race window before, and it was removed since", m)
+				return
+			}
 		}
 	}
-	known, why := c.allStoppedWaiting(deleting, in)
-	v.known, v.message = known, v.message+why
+}
+
+// waiting reports whether o is being deleted with foregroundDeletion.
+func waiting(o *history.Object) bool {
+	return o.Deleting && o.HasFinalizer(model.FinalizerForeground)
 }
 
 // allStoppedWaiting is stoppedWaiting of every owner in os: known only if

@@ -133,7 +133,7 @@ func (c *checker) cycleUnblocked(s *store, cur *entry, in *input) *violation {
 	}
 	var v *violation
 	s.each(func(e *entry) bool {
-		if e == cur || !e.known() || !e.obj.Deleting || !e.obj.HasFinalizer(model.FinalizerForeground) {
+		if e == cur || !e.known() || !waiting(e.obj) {
 			return true
 		}
 		j := slices.IndexFunc(e.obj.Owners, func(r history.Ref) bool { return r.UID == d.UID })
@@ -182,7 +182,7 @@ func (c *checker) graphReadAfter(s *store, cur *entry, in *input) int64 {
 		for j := range c.reads[k] {
 			g := &c.reads[k][j]
 			if g.Actor != history.ActorGC || g.Return >= in.op.Call || g.Got == nil || g.Got.UID != r.UID ||
-				!g.Got.Deleting || !g.Got.HasFinalizer(model.FinalizerForeground) {
+				!waiting(g.Got) {
 				continue
 			}
 			if bound == 0 || g.Call < bound {

@@ -173,19 +173,28 @@ func TestForegroundEndedBeforeDelete(t *testing.T) {
 
 // TestUnblockAfterWaitEnded: the GC's cycle-breaking unblock patch of b,
 // decided while b's owner a waited for dependents, lands after a DELETE
-// switched a's deletion to Orphan (found by cascade fuzz --target impl).
-// Within the race window of the switch it is kubernetes#32339; long
-// after, no owner waits and the patch is illegal.
+// switched a's deletion to Orphan, or to Background, which removed a
+// (both found by cascade fuzz --target impl). Within the race window of
+// the switch it is kubernetes#32339 or the wait ended; long after, no
+// owner waits and the patch is illegal.
 func TestUnblockAfterWaitEnded(t *testing.T) {
-	inAndOutOfWindow(t, 36*ms, "kubernetes#32339", []string{"no owner of it was waiting for dependents"}, func(b *builder, at int64) int {
-		a, bk := key("rc", "a"), key("secret", "b")
-		b.create("client-0", a, 0, 10*ms, nil)
-		b.create("client-0", bk, 11*ms, 20*ms, nil, b.ref(a, true, false))
-		b.write("client-0", a, 21*ms, 25*ms, withRefs(b.ref(bk, true, false)))
-		b.del("client-0", a, 26*ms, 30*ms, "Foreground")
-		b.del("client-0", a, 31*ms, 35*ms, "Orphan")
-		return b.write("gc", bk, at, at+5*ms, withRefs(b.ref(a, false, false)))
-	})
+	for _, tc := range []struct{ then, known string }{
+		{"Orphan", "kubernetes#32339"},
+		{"Background", KnownForegroundEnded},
+	} {
+		t.Run(tc.then, func(t *testing.T) {
+			inAndOutOfWindow(t, 36*ms, tc.known, []string{"no owner of it was waiting for dependents"}, func(b *builder, at int64) int {
+				a, bk := key("rc", "a"), key("secret", "b")
+				b.create("client-0", a, 0, 10*ms, nil)
+				b.create("client-0", bk, 11*ms, 20*ms, nil, b.ref(a, true, false))
+				unblocked := b.ref(a, false, false)
+				b.write("client-0", a, 21*ms, 25*ms, withRefs(b.ref(bk, true, false)))
+				b.del("client-0", a, 26*ms, 30*ms, "Foreground")
+				b.del("client-0", a, 31*ms, 35*ms, tc.then)
+				return b.write("gc", bk, at, at+5*ms, withRefs(unblocked))
+			})
+		})
+	}
 }
 
 // TestWaitingRefRemovedAfterWaitEnded: pod a has a solid owner, rc b, and
