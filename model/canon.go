@@ -76,12 +76,7 @@ func (s *State) Canonical() *State {
 		nd := &c.GC.Nodes[i]
 		nd.UID = r(nd.UID)
 		nd.Owners = renameRefs(nd.Owners, r)
-		deps := make([]UID, len(nd.Dependents))
-		for j, d := range nd.Dependents {
-			deps[j] = r(d)
-		}
-		slices.Sort(deps)
-		nd.Dependents = deps
+		nd.Dependents = renameUIDs(nd.Dependents, r)
 	}
 	slices.SortFunc(c.GC.Nodes, func(a, b Node) int { return cmp.Compare(a.UID, b.UID) })
 	for i := range c.GC.VirtualEvents {
@@ -96,12 +91,7 @@ func (s *State) Canonical() *State {
 	for i := range c.GC.Detached {
 		dt := &c.GC.Detached[i]
 		dt.UID = r(dt.UID)
-		deps := make([]UID, len(dt.Dependents))
-		for j, d := range dt.Dependents {
-			deps[j] = r(d)
-		}
-		slices.Sort(deps)
-		dt.Dependents = deps
+		dt.Dependents = renameUIDs(dt.Dependents, r)
 	}
 	slices.SortFunc(c.GC.Detached, func(a, b Detached) int { return cmp.Compare(a.UID, b.UID) })
 	for i := range c.GC.InFlight {
@@ -132,6 +122,17 @@ func (s *State) Canonical() *State {
 		return cmp.Or(cmp.Compare(a.Owner, b.Owner), cmp.Compare(a.Dep, b.Dep))
 	})
 	return c
+}
+
+// renameUIDs returns a sorted copy of us renamed by r (a set of UIDs,
+// such as a node's dependents).
+func renameUIDs(us []UID, r func(UID) UID) []UID {
+	out := make([]UID, len(us))
+	for i, u := range us {
+		out[i] = r(u)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func renameRefs(rs []OwnerRef, r func(UID) UID) []OwnerRef {

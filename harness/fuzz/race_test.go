@@ -31,23 +31,7 @@ func TestRaceReproducer(t *testing.T) {
 	if trace, _ := settledReproducer(bug, sent, func(string, int) ([]string, []traces.Header) { return nil, nil }); trace != "" {
 		t.Fatalf("the race has a settled reproducer:\n%s", trace)
 	}
-	ce, steps := raceReproducer(bug, false, sent, "cascade fuzz --target impl", "a test", time.Minute)
-	if ce == nil {
-		t.Fatal("no race reproducer")
-	}
-	trace := ce.Trace
-	if steps != 2 {
-		t.Errorf("%d client steps, want the two creates:\n%s", steps, trace)
-	}
-	for _, want := range []string{"create pv/disk", "create cm/ns2/claim owner=pv/disk", "# bug: lookup-ignores-scope", "! violates", "gc deliver"} {
-		if !strings.Contains(trace, want) {
-			t.Errorf("the trace lacks %q:\n%s", want, trace)
-		}
-	}
-	expectModelReplays(t, trace)
-	if ce, _ := raceReproducer(0, false, sent, "", "", time.Minute); ce != nil {
-		t.Fatalf("a race without any bug:\n%s", ce.Trace)
-	}
+	expectRace(t, bug, false, sent, 2, "create pv/disk", "create cm/ns2/claim owner=pv/disk", "# bug: lookup-ignores-scope", "! violates", "gc deliver")
 	if ce, _ := raceReproducer(bug, false, append(sent[:2:2], sent[4:]...), "", "", time.Minute); ce != nil {
 		t.Fatalf("a race without the creates:\n%s", ce.Trace)
 	}
@@ -71,22 +55,8 @@ func TestRaceReproducerRelist(t *testing.T) {
 	if ce, _ := raceReproducer(bug, false, sent, "", "", time.Minute); ce != nil {
 		t.Fatalf("a race without relists:\n%s", ce.Trace)
 	}
-	ce, steps := raceReproducer(bug, true, sent, "cascade fuzz --target impl", "a test", time.Minute)
-	if ce == nil {
-		t.Fatal("no race reproducer with relists")
-	}
-	if steps != 3 {
-		t.Errorf("%d client steps, want the owner's create and delete and the dependent's create:\n%s", steps, ce.Trace)
-	}
-	for _, want := range []string{"gc coalesce secret/owner", "# bug: forget-unobserved-virtual", "! violates garbage is collected"} {
-		if !strings.Contains(ce.Trace, want) {
-			t.Errorf("the trace lacks %q:\n%s", want, ce.Trace)
-		}
-	}
-	expectModelReplays(t, ce.Trace)
-	if ce, _ := raceReproducer(0, true, sent, "", "", time.Minute); ce != nil {
-		t.Fatalf("a race with relists but without the bug:\n%s", ce.Trace)
-	}
+	// the owner's create and delete and the dependent's create
+	expectRace(t, bug, true, sent, 3, "gc coalesce secret/owner", "# bug: forget-unobserved-virtual", "! violates garbage is collected")
 }
 
 // TestRaceWindows: the windows ending at a step hold it alone first,
@@ -132,38 +102,14 @@ func TestRaceWindows(t *testing.T) {
 // the node, whose dependents it still orphans. The race search finds the
 // two deletes, and the model without the bug does not break.
 func TestRaceOrphanedBeforeDelete(t *testing.T) {
-	b, err := os.ReadFile("testdata/delete-without-rv-orphaned.steps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sent []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if l != "" && !strings.HasPrefix(l, "#") {
-			sent = append(sent, l)
-		}
-	}
+	sent := readSteps(t, "testdata/delete-without-rv-orphaned.steps")
 	bug := model.BugSet(0).With(model.BugDeleteWithoutRVPrecondition)
 	if trace, _ := settledReproducer(bug, sent, func(string, int) ([]string, []traces.Header) { return nil, nil }); trace != "" {
 		t.Fatalf("the race has a settled reproducer:\n%s", trace)
 	}
-	ce, steps := raceReproducer(bug, false, sent, "cascade fuzz --target impl", "a test", time.Minute)
-	if ce == nil {
-		t.Fatal("no race reproducer")
-	}
-	trace := ce.Trace
-	for _, want := range []string{"delete pv/b propagation=Orphan\ndelete pv/b propagation=Background", "gc attemptToOrphan pv/b", "gc delete rc/b",
-		"! violates no solid owner collected: gc deleted rc/b, which has no ownerReferences", "# bug: delete-without-rv-precondition"} {
-		if !strings.Contains(trace, want) {
-			t.Errorf("the trace lacks %q:\n%s", want, trace)
-		}
-	}
-	if steps != 4 {
-		t.Errorf("%d client steps, want the creates of pv/b and rc/b and the two deletes:\n%s", steps, trace)
-	}
-	expectModelReplays(t, trace)
-	if ce, _ := raceReproducer(0, false, sent, "", "", time.Minute); ce != nil {
-		t.Fatalf("a race without the bug:\n%s", ce.Trace)
-	}
+	// the creates of pv/b and rc/b and the two deletes
+	expectRace(t, bug, false, sent, 4, "delete pv/b propagation=Orphan\ndelete pv/b propagation=Background", "gc attemptToOrphan pv/b", "gc delete rc/b",
+		"! violates no solid owner collected: gc deleted rc/b, which has no ownerReferences", "# bug: delete-without-rv-precondition")
 }
 
 // TestRaceUnresolvableOwner: the client steps of a concurrent impl run
@@ -177,16 +123,7 @@ func TestRaceOrphanedBeforeDelete(t *testing.T) {
 // holds it, and the model reports a GC DELETE through an unresolvable
 // reference as harness/lin does. The search finds a race on pv/b.
 func TestRaceUnresolvableOwner(t *testing.T) {
-	b, err := os.ReadFile("testdata/delete-without-rv-unresolvable.steps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sent []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if l != "" && !strings.HasPrefix(l, "#") {
-			sent = append(sent, l)
-		}
-	}
+	sent := readSteps(t, "testdata/delete-without-rv-unresolvable.steps")
 	bug := model.BugSet(0).With(model.BugDeleteWithoutRVPrecondition)
 	j := slices.Index(sent, "add-owner pv/b rc/c,block")
 	create, createRC := slices.Index(sent, "create pv/b labels=app=web owner=pv/a"), slices.IndexFunc(sent, func(l string) bool { return strings.HasPrefix(l, "create rc/c ") })
@@ -244,4 +181,44 @@ func expectModelReplays(t *testing.T, trace string) {
 	if err := traces.Diff(tr, results); err != nil {
 		t.Errorf("the model does not replay the trace's expectations: %v", err)
 	}
+}
+
+// expectRace runs the race search on sent with bug (relist: the model's
+// informers may coalesce) and expects a reproducer of steps client steps
+// whose trace holds each of wants and replays on the model, and no race
+// on the same steps without the bug.
+func expectRace(t *testing.T, bug model.BugSet, relist bool, sent []string, steps int, wants ...string) {
+	t.Helper()
+	ce, n := raceReproducer(bug, relist, sent, "cascade fuzz --target impl", "a test", time.Minute)
+	if ce == nil {
+		t.Fatal("no race reproducer")
+	}
+	if n != steps {
+		t.Errorf("%d client steps, want %d:\n%s", n, steps, ce.Trace)
+	}
+	for _, want := range wants {
+		if !strings.Contains(ce.Trace, want) {
+			t.Errorf("the trace lacks %q:\n%s", want, ce.Trace)
+		}
+	}
+	expectModelReplays(t, ce.Trace)
+	if ce, _ := raceReproducer(0, relist, sent, "", "", time.Minute); ce != nil {
+		t.Fatalf("a race without the bug:\n%s", ce.Trace)
+	}
+}
+
+// readSteps reads a file of client steps, one a line, "#" lines comments.
+func readSteps(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			sent = append(sent, l)
+		}
+	}
+	return sent
 }

@@ -132,6 +132,7 @@ func (c *checker) cycleUnblocked(s *store, cur *entry, in *input) *violation {
 		return nil
 	}
 	var v *violation
+	read := int64(-1) // graphReadAfter, once needed
 	s.each(func(e *entry) bool {
 		if e == cur || !e.known() || !waiting(e.obj) {
 			return true
@@ -144,7 +145,10 @@ func (c *checker) cycleUnblocked(s *store, cur *entry, in *input) *violation {
 			in.key, d.Owners[block].Name, e.key), ""}
 		if c.lenient && e.prov != nil && cur.prov != nil && block < len(cur.prov.refs) && j < len(e.prov.refs) &&
 			(c.racy(e.prov.fg, in) || c.racy(e.prov.refs[j].by, in) || c.racy(cur.prov.refs[block].by, in)) {
-			if read := c.graphReadAfter(s, cur, in); read != 0 &&
+			if read < 0 {
+				read = c.graphReadAfter(s, cur, in)
+			}
+			if read != 0 &&
 				c.graphHad(e.obj.UID, read, e.prov.fg, e.prov.refs[j].by) && c.graphHad(d.UID, read, cur.prov.refs[block].by) {
 				w.message += "; the GC's graph had both before the worker read it (its recorded graph changes)"
 			} else {

@@ -153,29 +153,25 @@ func (c *checker) provFor(s *store, cur *entry, in *input, obj *history.Object) 
 		}
 		return now
 	}
-	if op != nil {
-		p.orphan, p.fg = carry(model.FinalizerOrphan, op.orphan), carry(model.FinalizerForeground, op.fg)
-	} else {
-		p.orphan, p.fg = carry(model.FinalizerOrphan, noMark), carry(model.FinalizerForeground, noMark)
+	// gone: the write that took f off a deletion still going on, this one
+	// when the previous version had f, else the one that version carried
+	gone := func(f string, m mark) mark {
+		switch {
+		case !obj.Deleting || obj.HasFinalizer(f) || old == nil || !old.Deleting:
+			return noMark
+		case old.HasFinalizer(f):
+			return now
+		}
+		return m
 	}
+	was := op
+	if was == nil {
+		was = &prov{orphan: noMark, orphanGone: noMark, fg: noMark, fgGone: noMark}
+	}
+	p.orphan, p.fg = carry(model.FinalizerOrphan, was.orphan), carry(model.FinalizerForeground, was.fg)
+	p.orphanGone, p.fgGone = gone(model.FinalizerOrphan, was.orphanGone), gone(model.FinalizerForeground, was.fgGone)
 	if obj.Deleting && obj.HasFinalizer(model.FinalizerForeground) {
 		p.fgSeen = true
-	}
-	if obj.Deleting && !obj.HasFinalizer(model.FinalizerOrphan) && old != nil && old.Deleting {
-		switch {
-		case old.HasFinalizer(model.FinalizerOrphan):
-			p.orphanGone = now
-		default:
-			p.orphanGone = op.orphanGone
-		}
-	}
-	if obj.Deleting && !obj.HasFinalizer(model.FinalizerForeground) && old != nil && old.Deleting {
-		switch {
-		case old.HasFinalizer(model.FinalizerForeground):
-			p.fgGone = now
-		default:
-			p.fgGone = op.fgGone
-		}
 	}
 	switch {
 	case bare(obj):
