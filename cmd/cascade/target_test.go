@@ -22,7 +22,7 @@ func TestTargetUsageErrors(t *testing.T) {
 	dir := t.TempDir()
 	dead := filepath.Join(dir, "dead.kubeconfig")
 	// port 1 on the loopback address refuses connections at once
-	if err := target.WriteKubeconfig(dead, target.Context{Name: "dead", Config: &rest.Config{
+	if _, err := target.WriteKubeconfig(dead, target.Context{Name: "dead", Config: &rest.Config{
 		Host: "https://127.0.0.1:1", BearerToken: "t", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}}); err != nil {
 		t.Fatal(err)
 	}
