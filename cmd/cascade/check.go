@@ -124,7 +124,7 @@ func runCheck(stdout, stderr io.Writer, f *checkFlags) error {
 			return errViolation
 		}
 	}
-	if len(res.Vacuous) > 0 {
+	if len(res.Vacuous) > 0 || res.VacuousScope() != "" {
 		return errViolation
 	}
 	return nil
@@ -233,6 +233,9 @@ func printText(w io.Writer, res *check.Result, files map[string]string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if why := res.VacuousScope(); why != "" {
+		fmt.Fprintf(w, "VACUOUS: %s; the properties above say nothing about it (exit 1)\n", why)
+	}
 	for _, v := range res.Violations {
 		fmt.Fprintf(w, "\n%s: %s\n", v.Property, v.Message)
 		for i, s := range v.Steps {
@@ -263,7 +266,9 @@ func printJSON(w io.Writer, res *check.Result, files map[string]string) error {
 		Violations           []violation `json:"violations"`
 		Witnessed            []string    `json:"witnessed"`
 		Vacuous              []string    `json:"vacuous"`
-	}{Scope: res.Scope, Mode: res.Bugs.String(), Distinct: res.Distinct, Generated: res.Generated, Depth: res.Depth, Complete: res.Complete,
+		VacuousScope         string      `json:"vacuous_scope,omitempty"`
+		NeverReached         []string    `json:"never_reached"`
+	}{VacuousScope: res.VacuousScope(), NeverReached: append([]string{}, res.NeverReached...), Scope: res.Scope, Mode: res.Bugs.String(), Distinct: res.Distinct, Generated: res.Generated, Depth: res.Depth, Complete: res.Complete,
 		Seconds: res.Elapsed.Seconds(), StatesPerSecond: float64(res.Distinct) / max(res.Elapsed.Seconds(), 1e-9),
 		CollisionProbability: res.CollisionProbability, Violations: []violation{}, Witnessed: []string{}, Vacuous: append([]string{}, res.Vacuous...)}
 	for _, v := range res.Violations {
