@@ -24,7 +24,7 @@ else
 	bash hack/kube/build.sh
 endif
 
-test: kube fmt-check vet model-imports ## gofmt, go vet, model import rule, then go test -race ./... (all packages, smoke tests included)
+test: kube fmt-check vet model-imports ## gofmt, go vet, the import rules (model, impl), then go test -race ./... (all packages, smoke tests included)
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 CONFORM_TARGETS ?= model,upstream,impl,impl-stepped
@@ -56,7 +56,7 @@ fmt-check: ## fail if gofmt would change any file
 vet: ## go vet ./...
 	go vet ./...
 
-model-imports: ## check the import rule: model/ uses only the standard library (model/check also traces/)
+model-imports: ## check the import rules: model/ uses only the standard library (model/check also traces/); impl/ never depends on model/, tests included
 	bash hack/model-imports.sh
 
 .PHONY: bench-check
