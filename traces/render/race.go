@@ -2,20 +2,21 @@ package render
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/cascade-k8s/cascade/model"
 	"github.com/cascade-k8s/cascade/traces"
 )
 
-// race is the pair of steps a page opens on: the step that violates the
+// Race is the pair of steps a page opens on: the step that violates the
 // trace's property, and the step that made the violation possible.
-type race struct {
+type Race struct {
 	Violating int    // frame index, or -1 when no step violates anything
 	Enabling  int    // frame index, or -1 when no single step is found
 	Property  string // the property Violating violates
 }
 
-// findRace marks the steps that matter. The violating step is the first
+// FindRace marks the steps that matter. The violating step is the first
 // frame that violates the trace's `# property:` header (any property when
 // the header names none, or names one no step violates).
 //
@@ -30,8 +31,8 @@ type race struct {
 // have taken them), the trace no longer violates the property. Earlier
 // commands the violation also needs set the scene; the last one is the
 // racing write, the stale delivery or the lost event.
-func findRace(t *traces.Trace, frames []traces.Frame) race {
-	r := race{Violating: -1, Enabling: -1}
+func FindRace(t *traces.Trace, frames []traces.Frame) Race {
+	r := Race{Violating: -1, Enabling: -1}
 	want := t.Header(traces.HeaderProperty)
 	r.Violating, r.Property = firstViolation(frames, want)
 	if r.Violating < 0 && want != "" {
@@ -173,34 +174,55 @@ const (
 )
 
 // lanes assigns each frame (but the initial state) to the actor that
-// took it: each client principal; the GC's informers (deliveries, relist
-// faults, discovery sync, virtual delete events); the GC's
-// attemptToDelete and attemptToOrphan workers, with each write they sent;
-// the controllers' shared informers; each adopting controller, named by
-// the kind that adopts; and the apiextensions CRD cleanup. It returns the
-// lane names in order of first appearance and each frame's lane index
-// (-1 for frame 0).
+// took it: each client principal; the controllers' shared informers;
+// each adopting controller, named by the kind that adopts; the GC's
+// informers (deliveries, relist faults, discovery sync, virtual delete
+// events); the GC's attemptToOrphan and attemptToDelete workers, with
+// each write they sent; and the apiextensions CRD cleanup. It returns the
+// lanes that took a step, in that order (controllers by name), and each
+// frame's lane index (-1 for frame 0).
 func lanes(frames []traces.Frame) ([]string, []int) {
-	var names []string
-	of := make([]int, len(frames))
-	index := func(name string) int {
-		if i := slices.Index(names, name); i >= 0 {
-			return i
-		}
-		names = append(names, name)
-		return len(names) - 1
-	}
 	decidedBy := map[string]string{} // work item key -> the worker that decided its writes
+	steps := parseSteps(frames)
+	byFrame := make([]string, len(frames))
+	for i := 1; i < len(frames); i++ {
+		byFrame[i] = laneOf(steps[i], decidedBy)
+	}
+	names := slices.Clone(byFrame[1:])
+	slices.SortFunc(names, func(a, b string) int {
+		if d := laneRank(a) - laneRank(b); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	names = slices.Compact(names)
+	of := make([]int, len(frames))
 	of[0] = -1
 	for i := 1; i < len(frames); i++ {
-		st, err := model.ParseStep(frames[i].Command)
-		if err != nil {
-			of[i] = index(frames[i].Actor)
-			continue
-		}
-		of[i] = index(laneOf(st, decidedBy))
+		of[i] = slices.Index(names, byFrame[i])
 	}
 	return names, of
+}
+
+// laneRank orders lanes left to right: clients, the controllers, the GC.
+func laneRank(name string) int {
+	switch name {
+	case laneClientAdmin:
+		return 0
+	case laneClientLimited:
+		return 1
+	case laneCtrlInformers:
+		return 2
+	case laneInformers:
+		return 4
+	case laneAttemptOrphan:
+		return 5
+	case laneAttemptDelete:
+		return 6
+	case laneAPIExtensions:
+		return 7
+	}
+	return 3 // a controller
 }
 
 func laneOf(st model.Step, decidedBy map[string]string) string {
@@ -236,4 +258,3 @@ func laneOf(st model.Step, decidedBy map[string]string) string {
 	}
 	return laneAPIExtensions
 }
-
