@@ -116,7 +116,9 @@ func TestBrowserOpensOnTheRace(t *testing.T) {
 			t.Errorf("step %s cell reads %q, want %q marked %q", want.step, got, want.cmd, want.tag)
 		}
 	}
-	if marked := find(doc, func(n *html.Node) bool { return n.Data == "tr" && (hasClass(n, "mark-enabling") || hasClass(n, "mark-violating")) }); len(marked) != 2 {
+	if marked := find(doc, func(n *html.Node) bool {
+		return n.Data == "tr" && (hasClass(n, "mark-enabling") || hasClass(n, "mark-violating"))
+	}); len(marked) != 2 {
 		t.Errorf("%d swimlane rows marked, want 2", len(marked))
 	}
 	path := byID(doc, "race-path")
