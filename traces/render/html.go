@@ -20,8 +20,8 @@ func HTML(w io.Writer, t *traces.Trace, frames []traces.Frame) error {
 	title := t.Path
 	fmt.Fprintf(&b, "<!doctype html><html><head><meta charset=\"utf-8\"><title>cascade: %s</title><style>%s</style></head><body>", html.EscapeString(title), css)
 	fmt.Fprintf(&b, "<header><h1>%s</h1>", html.EscapeString(title))
-	for _, d := range t.Description {
-		fmt.Fprintf(&b, "<p>%s</p>", html.EscapeString(d))
+	if len(t.Description) > 0 {
+		fmt.Fprintf(&b, "<p>%s</p>", html.EscapeString(strings.Join(t.Description, " ")))
 	}
 	if len(t.Headers) > 0 {
 		b.WriteString("<dl>")
@@ -152,23 +152,23 @@ func gcSummary(s *model.State) string {
 	return b.String()
 }
 
-const css = `body{font-family:system-ui,sans-serif;margin:0;color:#222}header{padding:10px 16px;background:#263238;color:#eceff1}header h1{font-size:16px;margin:0 0 4px}header p{margin:2px 0;font-size:13px}header dl{display:grid;grid-template-columns:max-content auto;gap:0 10px;font-size:12px;margin:6px 0 0}header dt{color:#90a4ae}header dd{margin:0}
+const css = `body{font-family:system-ui,sans-serif;margin:0;color:#222;height:100vh;display:flex;flex-direction:column}header,#race,nav{flex:none}header{padding:8px 16px;background:#263238;color:#eceff1}header h1{font-size:16px;margin:0 0 4px}header p{margin:2px 0;font-size:13px;max-width:1400px}header dl{display:grid;grid-template-columns:max-content auto;gap:0 10px;font-size:12px;margin:6px 0 0}header dt{color:#90a4ae}header dd{margin:0}
 #race{padding:6px 16px;border-bottom:1px solid #ccc;font-size:13px}#race p{margin:3px 0}#race a{font-weight:bold;color:inherit}#race .who{color:#555}
 .tag{display:inline-block;padding:0 6px;border-radius:3px;color:#fff;font:bold 11px system-ui,sans-serif;margin:0 4px;white-space:nowrap}.mark-violating .tag{background:#c62828}.mark-enabling .tag{background:#e65100}
 nav{padding:8px 16px;border-bottom:1px solid #ccc;display:flex;gap:8px;align-items:center;font-size:13px;flex-wrap:wrap}#slider{width:240px}.legend .k{display:inline-block;padding:1px 6px;margin-right:4px;border:1.5px solid;border-radius:4px}.k.live{background:#e8f5e9;border-color:#2e7d32}.k.deleting{background:#fff3e0;border-color:#ef6c00}.k.gone{background:#f5f5f5;border-color:#9e9e9e;border-style:dashed}.k.ghost{background:#f3e5f5;border-color:#7b1fa2;border-style:dotted}.blk{color:#c62828;font-weight:bold}
-main{display:flex;align-items:flex-start}#lanes{position:relative;max-width:60vw;max-height:calc(100vh - 150px);overflow:auto;border-right:1px solid #ddd}#race-arrow{position:absolute;left:0;top:0;pointer-events:none;overflow:visible}
+main{flex:1;min-height:0;display:flex}#lanes{position:relative;max-width:60vw;overflow:auto;border-right:1px solid #ddd}#race-arrow{position:absolute;left:0;top:0;pointer-events:none;overflow:visible}
 #swimlanes{border-collapse:collapse;font:11.5px ui-monospace,monospace}#swimlanes th{position:sticky;top:0;z-index:1;background:#eceff1;font:bold 11px system-ui,sans-serif;padding:4px 6px;border-bottom:1px solid #b0bec5;text-align:left;width:116px;min-width:116px;max-width:116px}#swimlanes th.n,#swimlanes td.n{width:auto;min-width:0;max-width:none;white-space:nowrap;overflow-wrap:normal;text-align:right;color:#888;padding-right:6px}
 #swimlanes td{padding:2px 6px;border-left:1px dashed #e0e0e0;vertical-align:top;max-width:116px;overflow-wrap:anywhere}#swimlanes td.init{max-width:none}#swimlanes tr{cursor:pointer}#swimlanes tr:hover{background:#f5f5f5}#swimlanes tr.cur{background:#bbdefb}#swimlanes tr.cur td.n{color:#0d47a1;font-weight:bold}
 #swimlanes td.step{color:#37474f}#swimlanes td.init{color:#888}.settle{color:#90a4ae;font-size:10px}#swimlanes td.failed{text-decoration:underline wavy #c62828}#swimlanes tr.violation td.step{font-weight:bold}
 #swimlanes td.racing{border:2px solid;border-radius:4px}#swimlanes .tag{display:table;margin:2px 0 0;white-space:normal}#swimlanes tr.mark-violating td.racing{background:#ffcdd2;border-color:#c62828}#swimlanes tr.mark-enabling td.racing{background:#ffe0b2;border-color:#e65100}
-#frames{flex:1;min-width:0}.frame{display:flex;flex-wrap:wrap;gap:12px;padding:12px}.frame[hidden]{display:none}.graphs{display:flex;gap:12px;overflow:auto;max-width:100%}figure{margin:0}figcaption{font-size:12px;color:#555;margin-bottom:2px}figure.before figcaption{color:#e65100}aside{min-width:320px;flex:1;font-size:13px}aside pre{font-size:11px;background:#fafafa;border:1px solid #eee;padding:6px;white-space:pre-wrap}.add{color:#2e7d32}.del{color:#c62828}.same{color:#888}.ok{color:#2e7d32}.err{color:#c62828}p.violation{background:#ffebee;border-left:4px solid #c62828;padding:4px 8px}.muted{color:#888;font-size:12px}`
+#frames{flex:1;min-width:0;overflow:auto}.frame{display:flex;flex-wrap:wrap;gap:12px;padding:12px}.frame[hidden]{display:none}.graphs{display:flex;gap:12px;overflow:auto;max-width:100%}figure{margin:0}figcaption{font-size:12px;color:#555;margin-bottom:2px}figure.before figcaption{color:#e65100}aside{min-width:320px;flex:1;font-size:13px}aside pre{font-size:11px;background:#fafafa;border:1px solid #eee;padding:6px;white-space:pre-wrap}.add{color:#2e7d32}.del{color:#c62828}.same{color:#888}.ok{color:#2e7d32}.err{color:#c62828}p.violation{background:#ffebee;border-left:4px solid #c62828;padding:4px 8px}.muted{color:#888;font-size:12px}`
 
 // script steps through the frames (arrow keys, j/k, the slider, a click
 // on a row or a link), opens on the step in the URL's #N or else nav's
 // data-open, and draws the arrow from the enabling to the violating
 // step's cell.
 const script = `(function(){var fr=document.querySelectorAll('.frame'),rows=document.querySelectorAll('#swimlanes tbody tr'),sl=document.getElementById('slider'),pos=document.getElementById('pos'),lanes=document.getElementById('lanes'),cur=0;sl.max=fr.length-1;
-function show(i){if(i<0||i>=fr.length)return;fr[cur].hidden=true;rows[cur].classList.remove('cur');cur=i;fr[cur].hidden=false;rows[cur].classList.add('cur');sl.value=i;pos.textContent='step '+i+' / '+(fr.length-1);var r=rows[cur],top=r.offsetTop-lanes.clientHeight/2;if(r.offsetTop<lanes.scrollTop+30||r.offsetTop+r.offsetHeight>lanes.scrollTop+lanes.clientHeight)lanes.scrollTop=Math.max(0,top);if(location.hash!=='#'+i)history.replaceState(null,'','#'+i);}
+function show(i){if(i<0||i>=fr.length)return;fr[cur].hidden=true;rows[cur].classList.remove('cur');cur=i;fr[cur].hidden=false;rows[cur].classList.add('cur');sl.value=i;pos.textContent='step '+i+' / '+(fr.length-1);var r=rows[cur];if(r.offsetTop<lanes.scrollTop+30||r.offsetTop+r.offsetHeight>lanes.scrollTop+lanes.clientHeight)lanes.scrollTop=Math.max(0,r.offsetTop-lanes.clientHeight/2);if(location.hash!=='#'+i)history.replaceState(null,'','#'+i);}
 function arrow(){var svg=document.getElementById('race-arrow'),e=document.querySelector('tr.mark-enabling td.racing'),v=document.querySelector('tr.mark-violating td.racing');svg.innerHTML='';if(!e||!v)return;var t=document.getElementById('swimlanes');svg.setAttribute('width',t.offsetWidth);svg.setAttribute('height',t.offsetHeight);
 function box(c){var x=c.offsetLeft,y=c.offsetTop,p=c.offsetParent;while(p&&p!==t){x+=p.offsetLeft;y+=p.offsetTop;p=p.offsetParent}return{x:x,y:y,w:c.offsetWidth,h:c.offsetHeight}}
 var a=box(e),b=box(v),x1=a.x+a.w/2,y1=a.y+a.h,x2=b.x+b.w/2,y2=b.y,bend=Math.max(40,Math.abs(x2-x1)/2);
@@ -176,4 +176,4 @@ svg.innerHTML='<defs><marker id="ah" viewBox="0 0 10 10" refX="9" refY="5" marke
 document.getElementById('prev').onclick=function(){show(cur-1)};document.getElementById('next').onclick=function(){show(cur+1)};sl.oninput=function(){show(+sl.value)};
 rows.forEach(function(e){e.onclick=function(){show(+e.dataset.i)}});document.querySelectorAll('[data-go]').forEach(function(a){a.onclick=function(ev){ev.preventDefault();show(+a.dataset.go)}});
 document.addEventListener('keydown',function(e){if(e.key==='ArrowRight'||e.key==='j')show(cur+1);if(e.key==='ArrowLeft'||e.key==='k')show(cur-1)});window.addEventListener('resize',arrow);
-var h=parseInt(location.hash.slice(1));fr[0].hidden=true;arrow();show(isNaN(h)?+document.querySelector('nav').dataset.open:Math.min(h,fr.length-1));document.body.dataset.ready='1';})();`
+var h=parseInt(location.hash.slice(1));fr[0].hidden=true;arrow();if(isNaN(h)){var e=document.querySelector('tr.mark-enabling'),v=document.querySelector('tr.mark-violating');if(e&&v&&v.offsetTop+v.offsetHeight-e.offsetTop<lanes.clientHeight-40)lanes.scrollTop=Math.max(0,e.offsetTop-40);show(+document.querySelector('nav').dataset.open);}else show(Math.min(h,fr.length-1));document.body.dataset.ready='1';})();`
