@@ -161,7 +161,8 @@ func violatesWithout(t *traces.Trace, m *model.Model, line int, property string)
 	return false
 }
 
-// Lane names for the actors that are not clients or controllers.
+// Lane names. A controller's lane is the kind that adopts, then
+// laneControllerTail ("Deployment controller").
 const (
 	laneInformers      = "GC informers (graph builder)"
 	laneAttemptDelete  = "GC worker: attemptToDelete"
