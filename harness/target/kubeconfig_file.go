@@ -106,10 +106,16 @@ func WriteKubeconfig(path string, contexts ...Context) (*KubeconfigFile, error) 
 var ErrKubeconfigExists = errors.New("kubeconfig exists")
 
 // ExistsError is the error for a kubeconfig path that exists when a new
-// file was asked for; it wraps ErrKubeconfigExists.
-func ExistsError(path string) error {
-	return fmt.Errorf("%w: %s already exists and cascade did not create it: pass --merge to add cascade's contexts to it (removed again on exit), or name a new file", ErrKubeconfigExists, path)
+// file was asked for; it matches ErrKubeconfigExists.
+func ExistsError(path string) error { return existsError(path) }
+
+type existsError string
+
+func (p existsError) Error() string {
+	return string(p) + " already exists and cascade did not create it: pass --merge to add cascade's contexts to it (removed again on exit), or name a new file"
 }
+
+func (existsError) Is(target error) bool { return target == ErrKubeconfigExists }
 
 // MergeKubeconfig adds contexts to the kubeconfig at path, as WriteKubeconfig
 // would write them, and makes the first one current. The file must exist
