@@ -127,7 +127,8 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			return nil, fmt.Errorf("fuzz: audit log: %w", err)
 		}
 	}
-	rep := &Report{Target: env.Target, Inject: env.Inject, Mode: "concurrent"}
+	cfg = withSeed(cfg)
+	rep := &Report{Target: env.Target, Inject: env.Inject, Mode: "concurrent", Seed: cfg.Seed}
 	start := time.Now()
 	// With injected bugs and a surrogate (env.Surrogate, env.Confirm), a
 	// failing run whose client steps hold no settled reproducer is kept
@@ -138,7 +139,11 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	var last, repro, held *runFailure
 	var foundAt time.Time
 	n, foundRun := 0, 0
+	shrinking := false // rapid is rerunning a failed run's variants
 	prop := func(t *rapid.T) {
+		if ctx.Err() != nil {
+			return // interrupted: no more runs, and nothing to shrink
+		}
 		if (cfg.expired() && foundAt.IsZero()) || repro != nil {
 			return // out of time, or reproduced: nothing for rapid to shrink
 		}
@@ -147,12 +152,17 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		}
 		n++
 		r := &concurrentRun{ctx: ctx, env: env, cfg: cfg, program: make([][]string, cfg.Clients)}
+		runStart := time.Now()
+		first := !shrinking
 		defer func() {
-			if x := recover(); x != nil && x != errHeld {
-				panic(x)
+			if first && len(r.sent) > 0 && ctx.Err() == nil {
+				rep.Runs++
+				rep.Steps += len(r.sent)
 			}
 		}()
+		defer func() { recoverStop(recover(), errHeld) }()
 		r.fail = func(kind, summary string, write func(string) (string, error)) {
+			stopIfInterrupted(ctx)
 			if foundAt.IsZero() {
 				foundAt, foundRun = time.Now(), n
 			}
@@ -169,21 +179,27 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			}
 			// the failure's kind only: its details name real objects and
 			// times, and rapid shrinks only towards the same message
+			shrinking = true
 			t.Fatalf("%s", kind)
 		}
 		r.run(t)
-		rep.Steps += len(r.sent)
+		stopIfInterrupted(ctx)
 		rep.Ops += r.ops
 		rep.Known = append(rep.Known, r.known...)
-		if foundAt.IsZero() {
+		if first && len(r.sent) > 0 {
 			rep.Checks++
-			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable, quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, time.Since(start).Round(time.Millisecond))
+			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable, quiet state live (%s; %s in all)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops,
+				time.Since(runStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		}
 	}
 	msg, failFile, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
 	rep.Elapsed = time.Since(start)
 	if err != nil {
 		return rep, err
+	}
+	if ctx.Err() != nil && held == nil && (msg == "" || last == nil) {
+		rep.Interrupted = true
+		return rep, ctx.Err()
 	}
 	switch {
 	case msg == "" && held == nil:
@@ -201,6 +217,7 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	if last != nil {
 		rep.Failure.ReplayTarget = last.replayTarget
 	}
+	rep.Interrupted = ctx.Err() != nil
 	return rep, err
 }
 
@@ -361,16 +378,16 @@ func (r *concurrentRun) run(t *rapid.T) {
 		admin = rec.Wrap(r.env.Admin, history.ClientActor(0))
 		var err error
 		if obs, err = history.NewObserver(r.env.Admin, scope); err != nil {
-			t.Fatalf("error: %v", err)
+			r.fatal(t, err)
 		}
 		if err := obs.Start(r.ctx); err != nil {
-			t.Fatalf("error: %v", err)
+			r.fatal(t, err)
 		}
 		defer func() { _ = obs.Stop() }()
 	}
 	d, err := driver.New(admin, nil, prefix)
 	if err != nil {
-		t.Fatalf("error: %v", err)
+		r.fatal(t, err)
 	}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), time.Minute)
@@ -441,6 +458,13 @@ func (r *concurrentRun) run(t *rapid.T) {
 	if v := checkLiveness(objs); v != nil {
 		r.fail("liveness", fmt.Sprintf("once quiet: %s", v), nil)
 	}
+}
+
+// fatal ends a run that could not be set up: an error, or no verdict at
+// all when fuzzing was interrupted.
+func (r *concurrentRun) fatal(t *rapid.T, err error) {
+	stopIfInterrupted(r.ctx)
+	t.Fatalf("error: %v", err)
 }
 
 // execute runs every client's steps in order, the clients at once.
