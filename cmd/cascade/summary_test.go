@@ -153,3 +153,16 @@ func TestRenderEmbedded(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }
+
+// TestEmptyKubebuilderAssets: binaries missing from the directory
+// $KUBEBUILDER_ASSETS names are a usage error whose advice works there:
+// 'make kube' alone would build into bin/kube, which the harness does not
+// read while the variable is set.
+func TestEmptyKubebuilderAssets(t *testing.T) {
+	empty := t.TempDir()
+	t.Setenv("KUBEBUILDER_ASSETS", empty)
+	out, code := cascade(t, "replay", "--target", "upstream", "scenario/background")
+	if code != 2 || !strings.Contains(out, "etcd not found in "+empty) || !strings.Contains(out, "unset it") || strings.Count(out, "\n") > 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
