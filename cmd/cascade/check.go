@@ -51,7 +51,8 @@ documented upstream races are reported as known and do not fail the run
 unless --strict.
 
 Progress goes to stderr once a second; the result goes to stdout as text or
---json.
+--json (the schema conform and fuzz share; see README). An interrupt ends the
+search at once, writing nothing.
 
 Examples:
   cascade check --preset orphan-adoption --bug adopt-without-recheck

@@ -158,10 +158,12 @@ bin/kube/v1.36.3 of the checkout around the working directory or the
 executable ('make kube' builds them).
 
 The summary table (trace, result, time) goes to stdout, or a JSON summary
-with --json; progress goes to stderr. --junit writes a JUnit XML report
-(one testsuite, one testcase per trace: a failure carries the diff, a skip
-its reason). --out DIR writes summary.json, junit.xml and, for each failed
-trace, DIR/<trace>.txt with the diff and the target's whole output.
+with --json (the schema check and fuzz share, with the fuzz phase's seed and
+the command that reproduces the run; see README); progress goes to stderr.
+--junit writes a JUnit XML report (one testsuite, one testcase per trace: a
+failure carries the diff, a skip its reason). --out DIR writes summary.json,
+junit.xml (with --junit too) and, for each failed trace, DIR/<trace>.txt
+with the diff and the target's whole output.
 
 Exit codes: 0 no divergence, 1 a divergence or a replay that could not
 complete, 2 usage or input error (a bad kubeconfig, an unreachable cluster,

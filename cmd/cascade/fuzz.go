@@ -84,8 +84,13 @@ decision read from its graph (the cycle-breaking unblock) is excused as a
 graph behind the store only when the graph had not yet applied the writes
 it needed.
 
-Progress goes to stderr, the summary to stdout (--json for
-JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
+Progress goes to stderr, a line per run with its own time; the summary goes
+to stdout and names the seed and the command that runs the same runs again
+(--json: the schema check and conform share, see README). SIGINT or SIGTERM
+stops fuzzing within seconds: the run it cuts short is neither passed nor
+failed, nothing is shrunk or written to --out, the run's objects are removed
+and the control plane stopped. Exit codes: 0 every run passed, 1 a run
+failed, 2 usage or input error, 130 interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runFuzz(cmd, f) },
 	}
