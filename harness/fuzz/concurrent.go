@@ -22,6 +22,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/replay"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/model"
+	"github.com/cascade-k8s/cascade/model/check"
 	"github.com/cascade-k8s/cascade/traces"
 )
 
@@ -243,22 +244,15 @@ func (r *concurrentRun) reproduce(kind, summary string) *runFailure {
 	lines := landed(r.sent)
 	begin := time.Now()
 	inject := strings.Join(r.env.Inject, ",")
-	trace, steps := settledReproducer(r.env.Surrogate, lines, func(predicted string, steps int) ([]string, []traces.Header) {
-		desc := []string{
-			fmt.Sprintf("A settled reproducer of a concurrent run of `cascade fuzz --target %s` that failed (%s):", r.env.Target, kind),
-			firstLine(summary),
-			fmt.Sprintf("Each of its %d client steps is followed by settle, so the GC catches up before the next; the expected output is the model's.", steps),
-			"The model with the injected bug(s) predicts the divergence: " + firstLine(predicted),
-		}
-		// the state diff under that line, indented as it comes
-		_, diff, _ := strings.Cut(predicted, "\n")
-		for l := range strings.Lines(diff) {
-			desc = append(desc, strings.TrimRight(l, "\n"))
-		}
-		desc = append(desc, "impl ran with injected bug(s) "+inject+"; reproduce with:",
-			"  cascade replay --target "+r.env.Target+" --inject "+inject+" --history THIS.trace")
-		return desc, []traces.Header{{Key: traces.HeaderFoundBy, Value: "cascade fuzz --target " + r.env.Target}}
+	type found struct {
+		trace string
+		steps int
+	}
+	f := interruptible(r.ctx, func() found {
+		trace, steps := settledReproducer(r.env.Surrogate, lines, r.settledHeader(kind, summary, inject))
+		return found{trace, steps}
 	})
+	trace, steps := f.trace, f.steps
 	if trace == "" {
 		if rf := r.race(kind, summary, lines); rf != nil {
 			return rf
@@ -287,6 +281,27 @@ func (r *concurrentRun) reproduce(kind, summary string) *runFailure {
 	}
 }
 
+// settledHeader describes a settled reproducer of the run that failed
+// with kind and summary (settledReproducer's header).
+func (r *concurrentRun) settledHeader(kind, summary, inject string) func(predicted string, steps int) ([]string, []traces.Header) {
+	return func(predicted string, steps int) ([]string, []traces.Header) {
+		desc := []string{
+			fmt.Sprintf("A settled reproducer of a concurrent run of `cascade fuzz --target %s` that failed (%s):", r.env.Target, kind),
+			firstLine(summary),
+			fmt.Sprintf("Each of its %d client steps is followed by settle, so the GC catches up before the next; the expected output is the model's.", steps),
+			"The model with the injected bug(s) predicts the divergence: " + firstLine(predicted),
+		}
+		// the state diff under that line, indented as it comes
+		_, diff, _ := strings.Cut(predicted, "\n")
+		for l := range strings.Lines(diff) {
+			desc = append(desc, strings.TrimRight(l, "\n"))
+		}
+		desc = append(desc, "impl ran with injected bug(s) "+inject+"; reproduce with:",
+			"  cascade replay --target "+r.env.Target+" --inject "+inject+" --history THIS.trace")
+		return desc, []traces.Header{{Key: traces.HeaderFoundBy, Value: "cascade fuzz --target " + r.env.Target}}
+	}
+}
+
 // race searches the failing run's client steps for a race the model with
 // the injected bugs reproduces (race.go) and replays it on a stepped impl
 // (env.ConfirmStepped); it returns the confirmed race as the run's
@@ -309,7 +324,15 @@ func (r *concurrentRun) race(kind, summary string, lines []string) *runFailure {
 	if budget <= 0 {
 		budget = 30 * time.Second
 	}
-	ce, steps := raceReproducer(r.env.Surrogate, r.env.Relist, lines, "cascade fuzz --target "+r.env.Target, doc, budget)
+	type found struct {
+		ce    *check.Counterexample
+		steps int
+	}
+	f := interruptible(r.ctx, func() found {
+		ce, steps := raceReproducer(r.env.Surrogate, r.env.Relist, lines, "cascade fuzz --target "+r.env.Target, doc, budget)
+		return found{ce, steps}
+	})
+	ce, steps := f.ce, f.steps
 	if ce == nil {
 		progress(r.cfg, "reproduce: no race in the run's client steps reproduces on the model with %s (%s)", inject, time.Since(begin).Round(time.Millisecond))
 		return nil
@@ -432,7 +455,7 @@ func (r *concurrentRun) run(t *rapid.T) {
 	}
 	history.AssignLanes(ops)
 	r.ops = len(ops)
-	res := lin.Check(ops, opts)
+	res := interruptible(r.ctx, func() lin.Result { return lin.Check(ops, opts) })
 	for _, k := range res.Known {
 		r.known = append(r.known, k.Issue+": "+k.Message)
 	}

@@ -149,6 +149,21 @@ func stopIfInterrupted(ctx context.Context) {
 	}
 }
 
+// interruptible returns f's result, unless ctx is cancelled first: then
+// the run ends with errInterrupted and f finishes in the background with
+// nobody waiting for it. It is for the work that takes no context and may
+// take a minute: porcupine, and the model searches for reproducers.
+func interruptible[T any](ctx context.Context, f func() T) T {
+	done := make(chan T, 1)
+	go func() { done <- f() }()
+	select {
+	case v := <-done:
+		return v
+	case <-ctx.Done():
+		panic(errInterrupted)
+	}
+}
+
 // recoverStop recovers the panics that end a run early without failing it
 // (errInterrupted, and extra) and re-raises any other. It must be called
 // directly by a deferred function.
