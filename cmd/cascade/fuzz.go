@@ -276,7 +276,11 @@ func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
 		fmt.Fprintf(w, "known upstream race: %s\n", k)
 	}
 	if f := rep.Failure; f != nil {
-		fmt.Fprintf(w, "FAILED (%s) in run %d after %s, shrunk to %d steps, seed %d:\n  %s\n", f.Kind, f.Run, f.FoundAfter.Round(time.Millisecond), f.Steps, f.Seed, strings.ReplaceAll(f.Summary, "\n", "\n  "))
+		shrunk := "shrunk to"
+		if rep.Interrupted {
+			shrunk = "interrupted while shrinking,"
+		}
+		fmt.Fprintf(w, "FAILED (%s) in run %d after %s, %s %d steps, seed %d:\n  %s\n", f.Kind, f.Run, f.FoundAfter.Round(time.Millisecond), shrunk, f.Steps, f.Seed, strings.ReplaceAll(f.Summary, "\n", "\n  "))
 		for _, a := range []struct{ what, path string }{{"trace", f.Trace}, {"history", f.History}, {"rapid fail file", f.FailFile}} {
 			if a.path != "" {
 				fmt.Fprintf(w, "  %s: %s\n", a.what, a.path)

@@ -44,10 +44,13 @@ type summary struct {
 // and seedFlag, when not "", set to seed.
 func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64) summary {
 	args := []string{"cascade", cmd.Name()}
+	if f := cmd.Flags().Lookup("target"); f != nil && f.Changed {
+		args = append(args, "--target", shellQuote(f.Value.String()))
+	}
 	seedSet := false
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "json", "quiet", "out", "junit":
+		case "json", "quiet", "out", "junit", "target":
 			return
 		}
 		if f.Name == seedFlag && seedFlag != "" {

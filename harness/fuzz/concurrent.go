@@ -142,8 +142,9 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	n, foundRun := 0, 0
 	shrinking := false // rapid is rerunning a failed run's variants
 	prop := func(t *rapid.T) {
+		endShrinking(ctx, shrinking)
 		if ctx.Err() != nil {
-			return // interrupted: no more runs, and nothing to shrink
+			return // interrupted: no more runs
 		}
 		if (cfg.expired() && foundAt.IsZero()) || repro != nil {
 			return // out of time, or reproduced: nothing for rapid to shrink
@@ -155,8 +156,9 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		r := &concurrentRun{ctx: ctx, env: env, cfg: cfg, program: make([][]string, cfg.Clients)}
 		runStart := time.Now()
 		first := !shrinking
+		judged := false // passed or failed: not cut short by an interrupt
 		defer func() {
-			if first && len(r.sent) > 0 && ctx.Err() == nil {
+			if judged && first && len(r.sent) > 0 {
 				rep.Runs++
 				rep.Steps += len(r.sent)
 			}
@@ -164,6 +166,7 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		defer func() { recoverStop(recover(), errHeld) }()
 		r.fail = func(kind, summary string, write func(string) (string, error)) {
 			stopIfInterrupted(ctx)
+			judged = true
 			if foundAt.IsZero() {
 				foundAt, foundRun = time.Now(), n
 			}
@@ -185,8 +188,12 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		}
 		r.run(t)
 		stopIfInterrupted(ctx)
+		judged = true
 		rep.Ops += r.ops
 		rep.Known = append(rep.Known, r.known...)
+		if first && len(r.sent) == 0 {
+			progress(cfg, "run %d/%d: drawn empty, not counted (%s)", n, cfg.Checks, time.Since(runStart).Round(time.Millisecond))
+		}
 		if first && len(r.sent) > 0 {
 			rep.Checks++
 			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable, quiet state live (%s; %s in all)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops,
@@ -198,11 +205,13 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	if err != nil {
 		return rep, err
 	}
-	if ctx.Err() != nil && held == nil && (msg == "" || last == nil) {
+	if ctx.Err() != nil && held == nil && last == nil {
 		rep.Interrupted = true
 		return rep, ctx.Err()
 	}
 	switch {
+	case msg == "" && held == nil && last != nil: // interrupted while shrinking
+		msg = last.kind + ": " + firstLine(last.summary)
 	case msg == "" && held == nil:
 		return rep, nil
 	case msg == "": // only held failures: the first, unshrunk

@@ -164,6 +164,17 @@ func interruptible[T any](ctx context.Context, f func() T) T {
 	}
 }
 
+// endShrinking ends rapid's shrinking of a failure when fuzzing is
+// interrupted: rapid takes no context and would try candidates, each
+// passing at once, until its shrink time is spent. runtime.Goexit unwinds
+// rapid.Check (rapid recovers panics, not Goexit) before it reports, and
+// the failure is reported as found, unshrunk.
+func endShrinking(ctx context.Context, shrinking bool) {
+	if shrinking && ctx.Err() != nil {
+		runtime.Goexit()
+	}
+}
+
 // recoverStop recovers the panics that end a run early without failing it
 // (errInterrupted, and extra) and re-raises any other. It must be called
 // directly by a deferred function.

@@ -186,8 +186,9 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 		defer func() { _ = it.Stop() }()
 	}
 	prop := func(t *rapid.T) {
+		endShrinking(ctx, shrinking)
 		if ctx.Err() != nil {
-			return // interrupted: no more runs, and nothing to shrink
+			return // interrupted: no more runs
 		}
 		if cfg.expired() && foundAt.IsZero() {
 			return
@@ -195,8 +196,9 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 		n++
 		r := env.newRun(ctx, cfg, it)
 		runStart, counted := time.Now(), !shrinking
+		judged := false // passed or failed: not cut short by an interrupt
 		defer func() {
-			if counted && len(r.done) > 0 && ctx.Err() == nil {
+			if judged && counted && len(r.done) > 0 {
 				rep.Runs++
 				rep.Steps += len(r.done)
 			}
@@ -204,6 +206,7 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 		defer func() { recoverStop(recover()) }()
 		r.fail = func(kind, summary string) {
 			stopIfInterrupted(ctx)
+			judged = true
 			if foundAt.IsZero() {
 				foundAt, foundRun = time.Now(), n
 			}
@@ -216,6 +219,7 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 		}
 		r.run(t)
 		stopIfInterrupted(ctx)
+		judged = true
 		if counted && len(r.done) > 0 {
 			rep.Checks++
 			progress(cfg, "run %d/%d: %d steps agree with the model (%s; %s in all)", n, cfg.Checks, len(r.done),
@@ -227,6 +231,9 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 	if ctx.Err() != nil && last == nil {
 		rep.Interrupted = true
 		return rep, ctx.Err()
+	}
+	if msg == "" && last != nil && err == nil { // interrupted while shrinking
+		msg = last.kind + ": " + firstLine(last.summary)
 	}
 	if err != nil || msg == "" {
 		return rep, err
