@@ -16,7 +16,9 @@ func newRenderCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "render TRACE (--html OUT.html | --dot OUT.dot [--step N])",
 		Short: "Draw a trace: a step-through HTML page, or one step as Graphviz",
-		Long: `render replays a trace on the model and draws it.
+		Long: `render replays a trace on the model and draws it. TRACE is a trace file or
+the name of a trace built into cascade (race/orphan-adoption; see 'cascade
+conform --list').
 
 --html writes one self-contained page. On the left, a swimlane view: one
 row per step in order, one lane per actor (each client principal, the
@@ -45,10 +47,11 @@ Graphviz: 'dot -Tsvg OUT.dot > OUT.svg'.`,
 			if (htmlOut == "") == (dotOut == "") {
 				return usageErr("give exactly one of --html or --dot")
 			}
-			tr, err := traces.ParseFile(args[0])
+			loaded, err := loadTraces(args) // a file, or an embedded trace's name
 			if err != nil {
-				return usageErr("%v", err)
+				return err
 			}
+			tr := loaded[0]
 			frames, err := traces.Frames(tr)
 			if err != nil {
 				return usageErr("%v", err)
