@@ -2,6 +2,7 @@ package lin
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -24,6 +25,8 @@ type sim struct {
 	uid  int
 	rv   uint64
 	ops  []history.Op
+	// watch: record a watch event of every write (observed_test.go).
+	watch *simWatch
 }
 
 const simHold = "cascade.dev/hold"
@@ -66,6 +69,10 @@ func (s *sim) run(n, clients int) []history.Op {
 				l = x
 			}
 		}
+		var before map[history.Key]*history.Object
+		if s.watch != nil {
+			before = maps.Clone(s.live)
+		}
 		var op *history.Op
 		if l.actor == history.ActorGC {
 			op = s.gc()
@@ -75,6 +82,9 @@ func (s *sim) run(n, clients int) []history.Op {
 		if op != nil {
 			op.Actor, op.Call, op.Return = l.actor, l.call, l.ret
 			s.ops = append(s.ops, *op)
+			if s.watch != nil {
+				s.watch.see(s, before, op.Key(), l.lin)
+			}
 		}
 		plan(l, l.ret)
 	}
