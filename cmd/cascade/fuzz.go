@@ -85,8 +85,13 @@ decision read from its graph (the cycle-breaking unblock) is excused as a
 graph behind the store only when the graph had not yet applied the writes
 it needed.
 
+A run whose history the checker cannot decide within a minute is
+inconclusive: no verdict on the target, so it is neither shrunk nor counted
+as passed, and fuzzing goes on.
+
 Progress goes to stderr, the summary to stdout (--json for
-JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
+JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error,
+3 no run failed but the checker could not decide some run's history.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runFuzz(cmd, f) },
 	}
@@ -167,8 +172,21 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err := printFuzz(cmd.OutOrStdout(), rep, f.json); err != nil {
 		return err
 	}
-	if !rep.OK() {
+	return fuzzResult(rep)
+}
+
+// errInconclusive makes cascade fuzz exit 3: no run failed, but the
+// checker could not decide the history of some.
+var errInconclusive = &exitError{code: 3, err: errors.New("")}
+
+// fuzzResult is what fuzz exits with once it has printed rep: 1 when a
+// run failed, 3 when none did but some run was inconclusive, else 0.
+func fuzzResult(rep *fuzz.Report) error {
+	switch {
+	case !rep.OK():
 		return errViolation
+	case len(rep.Undecided) > 0:
+		return errInconclusive
 	}
 	return nil
 }
@@ -186,6 +204,9 @@ func printFuzz(w io.Writer, rep *fuzz.Report, asJSON bool) error {
 	fmt.Fprintf(w, " in %s\n", rep.Elapsed.Round(time.Millisecond))
 	for _, k := range rep.Known {
 		fmt.Fprintf(w, "known upstream race: %s\n", k)
+	}
+	for _, u := range rep.Undecided {
+		fmt.Fprintf(w, "INCONCLUSIVE %s\n", u)
 	}
 	if f := rep.Failure; f != nil {
 		fmt.Fprintf(w, "FAILED (%s) after %s, shrunk to %d steps, seed %d:\n  %s\n", f.Kind, f.FoundAfter.Round(time.Millisecond), f.Steps, f.Seed, strings.ReplaceAll(f.Summary, "\n", "\n  "))
@@ -263,6 +284,8 @@ func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
 		var b strings.Builder
 		_ = printFuzz(&b, rep, false)
 		c.Result, c.Message = resultFail, b.String()
+	case len(rep.Undecided) > 0: // no verdict on the target: not a failure
+		c.Result, c.Message = resultError, "inconclusive: "+strings.Join(rep.Undecided, "; ")
 	default:
 		c.Result = resultPass
 		c.Message = fmt.Sprintf("%d runs, %d steps, %d history operations", rep.Checks, rep.Steps, rep.Ops)

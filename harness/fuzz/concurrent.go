@@ -113,6 +113,9 @@ type concurrentRun struct {
 	fail    func(kind, summary string, write func(string) (string, error))
 	ops     int
 	known   []string
+	// undecided is the checker's summary when it could not decide the
+	// run's history in time ("" when it did).
+	undecided string
 }
 
 // RunConcurrent runs cfg.Checks concurrent runs against env.
@@ -175,7 +178,12 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		rep.Steps += len(r.sent)
 		rep.Ops += r.ops
 		rep.Known = append(rep.Known, r.known...)
-		if foundAt.IsZero() {
+		switch {
+		case !foundAt.IsZero():
+		case r.undecided != "":
+			rep.Undecided = append(rep.Undecided, fmt.Sprintf("run %d (%d steps, %d ops): %s", n, len(r.sent), r.ops, r.undecided))
+			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops INCONCLUSIVE (the checker could not decide them), quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, time.Since(start).Round(time.Millisecond))
+		default:
 			rep.Checks++
 			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable, quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, time.Since(start).Round(time.Millisecond))
 		}
@@ -419,16 +427,7 @@ func (r *concurrentRun) run(t *rapid.T) {
 	for _, k := range res.Known {
 		r.known = append(r.known, k.Issue+": "+k.Message)
 	}
-	if res.Verdict != porcupine.Ok {
-		kind := "linearizability"
-		if res.Verdict == porcupine.Unknown {
-			kind = "error" // timed out: no verdict
-		}
-		r.fail(kind, res.Summary, func(dir string) (string, error) {
-			path := filepath.Join(dir, "history.html")
-			return path, res.Visualize(path)
-		})
-	}
+	r.judge(res)
 
 	dyn, err := dynamic.NewForConfig(r.env.Admin)
 	if err != nil {
@@ -440,6 +439,23 @@ func (r *concurrentRun) run(t *rapid.T) {
 	}
 	if v := checkLiveness(objs); v != nil {
 		r.fail("liveness", fmt.Sprintf("once quiet: %s", v), nil)
+	}
+}
+
+// judge takes the checker's verdict on the run's history: an illegal
+// history fails the run; one the checker could not decide in time is no
+// verdict on the target, so no failure for rapid to shrink, and the run
+// is reported inconclusive.
+func (r *concurrentRun) judge(res lin.Result) {
+	switch res.Verdict {
+	case porcupine.Ok:
+	case porcupine.Unknown:
+		r.undecided = res.Summary
+	default:
+		r.fail("linearizability", res.Summary, func(dir string) (string, error) {
+			path := filepath.Join(dir, "history.html")
+			return path, res.Visualize(path)
+		})
 	}
 }
 

@@ -116,6 +116,11 @@ type Report struct {
 	Known   []string
 	Elapsed time.Duration
 	Failure *Failure
+
+	// Undecided names the runs whose history the checker could not
+	// decide in time (lin's Unknown verdict), one line each: neither
+	// passed nor failed, they say nothing of the target.
+	Undecided []string
 }
 
 // OK reports whether no run failed.

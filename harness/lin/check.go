@@ -90,7 +90,9 @@ func (k Known) String() string {
 
 // Result is Check's verdict.
 type Result struct {
-	// Verdict is porcupine.Ok, Illegal or Unknown (timed out).
+	// Verdict is porcupine.Ok, Illegal or Unknown: the search ran out of
+	// time (Options.Timeout), an inconclusive check that says nothing of
+	// the system whose history it is.
 	Verdict porcupine.CheckResult
 	// Info and Model are porcupine's, for Visualize.
 	Info  porcupine.LinearizationInfo
@@ -137,7 +139,7 @@ func Check(ops []history.Op, opts Options) Result {
 	res.Verdict, res.Info = porcupine.CheckOperationsVerbose(strict, c.operations(), remaining(deadline))
 	res.Model = strict
 	if res.Verdict == porcupine.Unknown {
-		res.Summary = fmt.Sprintf("Unknown: the check of %d operations ran out of time (%s).", len(ops), opts.Timeout)
+		res.Summary = fmt.Sprintf("Inconclusive: the checker could not decide within %s whether the %d operations are linearizable; this is no verdict on the system under test.", opts.Timeout, len(ops))
 		return res
 	}
 	if res.Verdict == porcupine.Ok {
@@ -151,7 +153,7 @@ func Check(ops []history.Op, opts Options) Result {
 	verdict, info := porcupine.CheckOperationsVerbose(lenient, c.operations(), remaining(deadline))
 	if verdict == porcupine.Unknown {
 		res.Verdict = porcupine.Unknown
-		res.Summary = fmt.Sprintf("Unknown: the history breaks a rule and the search for a linearization explained by known upstream races ran out of time (%s).", opts.Timeout)
+		res.Summary = fmt.Sprintf("Inconclusive: no linearization of the %d operations keeps every rule, and the checker could not decide within %s whether known upstream races explain the broken ones; this is no verdict on the system under test.", len(ops), opts.Timeout)
 		return res
 	}
 	res.Verdict, res.Info, res.Model = verdict, info, lenient

@@ -465,3 +465,22 @@ func BenchmarkCheckIllegalWide400(b *testing.B) {
 		}
 	}
 }
+
+// TestCheckTimeoutIsInconclusive: a check that runs out of time decides
+// nothing, and says so without blaming the system. The history is a
+// kubeconfig one whose watched writes are known only to have happened
+// since the observer started, as a controller's writes were before their
+// revisions bounded them (issue 20): its search takes minutes.
+func TestCheckTimeoutIsInconclusive(t *testing.T) {
+	ops := observedSim(1, 2000, 4)
+	for i := range ops {
+		if ops[i].Verb == history.Observed {
+			ops[i].Call = 0
+		}
+	}
+	r := Check(ops, Options{Timeout: 200 * time.Millisecond})
+	if r.Verdict != "Unknown" || r.Culprit != -1 || !strings.HasPrefix(r.Summary, "Inconclusive: ") ||
+		!strings.Contains(r.Summary, "the checker could not decide within 200ms") || !strings.Contains(r.Summary, "no verdict on the system under test") {
+		t.Fatalf("want Unknown, no culprit and an inconclusive summary, got %s (culprit %d): %s", r.Verdict, r.Culprit, r.Summary)
+	}
+}
