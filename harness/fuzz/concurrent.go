@@ -116,6 +116,7 @@ type concurrentRun struct {
 	// undecided is the checker's summary when it could not decide the
 	// run's history in time ("" when it did).
 	undecided string
+	checked   time.Duration // how long the check of the history took
 }
 
 // RunConcurrent runs cfg.Checks concurrent runs against env.
@@ -182,10 +183,10 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		case !foundAt.IsZero():
 		case r.undecided != "":
 			rep.Undecided = append(rep.Undecided, fmt.Sprintf("run %d (%d steps, %d ops): %s", n, len(r.sent), r.ops, r.undecided))
-			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops INCONCLUSIVE (the checker could not decide them), quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, time.Since(start).Round(time.Millisecond))
+			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops INCONCLUSIVE (the checker could not decide them in %s), quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		default:
 			rep.Checks++
-			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable, quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, time.Since(start).Round(time.Millisecond))
+			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable (checked in %s), quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		}
 	}
 	msg, failFile, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
@@ -423,7 +424,9 @@ func (r *concurrentRun) run(t *rapid.T) {
 	}
 	history.AssignLanes(ops)
 	r.ops = len(ops)
+	began := time.Now()
 	res := lin.Check(ops, opts)
+	r.checked = time.Since(began)
 	for _, k := range res.Known {
 		r.known = append(r.known, k.Issue+": "+k.Message)
 	}
