@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -42,15 +43,7 @@ type revAt struct {
 // existing by its instant.
 func newRevisionBounds(writtenAfter, existedBy []revAt) *revisionBounds {
 	b := &revisionBounds{notBefore: slices.Clone(writtenAfter), existed: slices.Clone(existedBy)}
-	byRV := func(x, y revAt) int {
-		switch {
-		case x.rv < y.rv:
-			return -1
-		case x.rv > y.rv:
-			return 1
-		}
-		return 0
-	}
+	byRV := func(x, y revAt) int { return cmp.Compare(x.rv, y.rv) }
 	slices.SortFunc(b.notBefore, byRV)
 	for i := 1; i < len(b.notBefore); i++ {
 		b.notBefore[i].at = max(b.notBefore[i].at, b.notBefore[i-1].at)
