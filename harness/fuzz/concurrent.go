@@ -183,10 +183,10 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		case !foundAt.IsZero():
 		case r.undecided != "":
 			rep.Undecided = append(rep.Undecided, fmt.Sprintf("run %d (%d steps, %d ops): %s", n, len(r.sent), r.ops, r.undecided))
-			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops INCONCLUSIVE (the checker could not decide them in %s), quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops INCONCLUSIVE (the checker could not decide them in %s), quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Microsecond), time.Since(start).Round(time.Millisecond))
 		default:
 			rep.Checks++
-			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable (checked in %s), quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable (checked in %s), quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Microsecond), time.Since(start).Round(time.Millisecond))
 		}
 	}
 	msg, failFile, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)

@@ -123,13 +123,14 @@ func Check(ops []history.Op, opts Options) Result {
 	for i := range ops {
 		op := &ops[i]
 		k := op.Key()
-		c.ins[i] = &input{id: i, op: op, key: k, kh: keyHash(k), gotHash: objHash(op.Got), ret: effectiveReturn(op)}
+		c.ins[i] = &input{id: i, op: op, key: k, kh: keyHash(k), gotHash: objHash(op.Got), ret: effectiveReturn(op), rev: writtenRevision(op)}
 	}
 	res := Result{Culprit: -1, Ops: ops, Actors: actors(ops)}
 	parts := [][]int{allOps(len(ops))}
 	if !opts.NoPartition {
 		parts = partition(ops)
 	}
+	c.chainRevisions(parts)
 	deadline := time.Time{}
 	if opts.Timeout > 0 {
 		deadline = time.Now().Add(opts.Timeout)
