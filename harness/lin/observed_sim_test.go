@@ -77,16 +77,21 @@ func TestObservedSimHistoriesAreLinearizable(t *testing.T) {
 	}
 }
 
-// BenchmarkCheck2000Observed checks a 2,000-op sim history as a
-// kubeconfig target records it (compare BenchmarkCheck2000, the same
-// run as an audit log records it).
+// BenchmarkCheck2000Observed checks a sim history of at least 2,000 ops
+// as a kubeconfig target records it (compare BenchmarkCheck2000, a sim
+// history of 2,000 ops as an audit log records it). The sim's writes
+// seen only by watch come out as fewer ops than the sim made, so it runs
+// longer until the recorded history has 2,000.
 func BenchmarkCheck2000Observed(b *testing.B) {
-	ops := observedSim(1, 2000, 4)
-	b.ReportMetric(float64(len(ops)), "ops")
+	var ops []history.Op
+	for n := 2000; len(ops) < 2000; n += 100 {
+		ops = observedSim(1, n, 4)
+	}
 	b.ReportAllocs()
 	for b.Loop() {
 		if r := Check(ops, Options{Timeout: time.Minute}); r.Verdict != "Ok" {
 			b.Fatalf("%s: %s", r.Verdict, r.Summary)
 		}
 	}
+	b.ReportMetric(float64(len(ops)), "ops")
 }
