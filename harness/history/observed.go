@@ -48,6 +48,10 @@ import (
 // Observed op's Return is the earlier of that and its receive time), and
 // the write that replaced it came after the answer's Call (the lower
 // bound the next Observed op of the object starts from).
+//
+// Last, each Observed op's interval is narrowed by the order of etcd's
+// revisions (revisionBounds): after the start of every write of a
+// smaller revision, before any larger revision was seen.
 func ObservedOps(start int64, events []WatchEvent, recorded []Op) []Op {
 	deletedAt := map[string]uint64{} // by UID: the revision of its DELETED event
 	for _, ev := range events {

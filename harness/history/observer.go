@@ -40,7 +40,8 @@ import (
 // start for an object's first event (objects in scope are created after
 // the observer starts). Note that the previous event's receive time is
 // not a lower bound: a write may land before the watch has delivered the
-// event of the write before it.
+// event of the write before it. ObservedOps narrows these bounds by the
+// order of revisions across all objects (revisionBounds).
 //
 // Events of Events are not watched (the GC ignores them), nor are CRDs
 // (setup, never in scope).
