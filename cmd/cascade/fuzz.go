@@ -84,13 +84,18 @@ decision read from its graph (the cycle-breaking unblock) is excused as a
 graph behind the store only when the graph had not yet applied the writes
 it needed.
 
+A run whose history the checker cannot decide within a minute is
+inconclusive: no verdict on the target, so it is neither shrunk nor counted
+as passed, and fuzzing goes on.
+
 Progress goes to stderr, a line per run with its own time; the summary goes
 to stdout and names the seed and the command that runs the same runs again
 (--json: the schema check and conform share, see README). SIGINT or SIGTERM
 stops fuzzing within seconds: the run it cuts short is neither passed nor
 failed, nothing is shrunk or written to --out, the run's objects are removed
 and the control plane stopped. Exit codes: 0 every run passed, 1 a run
-failed, 2 usage or input error, 130 interrupted.`,
+failed, 2 usage or input error, 3 no run failed but the checker could not
+decide some run's history, 130 interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runFuzz(cmd, f) },
 	}
@@ -179,11 +184,24 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err := printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed), rep, f.json); err != nil {
 		return err
 	}
-	switch {
-	case ctx.Err() != nil:
+	if ctx.Err() != nil {
 		return errInterrupted
+	}
+	return fuzzResult(rep)
+}
+
+// errInconclusive makes cascade fuzz exit 3: no run failed, but the
+// checker could not decide the history of some.
+var errInconclusive = &exitError{code: 3, err: errors.New("")}
+
+// fuzzResult is what fuzz exits with once it has printed rep: 1 when a
+// run failed, 3 when none did but some run was inconclusive, else 0.
+func fuzzResult(rep *fuzz.Report) error {
+	switch {
 	case !rep.OK():
 		return errViolation
+	case len(rep.Undecided) > 0:
+		return errInconclusive
 	}
 	return nil
 }
@@ -202,6 +220,9 @@ type fuzzSummary struct {
 	// HistoryOps are the history operations checked (concurrent runs).
 	HistoryOps int      `json:"history_ops"`
 	Known      []string `json:"known_races"`
+	// Inconclusive are the runs whose history the checker could not
+	// decide in time, one line each: no verdict on the target.
+	Inconclusive []string `json:"inconclusive_runs"`
 	// Failure is the first failing run, shrunk (null when all passed).
 	Failure *fuzzFailure `json:"failure"`
 }
@@ -230,11 +251,13 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 		s.Result = summaryFail
 	case rep.Interrupted:
 		s.Result = summaryInterrupted
+	case len(rep.Undecided) > 0:
+		s.Result = summaryInconclusive
 	default:
 		s.Result = summaryPass
 	}
 	out := fuzzSummary{summary: s, Mode: rep.Mode, Inject: append([]string{}, rep.Inject...), Runs: rep.Runs, Passed: rep.Checks,
-		Steps: rep.Steps, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...)}
+		Steps: rep.Steps, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...), Inconclusive: append([]string{}, rep.Undecided...)}
 	if f := rep.Failure; f != nil {
 		out.Failure = &fuzzFailure{Kind: f.Kind, Summary: f.Summary, Steps: f.Steps, Run: f.Run, FoundAfter: f.FoundAfter.Seconds(),
 			Attributed: f.Attributed, Trace: f.Trace, History: f.History, FailFile: f.FailFile, Replay: replayCommand(rep)}
@@ -274,6 +297,9 @@ func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
 	fmt.Fprintf(w, " in %s, seed %d\n", rep.Elapsed.Round(time.Millisecond), rep.Seed)
 	for _, k := range rep.Known {
 		fmt.Fprintf(w, "known upstream race: %s\n", k)
+	}
+	for _, u := range rep.Undecided {
+		fmt.Fprintf(w, "INCONCLUSIVE %s\n", u)
 	}
 	if f := rep.Failure; f != nil {
 		shrunk := "shrunk to"
@@ -352,6 +378,8 @@ func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
 		var b strings.Builder
 		_ = printFuzz(&b, s, rep, false)
 		c.Result, c.Message = resultFail, b.String()
+	case len(rep.Undecided) > 0: // no verdict on the target: not a failure
+		c.Result, c.Message = resultError, "inconclusive: "+strings.Join(rep.Undecided, "; ")
 	default:
 		c.Result = resultPass
 		c.Message = fmt.Sprintf("%d runs, %d steps, %d history operations, seed %d", rep.Checks, rep.Steps, rep.Ops, rep.Seed)
