@@ -122,7 +122,7 @@ func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
 		// (processDeletingDependentsItem removes it once no dependent
 		// blocks, and a non-blocking one never does). The
 		// resourceVersion precondition guards the dependent, not its
-		// owner; the model counts no owner being deleted as solid.
+		// owner (the model's no solid owner collected finds the same).
 		v.known, why = c.allStoppedWaiting(solid, in)
 		v.message += why
 		if v.known == "" {
