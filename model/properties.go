@@ -92,7 +92,7 @@ type Property struct {
 // Properties is the catalogue of named properties.
 var Properties = []Property{
 	{Name: PropNoSolidOwnerCollected, Kind: Always, Check: checkSolidOwner, StoreOnly: true,
-		Doc: "The GC never deletes an object that, when its DELETE lands, has an ownerReference resolving (same UID, kind and name, same namespace or a cluster-scoped owner) to a live owner that is not being deleted. (Upstream's classification also calls an owner solid while it is deleted in the background; deleting its dependents early loses nothing the user asked to keep, and an orphaning owner is the business of orphan respected.)"},
+		Doc: "The GC never deletes an object that, when its DELETE lands, has an ownerReference resolving (same UID, kind and name, same namespace or a cluster-scoped owner) to a solid owner, as upstream's classifyReferences calls it: live and not being deleted with foregroundDeletion (an owner deleted with orphan, a user finalizer or a grace period is solid). A DELETE decided while the owner waited for dependents that lands after it stopped waiting is a known upstream race."},
 	{Name: PropOrphanRespected, Kind: Always, Check: checkOrphanRespected, StoreOnly: true,
 		Doc: "After a delete that orphans X, no object that referenced X at the time is deleted by the GC while it still references X. Two causes are known upstream: the GC had not observed the dependent when it orphaned (kubernetes#26120), and the orphan request switched a deletion already under way, which the DELETE path allows although kubernetes#32339 meant to forbid it, so a GC delete decided before the switch still lands."},
 	{Name: PropNoRemovalWithFinalizers, Kind: Always, Check: checkRemovalWithFinalizers, StoreOnly: true,
@@ -181,20 +181,14 @@ func started(t *Transition, o *Object) bool {
 	return !o.Deleting && (n == nil || n.Deleting)
 }
 
-// solidOwner returns a live owner of o that is not waiting for dependents.
+// solidOwner returns an owner of o that classifyReferences calls solid
+// in s (classifyRef): live, and not waiting for dependents, an owner
+// being deleted with orphan or a user finalizer included.
 func solidOwner(s *State, o *Object) *Object {
 	for _, r := range o.Owners {
-		owner := s.Get(r.UID)
-		if owner == nil || owner.Kind.Info().Kind != r.Kind || owner.Name != r.Name {
-			continue
+		if c, owner := classifyRef(s, o, r); c == RefSolid {
+			return owner
 		}
-		if owner.Namespace != "" && owner.Namespace != o.Namespace {
-			continue
-		}
-		if owner.Deleting {
-			continue
-		}
-		return owner
 	}
 	return nil
 }
@@ -205,7 +199,24 @@ func checkSolidOwner(m *Model, t *Transition) *Violation {
 		return nil
 	}
 	if owner := solidOwner(t.Prev, d); owner != nil {
-		return &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s while its owner %s was live and not being deleted", d.Key(), owner.Key())}
+		if !owner.Deleting {
+			return &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s while its owner %s was live and not being deleted", d.Key(), owner.Key())}
+		}
+		v := &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s while its owner %s was being deleted without foregroundDeletion (solid, not waiting for dependents)", d.Key(), owner.Key())}
+		if w := gcDeleteWrite(t); w != nil && slices.Contains(w.Waited, owner.UID) {
+			// The owner waited for dependents when attemptToDeleteItem
+			// decided, and stopped before the DELETE landed; the
+			// resourceVersion precondition guards the dependent, not
+			// its owner (as harness/lin's stoppedWaiting).
+			if owner.HasFinalizer(FinalizerOrphan) {
+				v.Known = "kubernetes#32339"
+				v.Message += "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
+			} else {
+				v.Known = KnownForegroundEnded
+				v.Message += "; the owner waited for dependents when the GC decided, and foregroundDeletion went before its DELETE landed"
+			}
+		}
+		return v
 	}
 	if len(d.Owners) == 0 {
 		// attemptToDeleteItem leaves an object without ownerReferences
@@ -214,15 +225,15 @@ func checkSolidOwner(m *Model, t *Transition) *Violation {
 		// it (as harness/lin reports it)
 		return &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s, which has no ownerReferences", d.Key())}
 	}
-	if d.Namespace == "" {
-		// attemptToDeleteItem gives up on a cluster-scoped object with a
-		// reference to a namespaced kind (namespacedOwnerOfClusterScopedObjectErr):
-		// it cannot tell whether that owner is solid. Only a DELETE decided
-		// before a client added such a reference, sent without the
-		// resourceVersion precondition, lands on it (as harness/lin
-		// reports it: the GC never acts on an unresolvable reference).
-		for _, r := range d.Owners {
-			if k, ok := KindByName(r.Kind); ok && k.Info().Namespaced {
+	// attemptToDeleteItem gives up on a cluster-scoped object with a
+	// reference to a namespaced kind (namespacedOwnerOfClusterScopedObjectErr):
+	// it cannot tell whether that owner is solid. Only a DELETE decided
+	// before a client added such a reference, sent without the
+	// resourceVersion precondition, lands on it (as harness/lin reports
+	// it: the GC never acts on an unresolvable reference).
+	for _, r := range d.Owners {
+		if k, ok := KindByName(r.Kind); ok {
+			if _, scoped := OwnerScope(k, d.Namespace); !scoped {
 				v := &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s through its reference to %s %s, which it cannot resolve", d.Key(), r.Kind, r.Name)}
 				// A virtual node carries the namespace of the dependent it
 				// was made from, cluster-scoped or not, and
@@ -319,12 +330,12 @@ func checkProtection(m *Model, t *Transition) *Violation {
 	}
 	for i := range t.Prev.Objects {
 		o := &t.Prev.Objects[i]
-		v, set := o.Label(ProtectionLabel)
-		if !set || !started(t, o) {
+		v := o.View()
+		if !ProtectionMayDeny(&v) || !started(t, o) {
 			continue
 		}
-		if v == ProtectAlways || (v == ProtectCascading && activeDependents(t.Prev, o) > 0) {
-			return &Violation{Property: PropProtectionHolds, Message: fmt.Sprintf("%s labelled %s=%s started deletion", o.Key(), ProtectionLabel, v)}
+		if ProtectionDenial(&v, activeDependents(t.Prev, o)) != "" {
+			return &Violation{Property: PropProtectionHolds, Message: fmt.Sprintf("%s labelled %s=%s started deletion", o.Key(), ProtectionLabel, v.Protection)}
 		}
 	}
 	return nil
@@ -399,23 +410,25 @@ func resolves(s *State, d *Object, r OwnerRef) bool {
 	return u.Namespace == "" || u.Namespace == d.Namespace
 }
 
-// danglingRef reports whether a reference resolves to no live owner, the
-// way the GC's lookup in the dependent's namespace would conclude.
-func danglingRef(s *State, d *Object, r OwnerRef) bool {
-	owner := s.Get(r.UID)
-	if owner == nil || owner.Kind.Info().Kind != r.Kind || owner.Name != r.Name {
-		return true
-	}
-	return owner.Namespace != "" && owner.Namespace != d.Namespace
-}
-
-// neverCollected reports references the GC by design never acts on.
-func neverCollected(s *State, d *Object, r OwnerRef) bool {
+// classifyRef classifies reference r of d as classifyReferences would on
+// the store s (apiResource, OwnerScope, ClassifyOwner), without the GC's
+// absentOwnerCache or graph: the truth the GC's view is judged against.
+// The owner is returned when there is one.
+func classifyRef(s *State, d *Object, r OwnerRef) (RefClass, *Object) {
 	k, e := apiResource(s, r.Kind)
 	if e != errNone {
-		return true // restMappingError: retried forever
+		return RefUnresolvable, nil // restMappingError: retried forever
 	}
-	return d.Namespace == "" && k.Info().Namespaced
+	ns, ok := OwnerScope(k, d.Namespace)
+	if !ok {
+		return RefUnresolvable, nil
+	}
+	owner := s.Lookup(k, ns, r.Name)
+	if owner == nil || owner.UID != r.UID {
+		return RefDangling, nil
+	}
+	v := owner.View()
+	return ClassifyOwner(&v), owner
 }
 
 func checkGarbageCollected(m *Model, s *State) *Violation {
@@ -426,7 +439,7 @@ func checkGarbageCollected(m *Model, s *State) *Violation {
 		}
 		garbage := true
 		for _, r := range d.Owners {
-			if neverCollected(s, d, r) || !danglingRef(s, d, r) {
+			if c, _ := classifyRef(s, d, r); c != RefDangling {
 				garbage = false
 				break
 			}
@@ -545,6 +558,17 @@ const KnownStaleDuplicateRef = "graph_builder.go referencesDiffs (duplicate UIDs
 // reports it.
 const KnownClusterScopedBlocker = "garbagecollector.go namespacedOwnerOfClusterScopedObjectErr (blocking dependent)"
 
+// KnownForegroundEnded names a GC DELETE of a dependent decided while its
+// owner waited for dependents (attemptToDeleteItem deletes the dependents
+// of a foreground deletion), which lands after foregroundDeletion went
+// from the owner, still being deleted and so solid for classifyReferences:
+// processDeletingDependentsItem removes it as soon as no dependent
+// blocks, or a client's Background DELETE does. Upstream's own behaviour,
+// with or without the resourceVersion precondition, which guards the
+// dependent only (found by cascade fuzz --target impl --write-delay, and
+// by the model checker's all-policies preset).
+const KnownForegroundEnded = "garbagecollector.go attemptToDeleteItem (DELETE decided while the owner waited for dependents)"
+
 // KnownRetryWithoutRV names upstream's own behaviour behind a GC delete
 // that ends a client's foreground deletion: attemptToDeleteItem decided
 // a Background (or Orphan) delete of a dangling item; a client then
@@ -636,7 +660,7 @@ func clusterScopedBlocker(s *State, owner UID) *Object {
 			continue
 		}
 		blocks := slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { return r.UID == owner && r.Block })
-		if blocks && slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { return neverCollected(s, d, r) }) {
+		if blocks && slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { c, _ := classifyRef(s, d, r); return c == RefUnresolvable }) {
 			return d
 		}
 	}

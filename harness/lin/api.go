@@ -231,9 +231,11 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 		if opts.Orphan != nil && opts.Propagation != "" {
 			return nil, "the delete succeeded with both orphanDependents and propagationPolicy, which validation forbids"
 		}
-		if c.protection && cur.known() && !cur.obj.Deleting && cur.obj.Labels[model.ProtectionLabel] == model.ProtectAlways {
-			return nil, fmt.Sprintf("the delete of %s succeeded although it carries %s=%s, which the deletion-protection webhook denies [%s]",
-				in.key, model.ProtectionLabel, model.ProtectAlways, model.PropProtectionHolds)
+		if c.protection {
+			if deny := protectionDenial(s, cur); deny != "" {
+				return nil, fmt.Sprintf("the delete of %s succeeded although the deletion-protection webhook denies it: %s [%s]",
+					in.key, deny, model.PropProtectionHolds)
+			}
 		}
 		if op.Got != nil && op.Got.UID != "" && cur.flags&uidUnknown == 0 && op.Got.UID != cur.obj.UID {
 			return nil, fmt.Sprintf("the delete answered uid %s while %s", short(op.Got.UID), liveDesc(cur))
@@ -277,7 +279,7 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 		if cur == nil {
 			return nil, fmt.Sprintf("an admission webhook denied the delete while no %s was live", in.key)
 		}
-		if cur.known() && !protected(cur.obj) {
+		if v := viewOf(cur.obj); cur.known() && !model.ProtectionMayDeny(&v) {
 			return nil, fmt.Sprintf("an admission webhook denied the delete of %s, which is being deleted or lacks %s=Always|Cascading",
 				in.key, model.ProtectionLabel)
 		}

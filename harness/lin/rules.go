@@ -122,7 +122,7 @@ func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
 		// (processDeletingDependentsItem removes it once no dependent
 		// blocks, and a non-blocking one never does). The
 		// resourceVersion precondition guards the dependent, not its
-		// owner; the model counts no owner being deleted as solid.
+		// owner (the model's no solid owner collected finds the same).
 		v.known, why = c.allStoppedWaiting(solid, in)
 		v.message += why
 		if v.known == "" {
@@ -159,16 +159,10 @@ func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
 // from one state, so only a timed history shows it.
 const KnownStaleOrphanPolicy = "garbagecollector.go attemptToDeleteItem (Orphan from a GET before attemptToOrphan)"
 
-// KnownForegroundEnded names a GC DELETE of a dependent decided while its
-// owner waited for dependents (attemptToDeleteItem deletes the dependents
-// of a foreground deletion), which lands after foregroundDeletion went
-// from the owner, still being deleted: processDeletingDependentsItem
-// removes it as soon as no dependent blocks, or a client's Background
-// DELETE does. Upstream's own behaviour, with or without the
-// resourceVersion precondition, which guards the dependent only; the
-// model's no-solid-owner-collected counts no owner being deleted as
-// solid (found by cascade fuzz --target impl --write-delay).
-const KnownForegroundEnded = "garbagecollector.go attemptToDeleteItem (DELETE decided while the owner waited for dependents)"
+// KnownForegroundEnded is the model's name (model.KnownForegroundEnded)
+// for a GC DELETE decided while the owner waited for dependents that
+// lands after it stopped waiting.
+const KnownForegroundEnded = model.KnownForegroundEnded
 
 // retryRace classifies v, a GC DELETE that collected an object it may
 // not, as upstream's deleteObject retry (lenient mode only): when the
