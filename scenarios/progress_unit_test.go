@@ -27,6 +27,8 @@ func spec(labels []string, leaf string, state types.SpecState, d time.Duration) 
 // Every spec that ends prints one line naming its target, trace, result
 // and time; a skip or failure adds its reason's first line.
 func TestProgressLineNamesTargetTraceResultAndTime(t *testing.T) {
+	defer func(old string) { *targetsFlag = old }(*targetsFlag)
+	*targetsFlag = "model,upstream,impl,impl-stepped"
 	pass := spec([]string{"upstream", "background"}, "scenario/background", types.SpecStatePassed, 3210*time.Millisecond)
 	if got, want := progressLine(pass), "conform upstream scenario/background: pass (3.2s)"; got != want {
 		t.Errorf("passed spec: got %q, want %q", got, want)
@@ -50,6 +52,8 @@ func TestProgressLineNamesTargetTraceResultAndTime(t *testing.T) {
 // The summary counts each target's specs by result, and -summary writes
 // the same counts as JSON.
 func TestSummaryCountsPerTarget(t *testing.T) {
+	defer func(old string) { *targetsFlag = old }(*targetsFlag)
+	*targetsFlag = "model,upstream,impl,impl-stepped"
 	r := types.Report{SpecReports: types.SpecReports{
 		spec([]string{"upstream"}, "a", types.SpecStatePassed, time.Second),
 		spec([]string{"upstream"}, "b", types.SpecStateFailed, time.Second),

@@ -136,7 +136,7 @@ func phases(c config) []*phase {
 	for _, t := range c.targets {
 		p := &phase{name: "suite " + t, stdout: filepath.Join(c.out, "suite-"+t+".log"), log: true,
 			summary: filepath.Join(c.out, "summary-"+t+".json"), report: filepath.Join(c.out, "junit-"+t+".xml")}
-		p.args = []string{filepath.Join(c.out, "scenarios.test"), "-test.timeout=" + c.timeout.String(),
+		p.args = []string{filepath.Join(c.out, "scenarios.test"), "-test.run=^TestScenarios$", "-test.timeout=" + c.timeout.String(),
 			"-targets=" + t, "-ginkgo.no-color", "-ginkgo.junit-report=" + p.report, "-summary=" + p.summary}
 		if c.binDir != "" {
 			p.args = append(p.args, "-kube-bin-dir="+c.binDir)
