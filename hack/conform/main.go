@@ -254,12 +254,17 @@ func runAll(ctx context.Context, ps []*phase, jobs int, timeout time.Duration, w
 
 // exec runs the phase's process: stdout to p.stdout (or relayed, without
 // one), stderr relayed line by line with p.prefix (and with p.log copied
-// to p.stdout too). An interrupt reaches the process as SIGINT, so
+// to p.stdout too). An interrupt reaches the process as one SIGINT, so
 // that it cleans up; it is killed 30 s later.
 func (p *phase) exec(ctx context.Context, timeout time.Duration, w io.Writer, mu *sync.Mutex) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.args[0], p.args[1:]...)
+	// Its own process group, so that a terminal's ^C reaches it once,
+	// through Cancel, and not a second time (cascade and Ginkgo both stop
+	// at once, without cleaning up, on a second); SIGTERM if this process
+	// dies first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 30 * time.Second
 	relay := &lineWriter{w: w, mu: mu, prefix: p.prefix}
