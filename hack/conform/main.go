@@ -175,7 +175,9 @@ func run(ctx context.Context, c config, w io.Writer) int {
 			args: []string{"go", "build", "-o", filepath.Join("bin", "cascade"), "./cmd/cascade"}})
 	}
 	fmt.Fprintf(w, "conform: building %s\n", names(builds))
-	runAll(ctx, builds, len(builds), c.timeout, w)
+	// one after the other: each go command uses every core, and the second
+	// finds most packages in the build cache
+	runAll(ctx, builds, 1, c.timeout, w)
 	for _, b := range builds {
 		if b.err != nil {
 			fmt.Fprintf(w, "conform: %s: %v\n", b.name, b.err)
