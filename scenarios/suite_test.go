@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/target"
@@ -21,6 +24,9 @@ var (
 )
 
 func TestScenarios(t *testing.T) {
+	// controller-runtime (the webhook) otherwise prints a warning with a
+	// stack on stderr, among the progress lines
+	ctrllog.SetLogger(logr.Discard())
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "cascade scenarios")
 }
