@@ -24,10 +24,11 @@ var suiteTargets = []string{target.Model, target.Upstream, target.Impl, target.I
 
 var summaryFlag = flag.String("summary", "", "write the counts per target as JSON to this file instead of printing them (hack/conform reads it)")
 
-// Progress: one line per spec as it ends, on stderr, which `go test`
-// passes through as it comes (stdout it holds back without -v), so that a
-// run of several minutes says what it does; and after the suite, one
-// table of counts per target and where the reports are.
+// Progress: one line per spec as it ends, on stderr (apart from Ginkgo's
+// own report on stdout, which hack/conform keeps in a log; `go test -v`
+// shows both as they come), so that a run of several minutes says what it
+// does; and after the suite, one table of counts per target and where the
+// reports are.
 var _ = ReportAfterEach(func(r SpecReport) {
 	if line := progressLine(r); line != "" {
 		fmt.Fprintln(os.Stderr, line)
@@ -43,6 +44,13 @@ var _ = ReportAfterSuite("counts per target", func(r Report) {
 	}
 	printSummary(os.Stderr, all, rc.JUnitReport)
 })
+
+// filtered reports whether a spec was left out by -ginkgo.label-filter or
+// -ginkgo.focus: skipped without a reason (every skip the suite makes has
+// one).
+func filtered(r SpecReport) bool {
+	return r.State == types.SpecStateSkipped && r.Failure.Message == ""
+}
 
 // specTarget is the target a spec runs on: its first label that names one
 // ("" for the suite's own checks).
@@ -75,9 +83,10 @@ func result(s types.SpecState) string {
 //	conform impl race/kubernetes-26120: skip (it needs ...)
 //
 // A spec skipped because its target was not selected (-targets) prints
-// nothing: the suite says so once per target, in the summary.
+// nothing: the suite says so once per target, in the summary. Nor does a
+// spec a filter left out.
 func progressLine(r SpecReport) string {
-	if r.LeafNodeType != types.NodeTypeIt {
+	if r.LeafNodeType != types.NodeTypeIt || filtered(r) {
 		return ""
 	}
 	name := specTarget(r)
@@ -105,7 +114,7 @@ type Counts struct {
 }
 
 // tally counts the outcomes of the specs of every selected target (a
-// target without specs counts zero).
+// target without specs counts zero), leaving out specs a filter left out.
 func tally(r Report) map[string]*Counts {
 	byTarget := map[string]*Counts{}
 	for _, name := range suiteTargets {
@@ -115,7 +124,7 @@ func tally(r Report) map[string]*Counts {
 	}
 	for _, s := range r.SpecReports {
 		name := specTarget(s)
-		if s.LeafNodeType != types.NodeTypeIt || name == "" {
+		if s.LeafNodeType != types.NodeTypeIt || name == "" || filtered(s) {
 			continue
 		}
 		c := byTarget[name]

@@ -47,6 +47,9 @@ func TestProgressLineNamesTargetTraceResultAndTime(t *testing.T) {
 	if got := progressLine(setup); got != "" {
 		t.Errorf("a BeforeAll printed %q; only specs print progress", got)
 	}
+	if got := progressLine(spec([]string{"upstream"}, "race/z", types.SpecStateSkipped, 0)); got != "" {
+		t.Errorf("a spec a label filter left out printed %q", got)
+	}
 }
 
 // The summary counts each target's specs by result, and -summary writes
@@ -57,7 +60,12 @@ func TestSummaryCountsPerTarget(t *testing.T) {
 	r := types.Report{SpecReports: types.SpecReports{
 		spec([]string{"upstream"}, "a", types.SpecStatePassed, time.Second),
 		spec([]string{"upstream"}, "b", types.SpecStateFailed, time.Second),
-		spec([]string{"upstream"}, "c", types.SpecStateSkipped, 0),
+		spec([]string{"upstream"}, "c", types.SpecStateSkipped, 0), // left out by a filter
+		func() types.SpecReport {
+			s := spec([]string{"upstream"}, "d", types.SpecStateSkipped, 0)
+			s.Failure.Message = "it takes GC or controller steps"
+			return s
+		}(),
 		spec([]string{"impl"}, "a", types.SpecStatePanicked, time.Second),
 		{LeafNodeType: types.NodeTypeIt, LeafNodeText: "gives every target traces to run", State: types.SpecStatePassed},
 	}}
