@@ -110,6 +110,7 @@ type phase struct {
 
 	summary string         // suite: the -summary file
 	counts  map[string]int // suite: passed, failed, errors, skipped
+	start   time.Time
 	wall    time.Duration
 	err     error
 	ran     bool
@@ -193,7 +194,7 @@ func run(ctx context.Context, c config, w io.Writer) int {
 	runAll(ctx, ps, c.jobs, c.timeout, w)
 	for _, p := range ps {
 		if p.summary != "" {
-			p.counts = readCounts(p.summary, strings.TrimPrefix(p.name, "suite "))
+			p.counts = readCounts(p.summary, strings.TrimPrefix(p.name, "suite "), p.start)
 		}
 	}
 	interrupted := ctx.Err() != nil
@@ -242,10 +243,9 @@ func runAll(ctx context.Context, ps []*phase, jobs int, timeout time.Duration, w
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			p.ran = true
-			start := time.Now()
+			p.ran, p.start = true, time.Now()
 			p.err = p.exec(ctx, timeout, w, &out)
-			p.wall = time.Since(start)
+			p.wall = time.Since(p.start)
 			out.Lock()
 			fmt.Fprintf(w, "conform: %s ended: %s in %s\n", p.name, p.result(ctx.Err() != nil), p.wall.Round(100*time.Millisecond))
 			out.Unlock()
@@ -322,8 +322,12 @@ func (l *lineWriter) emit(line string) {
 }
 
 // readCounts reads one target's counts from a suite's -summary file (nil
-// when the suite did not get to write it).
-func readCounts(path, target string) map[string]int {
+// when the suite did not get to write it: the file is missing or older
+// than the run).
+func readCounts(path, target string, since time.Time) map[string]int {
+	if fi, err := os.Stat(path); err != nil || fi.ModTime().Before(since) {
+		return nil
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -78,5 +80,20 @@ func TestTableNamesFailures(t *testing.T) {
 	}
 	if printTable(&bytes.Buffer{}, ps[1:], true) {
 		t.Error("an interrupted run counted as a failure")
+	}
+}
+
+// A summary left by an earlier run does not count for a run that wrote
+// none.
+func TestCountsComeFromThisRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "summary-impl.json")
+	if err := os.WriteFile(path, []byte(`{"impl": {"passed": 3, "failed": 0, "errors": 0, "skipped": 2, "seconds": 1.5}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := readCounts(path, "impl", time.Now().Add(-time.Minute)); c["passed"] != 3 || c["skipped"] != 2 {
+		t.Errorf("this run's counts: %v", c)
+	}
+	if c := readCounts(path, "impl", time.Now().Add(time.Minute)); c != nil {
+		t.Errorf("an earlier run's summary counted: %v", c)
 	}
 }
