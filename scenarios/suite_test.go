@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cascade-k8s/cascade/harness/controlplane"
@@ -25,8 +26,12 @@ var (
 
 func TestScenarios(t *testing.T) {
 	// controller-runtime (the webhook) otherwise prints a warning with a
-	// stack on stderr, among the progress lines
+	// stack on stderr, among the progress lines; client-go's klog (impl's
+	// reflectors retrying the resource of a deleted CRD) goes with the
+	// spec's output, shown when it fails
 	ctrllog.SetLogger(logr.Discard())
+	klog.LogToStderr(false)
+	klog.SetOutput(GinkgoWriter)
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "cascade scenarios")
 }

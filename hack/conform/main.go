@@ -175,7 +175,7 @@ func run(ctx context.Context, c config, w io.Writer) int {
 		builds = append(builds, &phase{name: "build cascade", prefix: "build cascade: ",
 			args: []string{"go", "build", "-o", filepath.Join("bin", "cascade"), "./cmd/cascade"}})
 	}
-	fmt.Fprintf(w, "conform: building %s\n", names(builds))
+	fmt.Fprintf(w, "conform: %s\n", names(builds))
 	// one after the other: each go command uses every core, and the second
 	// finds most packages in the build cache
 	runAll(ctx, builds, 1, c.timeout, w)
