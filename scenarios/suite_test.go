@@ -30,8 +30,7 @@ func TestScenarios(t *testing.T) {
 	// reflectors retrying the resource of a deleted CRD) goes with the
 	// spec's output, shown when it fails
 	ctrllog.SetLogger(logr.Discard())
-	klog.LogToStderr(false)
-	klog.SetOutput(GinkgoWriter)
+	klog.SetLogger(GinkgoLogr)
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "cascade scenarios")
 }
