@@ -63,10 +63,17 @@ func specTarget(r SpecReport) string {
 	return ""
 }
 
+// interrupted is the result of a spec a signal (^C) cut short: no
+// verdict, and counted nowhere.
+const interrupted = "interrupted"
+
 // result names a spec's outcome as cascade conform does: pass, fail, skip;
-// an interrupted, aborted, panicked or timed-out spec is an error.
+// an aborted, panicked or timed-out spec is an error; one cut short by a
+// signal is interrupted.
 func result(s types.SpecState) string {
 	switch s {
+	case types.SpecStateInterrupted:
+		return interrupted
 	case types.SpecStatePassed:
 		return target.Pass
 	case types.SpecStateFailed:
@@ -96,6 +103,9 @@ func progressLine(r SpecReport) string {
 		return ""
 	}
 	res := result(r.State)
+	if res == interrupted {
+		return fmt.Sprintf("conform %s %s: interrupted", name, r.LeafNodeText)
+	}
 	line := fmt.Sprintf("conform %s %s: %s (%s)", name, r.LeafNodeText, res, r.RunTime.Round(100*time.Millisecond))
 	if res != target.Pass && r.Failure.Message != "" {
 		msg, _, _ := strings.Cut(r.Failure.Message, "\n")
@@ -139,6 +149,7 @@ func tally(r Report) map[string]*Counts {
 			c.Failed++
 		case target.Skipped:
 			c.Skipped++
+		case interrupted:
 		default:
 			c.Errors++
 		}

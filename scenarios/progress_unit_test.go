@@ -42,6 +42,11 @@ func TestProgressLineNamesTargetTraceResultAndTime(t *testing.T) {
 	if got := progressLine(timedOut); !strings.HasPrefix(got, "conform impl-stepped race/y: error (1m0s)") {
 		t.Errorf("timed-out spec: got %q, want an error line", got)
 	}
+	cut := spec([]string{"upstream"}, "scenario/cluster-scoped", types.SpecStateInterrupted, 13*time.Second)
+	cut.Failure.Message = "Interrupted by User"
+	if got, want := progressLine(cut), "conform upstream scenario/cluster-scoped: interrupted"; got != want {
+		t.Errorf("interrupted spec: got %q, want %q (no verdict)", got, want)
+	}
 	setup := pass
 	setup.LeafNodeType = types.NodeTypeBeforeAll
 	if got := progressLine(setup); got != "" {
@@ -67,13 +72,14 @@ func TestSummaryCountsPerTarget(t *testing.T) {
 			return s
 		}(),
 		spec([]string{"impl"}, "a", types.SpecStatePanicked, time.Second),
+		spec([]string{"impl"}, "b", types.SpecStateInterrupted, time.Second),
 		{LeafNodeType: types.NodeTypeIt, LeafNodeText: "gives every target traces to run", State: types.SpecStatePassed},
 	}}
 	all := tally(r)
 	if c := all["upstream"]; c.Passed != 1 || c.Failed != 1 || c.Skipped != 1 || c.Errors != 0 || c.Seconds != 2 {
 		t.Errorf("upstream counts: %+v", *c)
 	}
-	if c := all["impl"]; c.Errors != 1 || c.Passed != 0 {
+	if c := all["impl"]; c.Errors != 1 || c.Passed != 0 { // the interrupted spec counts nowhere
 		t.Errorf("impl counts: %+v", *c)
 	}
 	if c := all["model"]; *c != (Counts{}) {
