@@ -62,7 +62,7 @@ const (
 	knownLinCycleUnblocked        = "the GC unblocks a foreground cycle before deleting into it"
 	knownWindowGCRead             = "the history does not show when the GC worker read the object it decided on; on envtest targets its GET is in the recorded reads, which this rule does not read yet"
 	knownWindowInformer           = "the history does not show when the GC's informer delivered the event; impl's recorded graph changes could, which this rule does not read yet, and upstream's graph is not observable"
-	knownFixtureTrace             = "traces/races/"
+	knownFixtureTrace             = "traces/"
 	knownFixtureLin               = "harness/lin."
 	knownSiteModel, knownSiteLin  = "model ", "lin "
 	knownWindowNoReads            = "a kubeconfig target records no controller GETs, so nothing shows whether the controller rechecked"
@@ -165,8 +165,8 @@ var KnownRaces = []KnownRace{
 		Relaxes:  []string{PropNoStuckFinalizer, PropGraphAgrees},
 		Evidence: []Evidence{EvidenceModelState},
 		Sites:    []string{"model checkStuckFinalizer", "model checkGraphAgrees"},
-		Fixtures: []string{"traces/races/dedup-stale-blocking-ref.trace"},
-		Doc:      "When a write collapses several references to one UID, the graph keeps the stale ones, a blocking one included, and a foreground owner waits on it."},
+		Fixtures: []string{"traces/races/dedup-stale-blocking-ref.trace", "traces/scenarios/owner-dedup-on-update.trace"},
+		Doc:      "When a write collapses several references to one UID, the graph keeps the stale ones, a blocking one included, and a foreground owner waits on it. checkGraphAgrees tolerates the stale references without a violation (a carve-out the entry governs: owner-dedup-on-update fails with it disabled); checkStuckFinalizer names the entry."},
 	{ID: KnownForegroundCycle, Upstream: "garbagecollector.go processDeletingDependentsItem and attemptToDeleteItem's unblock (no upstream issue; found by stepped fuzzing of the model)",
 		Relaxes:  []string{PropNoStuckFinalizer},
 		Evidence: []Evidence{EvidenceModelState},
@@ -220,7 +220,7 @@ func DisableKnownRace(id string) (restore func(), err error) {
 }
 
 // FixtureKind says which checker a fixture exercises: "trace" for
-// traces/races/*.trace (the model), "lin" for harness/lin tests, "" for
+// traces/*/*.trace (the model), "lin" for harness/lin tests, "" for
 // neither.
 func FixtureKind(f string) string {
 	switch {
