@@ -53,8 +53,9 @@ type Transition struct {
 	delOK, delSet bool
 }
 
-// Violation explains how a property failed. Known names the upstream
-// issue when the failure is a documented race upstream never fixed.
+// Violation explains how a property failed. Known is the ID of the
+// known-race registry entry (KnownRaces, through Excuse) when the
+// failure is a documented race upstream never fixed.
 type Violation struct {
 	Property string
 	Message  string
