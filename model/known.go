@@ -42,31 +42,48 @@ var evidenceNames = [...]string{"model-state", "audit-order", "recorded-reads", 
 func (e Evidence) String() string { return evidenceNames[e] }
 
 // Known race IDs. A violation's Known (and harness/lin's Known.Issue) is
-// one of these, through Excuse.
+// one of these, through Excuse; KnownRaces describes each.
 const (
-	KnownUnobservedDependent      = "kubernetes#26120"
-	KnownPolicySwitch             = "kubernetes#32339"
-	KnownAdoptionRecheck          = "kubernetes#42938"
-	KnownRemovalBeforeFinalizers  = "kubernetes#77988"
-	KnownVirtualNamespace         = "kubernetes#124378"
-	KnownForegroundEnded          = "foreground-ended"
-	KnownRetryWithoutRV           = "retry-without-rv"
-	KnownStaleOrphanPolicy        = "stale-orphan-policy"
-	KnownStaleGraph               = "stale-graph"
-	KnownStaleDuplicateRef        = "stale-duplicate-ref"
-	KnownForegroundCycle          = "foreground-cycle"
-	KnownClusterScopedBlocker     = "cluster-scoped-blocker"
-	knownLinAdoption              = "no adoption by an owner being deleted"
-	knownLinGCWrites              = "the GC writes only what it may"
-	knownLinResolvable            = "the GC never acts on an unresolvable reference"
-	knownLinCycleUnblocked        = "the GC unblocks a foreground cycle before deleting into it"
-	knownWindowGCRead             = "the history does not show when the GC worker read the object it decided on; on envtest targets its GET is in the recorded reads, which this rule does not read yet"
-	knownWindowInformer           = "the history does not show when the GC's informer delivered the event; impl's recorded graph changes could, which this rule does not read yet, and upstream's graph is not observable"
-	knownFixtureTrace             = "traces/"
-	knownFixtureLin               = "harness/lin."
-	knownSiteModel, knownSiteLin  = "model ", "lin "
-	knownWindowNoReads            = "a kubeconfig target records no controller GETs, so nothing shows whether the controller rechecked"
-	knownWindowStaleGraphUpstream = "upstream's GC graph lives inside kube-controller-manager and is not observable; on impl the recorded graph changes refute the window"
+	// KnownUnobservedDependent: the GC had not observed a dependent.
+	KnownUnobservedDependent = "kubernetes#26120"
+	// KnownPolicySwitch: a DELETE switched a deletion under way.
+	KnownPolicySwitch = "kubernetes#32339"
+	// KnownAdoptionRecheck: a deletion between a recheck and an adoption.
+	KnownAdoptionRecheck = "kubernetes#42938"
+	// KnownRemovalBeforeFinalizers: a DELETE removed what it read bare.
+	KnownRemovalBeforeFinalizers = "kubernetes#77988"
+	// KnownVirtualNamespace: a virtual node's borrowed namespace.
+	KnownVirtualNamespace = "kubernetes#124378"
+	// KnownForegroundEnded: a write decided while an owner waited.
+	KnownForegroundEnded = "foreground-ended"
+	// KnownRetryWithoutRV: deleteObject's retry without resourceVersion.
+	KnownRetryWithoutRV = "retry-without-rv"
+	// KnownStaleOrphanPolicy: Orphan asked from a GET before attemptToOrphan.
+	KnownStaleOrphanPolicy = "stale-orphan-policy"
+	// KnownStaleGraph: a decision on a graph behind the store.
+	KnownStaleGraph = "stale-graph"
+	// KnownStaleDuplicateRef: stale references to a duplicated UID.
+	KnownStaleDuplicateRef = "stale-duplicate-ref"
+	// KnownForegroundCycle: a cycle of foreground deletions.
+	KnownForegroundCycle = "foreground-cycle"
+	// KnownClusterScopedBlocker: a cluster-scoped blocker the GC gives up on.
+	KnownClusterScopedBlocker = "cluster-scoped-blocker"
+)
+
+// harness/lin's own rules (lin.Prop*), which entries relax by name, and
+// the words several entries share.
+const (
+	knownLinAdoption             = "no adoption by an owner being deleted"
+	knownLinGCWrites             = "the GC writes only what it may"
+	knownLinResolvable           = "the GC never acts on an unresolvable reference"
+	knownLinCycleUnblocked       = "the GC unblocks a foreground cycle before deleting into it"
+	knownWindowGCRead            = "the history does not show when the GC worker read the object it decided on; on envtest targets its GET is in the recorded reads, which this rule does not read yet"
+	knownWindowInformer          = "the history does not show when the GC's informer delivered the event; impl's recorded graph changes could, which this rule does not read yet, and upstream's graph is not observable"
+	knownWindowNoReads           = "a kubeconfig target records no controller GETs, so nothing shows whether the controller rechecked"
+	knownWindowStaleGraph        = "upstream's GC graph lives inside kube-controller-manager and is not observable; on impl the recorded graph changes refute it in cycleUnblocked (unblockedFromGraph does not read them yet)"
+	knownFixtureTrace            = "traces/"
+	knownFixtureLin              = "harness/lin."
+	knownSiteModel, knownSiteLin = "model ", "lin "
 )
 
 // KnownRace is one entry of the registry.
@@ -157,7 +174,7 @@ var KnownRaces = []KnownRace{
 	{ID: KnownStaleGraph, Upstream: "garbagecollector.go attemptToDeleteItem and unblockOwnerReferencesStrategicMergePatch read the GC's graph, behind the store",
 		Relaxes:  []string{knownLinCycleUnblocked, knownLinGCWrites},
 		Evidence: []Evidence{EvidenceGraphChanges, EvidenceWindow},
-		Window:   knownWindowStaleGraphUpstream,
+		Window:   knownWindowStaleGraph,
 		Sites:    []string{"lin cycleUnblocked", "lin unblockedFromGraph"},
 		Fixtures: []string{"harness/lin.TestCycleUnblocked", "harness/lin.TestUnblockPutsBackReference"},
 		Doc:      "A GC decision reads dependents, references or deletion state from a graph that has not yet applied a recent write."},
