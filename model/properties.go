@@ -53,8 +53,9 @@ type Transition struct {
 	delOK, delSet bool
 }
 
-// Violation explains how a property failed. Known names the upstream
-// issue when the failure is a documented race upstream never fixed.
+// Violation explains how a property failed. Known is the ID of the
+// known-race registry entry (KnownRaces, through Excuse) when the
+// failure is a documented race upstream never fixed.
 type Violation struct {
 	Property string
 	Message  string
@@ -209,10 +210,10 @@ func checkSolidOwner(m *Model, t *Transition) *Violation {
 			// resourceVersion precondition guards the dependent, not
 			// its owner (as harness/lin's stoppedWaiting).
 			if owner.HasFinalizer(FinalizerOrphan) {
-				v.Known = "kubernetes#32339"
+				v.Known = Excuse(KnownPolicySwitch)
 				v.Message += "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
 			} else {
-				v.Known = KnownForegroundEnded
+				v.Known = Excuse(KnownForegroundEnded)
 				v.Message += "; the owner waited for dependents when the GC decided, and foregroundDeletion went before its DELETE landed"
 			}
 		}
@@ -241,7 +242,7 @@ func checkSolidOwner(m *Model, t *Transition) *Violation {
 				// up there (kubernetes#124378): upstream's own race,
 				// until the object's event gives the node its identity.
 				if w := gcDeleteWrite(t); w != nil && w.Item.Namespace != "" {
-					v.Known = KnownVirtualNamespace
+					v.Known = Excuse(KnownVirtualNamespace)
 					v.Message += fmt.Sprintf("; the GC decided on it as a virtual node in namespace %s", w.Item.Namespace)
 				}
 				return v
@@ -271,10 +272,10 @@ func checkOrphanRespected(m *Model, t *Transition) *Violation {
 		v := &Violation{Property: PropOrphanRespected, Message: fmt.Sprintf("gc deleted %s because of %s, whose deletion orphaned it", d.Key(), t.Prev.UIDLabel(w.Owner))}
 		switch {
 		case w.Ran && !w.Seen:
-			v.Known = "kubernetes#26120"
+			v.Known = Excuse(KnownUnobservedDependent)
 			v.Message += "; the GC had not observed it when it orphaned"
 		case w.Switched:
-			v.Known = "kubernetes#32339"
+			v.Known = Excuse(KnownPolicySwitch)
 			v.Message += "; the orphan request switched a deletion already under way"
 		}
 		return v
@@ -365,7 +366,7 @@ func checkForegroundWaits(m *Model, t *Transition) *Violation {
 				if gr, has := findRef(dn.Owners, x.UID); has && gr.Block {
 					v := &Violation{Property: PropForegroundWaits, Message: fmt.Sprintf("gc removed foregroundDeletion from %s while %s, known to the GC, blocks it", x.Key(), d.Key())}
 					if w := gcDeleteWrite(t); w != nil && w.Item.UID == x.UID && w.Policy != Foreground && w.RV != 0 && w.RV != x.RV {
-						v.Known = KnownRetryWithoutRV
+						v.Known = Excuse(KnownRetryWithoutRV)
 						v.Message += fmt.Sprintf("; the GC decided its %s delete before the foreground deletion began, and deleteObject retried it without the resourceVersion precondition", w.Policy)
 					}
 					return v
@@ -382,11 +383,14 @@ func checkSilentOrphan(m *Model, t *Transition) *Violation {
 		return nil
 	}
 	if w := gcDeleteWrite(t); w != nil && w.Policy == Orphan {
-		// Not silent: attemptToDeleteItem asks for Orphan only to honour
-		// an orphan finalizer its GET saw, the deleting client's choice,
-		// even if attemptToOrphan removed it before the DELETE landed
-		// (deleteObject retries without the resourceVersion precondition
-		// when the ownerReferences are unchanged).
+		// Not silent, by rule rather than excuse: attemptToDeleteItem
+		// asks for Orphan only to honour an orphan finalizer its GET saw,
+		// the deleting client's choice, even if attemptToOrphan removed
+		// it before the DELETE landed (deleteObject retries without the
+		// resourceVersion precondition when the ownerReferences are
+		// unchanged). The in-flight write records that decision; a
+		// history does not, and harness/lin excuses the same DELETE as
+		// KnownStaleOrphanPolicy within a window.
 		return nil
 	}
 	if n := t.Next.Get(d.UID); n != nil && n.HasFinalizer(FinalizerOrphan) {
@@ -463,7 +467,7 @@ func checkStuckFinalizer(m *Model, s *State) *Violation {
 		if x.HasFinalizer(FinalizerForeground) && !m.heldOutsideGC(s, x, nil) {
 			v := &Violation{Property: PropNoStuckFinalizer, Message: fmt.Sprintf("%s is stuck with foregroundDeletion and nothing outside the GC holds it", x.Key())}
 			if d := staleBlocker(s, x.UID); d != nil {
-				v.Known = KnownStaleDuplicateRef
+				v.Known = Excuse(KnownStaleDuplicateRef)
 				v.Message += fmt.Sprintf("; the graph still has a blocking reference from %s that the API server's dedup collapsed", d.Key())
 			} else if y := waitsOnForegroundCycle(s, x); y != nil && !m.Bugs.Has(BugNoCycleUnblock) {
 				// Upstream's unblock patch breaks every cycle the GC
@@ -471,14 +475,14 @@ func checkStuckFinalizer(m *Model, s *State) *Violation {
 				// the cycle it never gets to, and every foreground owner
 				// waiting on a member of it. Without the unblock
 				// (no-cycle-unblock) the same state is the bug's.
-				v.Known = KnownForegroundCycle
+				v.Known = Excuse(KnownForegroundCycle)
 				if y == x {
 					v.Message += "; it blocks itself through dependents that are all deleting in the foreground"
 				} else {
 					v.Message += fmt.Sprintf("; it waits for %s, which blocks itself through dependents that are all deleting in the foreground", y.Key())
 				}
 			} else if d := clusterScopedBlocker(s, x.UID); d != nil {
-				v.Known = KnownClusterScopedBlocker
+				v.Known = Excuse(KnownClusterScopedBlocker)
 				v.Message += fmt.Sprintf("; it waits for %s, a cluster-scoped object naming a namespaced owner, which the GC never deletes", d.Key())
 			}
 			return v
@@ -528,7 +532,7 @@ func checkGraphAgrees(m *Model, s *State) *Violation {
 		switch {
 		case n == nil || n.Virtual:
 			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("%s is live but the graph has not observed it", o.Key())}
-		case !slices.Equal(n.Owners, o.Owners) && !staleAfterDedup(n.Owners, o.Owners):
+		case !slices.Equal(n.Owners, o.Owners) && !(Excuse(KnownStaleDuplicateRef) != "" && staleAfterDedup(n.Owners, o.Owners)):
 			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("the graph's ownerReferences of %s differ from the store's", o.Key())}
 		case n.BeingDeleted != o.Deleting:
 			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("the graph's beingDeleted of %s is %v, the store's deletionTimestamp says %v", o.Key(), n.BeingDeleted, o.Deleting)}
@@ -543,59 +547,6 @@ func checkGraphAgrees(m *Model, s *State) *Violation {
 	}
 	return nil
 }
-
-// KnownStaleDuplicateRef names upstream's own behaviour behind a
-// foreground owner that waits on a dependent whose ownerReferences no
-// longer block it (see staleAfterDedup); no upstream issue reports it.
-const KnownStaleDuplicateRef = "graph_builder.go referencesDiffs (duplicate UIDs)"
-
-// KnownClusterScopedBlocker names upstream's own behaviour behind a
-// foreground owner that waits forever on a cluster-scoped dependent that
-// blocks it and names a namespaced owner (the foreground owner itself or
-// another): blockingDependents counts the dependent (the graph links by
-// UID), while attemptToDeleteItem gives up on it for good (isDangling's
-// namespacedOwnerOfClusterScopedObjectErr) and never deletes it. Found by stepped fuzzing of the model; no upstream issue
-// reports it.
-const KnownClusterScopedBlocker = "garbagecollector.go namespacedOwnerOfClusterScopedObjectErr (blocking dependent)"
-
-// KnownForegroundEnded names a GC DELETE of a dependent decided while its
-// owner waited for dependents (attemptToDeleteItem deletes the dependents
-// of a foreground deletion), which lands after foregroundDeletion went
-// from the owner, still being deleted and so solid for classifyReferences:
-// processDeletingDependentsItem removes it as soon as no dependent
-// blocks, or a client's Background DELETE does. Upstream's own behaviour,
-// with or without the resourceVersion precondition, which guards the
-// dependent only (found by cascade fuzz --target impl --write-delay, and
-// by the model checker's all-policies preset).
-const KnownForegroundEnded = "garbagecollector.go attemptToDeleteItem (DELETE decided while the owner waited for dependents)"
-
-// KnownRetryWithoutRV names upstream's own behaviour behind a GC delete
-// that ends a client's foreground deletion: attemptToDeleteItem decided
-// a Background (or Orphan) delete of a dangling item; a client then
-// deleted the item with Foreground; the GC's DELETE failed its
-// resourceVersion precondition, and deleteObject (garbagecollector.go,
-// kubernetes#132632) retried it without one because the ownerReferences
-// had not changed. The retried DELETE's policy replaces foregroundDeletion
-// and the item goes without waiting for its blocking dependents. Found by
-// stepped fuzzing of the model; no upstream issue reports it.
-const KnownRetryWithoutRV = "garbagecollector.go deleteObject (retry without resourceVersion)"
-
-// KnownVirtualNamespace: the GC acted on a cluster-scoped object
-// through a virtual node that took a dependent's namespace
-// (GraphBuilder.addDependentToOwners), so attemptToDeleteItem resolved
-// the object's references to namespaced owners there.
-const KnownVirtualNamespace = "kubernetes#124378"
-
-// KnownForegroundCycle names upstream's own behaviour behind a cycle of
-// foreground deletions, an object that blocks itself the shortest:
-// processDeletingDependentsItem (garbagecollector.go) pushes along only
-// the blocking dependents that are not deletingDependents themselves, and
-// the cycle-breaking unblock in attemptToDeleteItem runs only for an item
-// not yet deleting its dependents, so when every member already is
-// (deleted with Foreground by a client, or blocking itself) none is ever
-// unblocked. Found by stepped fuzzing of the model; no upstream issue
-// reports it.
-const KnownForegroundCycle = "garbagecollector.go processDeletingDependentsItem (foreground cycle)"
 
 // waitsOnForegroundCycle returns an object on a foreground cycle (see
 // foregroundCycle) that x waits for: x itself, or one reached from x

@@ -334,7 +334,7 @@ func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pr
 	}
 	switch {
 	case !graceful(k) && cur.prov.dressed >= 0 && c.ins[cur.prov.dressed].ret > in.op.Call:
-		v.known = "kubernetes#77988"
+		v.known = model.Excuse(model.KnownRemovalBeforeFinalizers)
 		v.message += fmt.Sprintf("; it had read the object before op %d put them on, and deleted it at once", cur.prov.dressed)
 	case graceful(k):
 		var by []mark
@@ -351,7 +351,7 @@ func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pr
 			}
 			by = append(by, m)
 		}
-		v.known = "kubernetes#77988"
+		v.known = model.Excuse(model.KnownRemovalBeforeFinalizers)
 		v.message += fmt.Sprintf("; it had started a deletion without grace period before op %d put them on, and removed it at once", by[0])
 	}
 	return v

@@ -66,7 +66,7 @@ type Options struct {
 	// GraphChanges are the events an in-process GC applied to its graph
 	// (history.GraphChange; impl only). With them and the GC's GETs in
 	// Reads, a GC decision that reads the graph is no longer excused as
-	// made on a graph behind the store (KnownStaleGraph) when they show
+	// made on a graph behind the store (model.KnownStaleGraph) when they show
 	// the graph had the writes in question before the deciding worker
 	// could have read it.
 	GraphChanges []history.GraphChange
@@ -77,7 +77,7 @@ const DefaultRaceWindow = time.Second
 
 // Known is a broken rule a documented upstream race explains.
 type Known struct {
-	Issue    string // e.g. "kubernetes#26120"
+	Issue    string // the registry entry's ID (model.KnownRaces), e.g. "kubernetes#26120"
 	Property string
 	Op       int // index of the op in the history
 	Message  string

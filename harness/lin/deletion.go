@@ -140,7 +140,7 @@ func webhookDenial(op *history.Op) bool {
 // as known when an owner of d waited within the race window before in
 // was sent and stopped: it is still being deleted, switched to Orphan or
 // without foregroundDeletion now (stoppedWaiting), or it was removed
-// (KnownForegroundEnded), after the worker's GET of it showed it waiting.
+// (model.KnownForegroundEnded), after the worker's GET of it showed it waiting.
 // Found by cascade fuzz --target impl: a client deleted an owner in a
 // foreground cycle with Foreground and then with Orphan, or with
 // Background, which removed it, while the GC was breaking the cycle.
@@ -158,7 +158,7 @@ func (c *checker) waitEnded(s *store, d *history.Object, in *input, v *violation
 			}
 		case st == refDangling && !liveUID(s, r.UID):
 			if m := c.recentVersion(r.UID, in, waiting); m >= 0 {
-				v.known = KnownForegroundEnded
+				v.known = model.Excuse(model.KnownForegroundEnded)
 				v.message += fmt.Sprintf("; op %d answered the owner waiting for dependents within the race window before, and it was removed since", m)
 				return
 			}
@@ -179,7 +179,7 @@ func (c *checker) allStoppedWaiting(os []*entry, in *input) (known, why string) 
 		if k == "" {
 			return "", ""
 		}
-		if known == "" || k == "kubernetes#32339" && known != k {
+		if known == "" || k == model.KnownPolicySwitch && known != k {
 			known, why = k, w
 		}
 	}
@@ -190,7 +190,7 @@ func (c *checker) allStoppedWaiting(os []*entry, in *input) (known, why string) 
 // dependents now, waited until within the race window before in was
 // sent, so that a GC worker whose GET of o showed it waiting may have
 // decided in on it: a DELETE switched the deletion to Orphan
-// (kubernetes#32339) or foregroundDeletion went (KnownForegroundEnded;
+// (kubernetes#32339) or foregroundDeletion went (model.KnownForegroundEnded;
 // processDeletingDependentsItem removes it, and so does a DELETE with
 // Background). It returns the known race and the words to add, or "" for
 // neither (only in lenient mode).
@@ -198,9 +198,9 @@ func (c *checker) stoppedWaiting(o *entry, in *input) (known, why string) {
 	switch {
 	case !c.lenient || o.prov == nil || !o.prov.fgSeen || !o.obj.Deleting || o.obj.HasFinalizer(model.FinalizerForeground):
 	case o.obj.HasFinalizer(model.FinalizerOrphan) && c.racy(o.prov.orphan, in):
-		return "kubernetes#32339", "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
+		return model.Excuse(model.KnownPolicySwitch), "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
 	case c.racy(o.prov.fgGone, in):
-		return KnownForegroundEnded, fmt.Sprintf("; the owner waited for dependents when the GC decided, and op %d removed foregroundDeletion within the race window before", o.prov.fgGone)
+		return model.Excuse(model.KnownForegroundEnded), fmt.Sprintf("; the owner waited for dependents when the GC decided, and op %d removed foregroundDeletion within the race window before", o.prov.fgGone)
 	}
 	return "", ""
 }
