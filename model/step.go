@@ -58,6 +58,9 @@ type OwnerSpec struct {
 	UIDSym     string // uid=SYM: a symbolic UID instead of the live one
 	Controller bool
 	Block      bool
+	// ControllerUnset and BlockUnset leave the field out of the reference
+	// (controller=unset, block=unset) instead of sending false.
+	ControllerUnset, BlockUnset bool
 }
 
 // Step is one transition. Client fields are unresolved specs: owner keys

@@ -272,6 +272,12 @@ func (d *Driver) labelOf(u types.UID) string {
 // else the most recent incarnation of that key the driver created.
 func (d *Driver) resolveOwner(ctx context.Context, o model.OwnerSpec) (metav1.OwnerReference, error) {
 	ref := metav1.OwnerReference{Kind: o.Kind, Name: o.Name, Controller: &o.Controller, BlockOwnerDeletion: &o.Block}
+	if o.ControllerUnset {
+		ref.Controller = nil
+	}
+	if o.BlockUnset {
+		ref.BlockOwnerDeletion = nil
+	}
 	k, served := model.KindByName(o.Kind)
 	ref.APIVersion = "cascade.dev/v1"
 	if served {

@@ -161,12 +161,7 @@ func (d *Driver) formatRef(ctx context.Context, dep incarnation, r metav1.OwnerR
 			}
 		}
 	}
-	if r.Controller != nil && *r.Controller {
-		key += " controller"
-	}
-	if r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion {
-		key += " block"
-	}
+	key += model.RefFlags(r.Controller, r.BlockOwnerDeletion)
 	if l := d.labelOf(r.UID); l != natural {
 		key += " uid=" + l
 	}
