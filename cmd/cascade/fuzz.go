@@ -23,7 +23,7 @@ type fuzzFlags struct {
 	seed                                                uint64
 	checks, steps, clients                              int
 	shrinkTime, informerLag, informerRelist, writeDelay time.Duration
-	json                                                bool
+	json, coverage                                      bool
 }
 
 func newFuzzCmd() *cobra.Command {
@@ -85,6 +85,11 @@ decision read from its graph (the cycle-breaking unblock) is excused as a
 graph behind the store only when the graph had not yet applied the writes
 it needed.
 
+--coverage prints, after the summary, what the runs that passed exercised of
+the trace language: client verbs × kinds, request and owner-reference options,
+delete policies and (stepped runs) internal steps, each with its step count,
+and the rows no step reached (to stderr with --json).
+
 Progress goes to stderr, the summary to stdout (--json for
 JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
 		Args: cobra.NoArgs,
@@ -108,6 +113,7 @@ JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
 	fl.StringVar(&f.context, "context", "", "context of the kubeconfig target (default: the current one)")
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager for envtest targets")
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
+	fl.BoolVar(&f.coverage, "coverage", false, "print the coverage table: verbs × kinds, options, policies and internal steps the passing runs hit")
 	return cmd
 }
 
@@ -157,6 +163,9 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	defer func() { _ = t.Close() }()
 	cfg := fuzz.Config{Checks: f.checks, Steps: f.steps, Seed: f.seed, Clients: f.clients, ShrinkTime: f.shrinkTime,
 		Universe: u, Out: f.out, Progress: cmd.ErrOrStderr(), FailFile: f.failFile}
+	if f.coverage {
+		cfg.Coverage = fuzz.NewCoverage()
+	}
 	rep, err := fuzz.OnTarget(ctx, t, cfg)
 	if ctx.Err() != nil {
 		return errInterrupted
@@ -166,6 +175,15 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	}
 	if err := printFuzz(cmd.OutOrStdout(), rep, f.json); err != nil {
 		return err
+	}
+	if cfg.Coverage != nil {
+		w := cmd.OutOrStdout()
+		if f.json {
+			w = cmd.ErrOrStderr()
+		}
+		if err := cfg.Coverage.Write(w); err != nil {
+			return err
+		}
 	}
 	if !rep.OK() {
 		return errViolation

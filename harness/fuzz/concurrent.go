@@ -176,6 +176,7 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		rep.Ops += r.ops
 		rep.Known = append(rep.Known, r.known...)
 		if foundAt.IsZero() {
+			cfg.Coverage.record(slices.Concat(r.program...))
 			rep.Checks++
 			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable, quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, time.Since(start).Round(time.Millisecond))
 		}
@@ -321,6 +322,14 @@ func (r *concurrentRun) race(kind, summary string, lines []string) *runFailure {
 // run draws a program, runs it with one goroutine per client, waits for
 // quiet, and checks the history and the final state.
 func (r *concurrentRun) run(t *rapid.T) {
+	r.draw(t)
+	r.exec(t)
+}
+
+// draw draws the run's program: every rapid draw of a concurrent run
+// happens here, before anything reaches the cluster, so DrawConcurrent
+// draws the same programs without one.
+func (r *concurrentRun) draw(t *rapid.T) {
 	g := &gen{u: r.cfg.Universe}
 	actions := map[string]func(*rapid.T){}
 	for verb, draw := range g.verbs() {
@@ -350,7 +359,11 @@ func (r *concurrentRun) run(t *rapid.T) {
 		actions["scoped"] = compound(g.scoped)
 	}
 	t.Repeat(actions)
+}
 
+// exec runs the drawn program on the cluster and checks its history and
+// final state.
+func (r *concurrentRun) exec(t *rapid.T) {
 	prefix := "cascade-" + driver.NewRunID()
 	scope := history.Scope{Prefix: prefix}
 	admin := r.env.Admin

@@ -198,6 +198,7 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 		r.run(t)
 		rep.Steps += len(r.done)
 		if foundAt.IsZero() {
+			cfg.Coverage.record(r.lines())
 			rep.Checks++
 			progress(cfg, "run %d/%d: %d steps agree with the model (%s)", n, cfg.Checks, len(r.done), time.Since(start).Round(time.Millisecond))
 		}
@@ -217,6 +218,15 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 	rep.Failure.Run = foundRun
 	rep.Failure.Attributed = last != nil && last.attributed
 	return rep, err
+}
+
+// lines are the run's steps as trace lines, its settles' included.
+func (r *steppedRun) lines() []string {
+	var out []string
+	for _, w := range r.done {
+		out = append(out, w.Commands...)
+	}
+	return out
 }
 
 // failure is the run's failure report, with the trace so far.
