@@ -67,6 +67,9 @@ type ConcurrentEnv struct {
 	// owners (gen.fleeting), and the race search lets the model's
 	// informers coalesce events too (model.OpCoalesce).
 	Relist bool
+	// Limited is the configuration of a principal without update on
+	// */finalizers: runs then send some steps as=limited. nil: none.
+	Limited *rest.Config
 	// Lag says the target's GC sees events late (impl's informer-lag
 	// fault): runs then also draw namespaced dependents of cluster-scoped
 	// owners (gen.scoped).
@@ -330,9 +333,12 @@ func (r *concurrentRun) run(t *rapid.T) {
 // happens here, before anything reaches the cluster, so DrawConcurrent
 // draws the same programs without one.
 func (r *concurrentRun) draw(t *rapid.T) {
-	g := &gen{u: r.cfg.Universe}
+	g := &gen{u: r.cfg.Universe, limited: r.env.Limited != nil}
 	actions := map[string]func(*rapid.T){}
 	for verb, draw := range g.verbs() {
+		if verb == "crd" {
+			continue // crdFamily below, in few runs
+		}
 		actions[verb] = func(t *rapid.T) {
 			c := rapid.IntRange(0, r.cfg.Clients-1).Draw(t, "client")
 			r.program[c] = append(r.program[c], draw(t))
@@ -358,6 +364,11 @@ func (r *concurrentRun) draw(t *rapid.T) {
 	if r.env.Lag {
 		actions["scoped"] = compound(g.scoped)
 	}
+	// a CRD and custom resources in one run of eight: on upstream the
+	// run then waits out the GC's 30-second discovery sync to settle
+	if len(g.u.customKinds()) > 0 && rapid.IntRange(0, 7).Draw(t, "crds") == 0 {
+		actions["crd"] = compound(g.crdFamily)
+	}
 	t.Repeat(actions)
 }
 
@@ -381,7 +392,14 @@ func (r *concurrentRun) exec(t *rapid.T) {
 		}
 		defer func() { _ = obs.Stop() }()
 	}
-	d, err := driver.New(admin, nil, prefix)
+	var limitedCfg *rest.Config
+	if r.env.Limited != nil {
+		limitedCfg = r.env.Limited
+		if rec != nil {
+			limitedCfg = rec.Wrap(r.env.Limited, history.ClientActor(0))
+		}
+	}
+	d, err := driver.New(admin, limitedCfg, prefix)
 	if err != nil {
 		t.Fatalf("error: %v", err)
 	}
