@@ -17,6 +17,8 @@ func TestRealKey(t *testing.T) {
 		"ns/team":                 "ns/cascade-x-team",
 		"crd/widgets.cascade.dev": "crd/widgets.cascade.dev",
 		"UnknownKind/thing":       "UnknownKind/thing",
+		"Frob/default/d":          "Frob/cascade-x-default/d",
+		"Frob//d":                 "Frob//d",
 	} {
 		got, err := d.RealKey(in)
 		if err != nil || got != want {

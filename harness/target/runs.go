@@ -339,6 +339,9 @@ func steppedUnsupported(tr *traces.Trace) string {
 // the adopter has nothing to do and is not started.
 func usesWorkloads(tr *traces.Trace) bool {
 	watched := func(k model.KindID) bool {
+		if k == model.NoKind {
+			return false // a GC step on an owner of a kind nobody serves
+		}
 		switch k.Info().Short {
 		case "pod", "rs", "rc", "deploy":
 			return true
