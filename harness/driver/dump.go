@@ -122,11 +122,12 @@ func (d *Driver) dumpObject(ctx context.Context, inc incarnation, u *unstructure
 	return b.String(), nil
 }
 
-// selectorOf prints a workload's adoption selector the way the trace gave
-// it; the driver's default selector (no selector= in the trace) is not
-// printed, as the model prints none.
+// selectorOf prints the selector of a workload or an adopting kind the
+// way the trace gave it (a StatefulSet's too, though no controller here
+// adopts for it); the driver's default selector (no selector= in the
+// trace) is not printed, as the model prints none.
 func selectorOf(k model.KindID, u *unstructured.Unstructured) string {
-	if k.Info().Adopts == "" {
+	if k.Info().Adopts == "" && !k.Info().Workload {
 		return ""
 	}
 	m, _, _ := unstructured.NestedStringMap(u.Object, "spec", "selector", "matchLabels")
