@@ -209,6 +209,20 @@ func (d *Driver) ensureNamespace(ctx context.Context, traceNS string) error {
 	return nil
 }
 
+// EnsureNamespaces creates the real namespaces of trace namespaces up
+// front, as the first object placed in each would. A stepped run calls
+// it before it settles impl, so that the namespaces' events reach impl's
+// GC before the run's first step: the model has no events for namespaces
+// a trace never created.
+func (d *Driver) EnsureNamespaces(ctx context.Context, traceNSs []string) error {
+	for _, ns := range traceNSs {
+		if err := d.ensureNamespace(ctx, ns); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func nsKind() model.KindID { k, _ := model.KindByShort("ns"); return k }
 
 // known reports whether the driver created an object with this key.

@@ -249,17 +249,25 @@ func (r *steppedRun) prefixer() interface{ Prefix() string } {
 	return r.d
 }
 
-// begin settles the shared impl and makes the run's driver.
+// begin makes the run's driver and its namespaces, and settles the shared
+// impl.
 func (r *steppedRun) begin() error {
 	if r.it == nil {
 		return nil
 	}
+	var err error
+	if r.d, err = driver.New(r.env.Admin, r.env.Limited, "cascade-"+driver.NewRunID()); err != nil {
+		return err
+	}
+	// the universe's namespaces exist before the run, and impl's GC has
+	// taken their events when it settles (the model has none for them)
+	if err := r.d.EnsureNamespaces(r.ctx, r.cfg.Universe.Namespaces); err != nil {
+		return err
+	}
 	if err := r.it.Settle(r.ctx); err != nil {
 		return fmt.Errorf("settle impl before the run: %w", err)
 	}
-	var err error
-	r.d, err = driver.New(r.env.Admin, r.env.Limited, "cascade-"+driver.NewRunID())
-	return err
+	return nil
 }
 
 // end removes what the run created. The next run's begin settles impl,
