@@ -132,7 +132,22 @@ func (is implSystem) internal(st model.Step, line string) (model.Result, error, 
 // takes: without impl's adopter only the model's controller caches see
 // controller steps; nobody adopts here.
 func (is implSystem) takes(st model.Step) bool {
-	return st.Actor != model.ActorController || len(is.r.env.AdopterKinds) > 0
+	if st.Actor != model.ActorController {
+		return true
+	}
+	kinds := is.r.env.AdopterKinds
+	if st.Op == model.OpAdopt || st.Op == model.OpRelease {
+		return len(kinds) > 0
+	}
+	// the model's controller watches every adopting kind and what it
+	// adopts; impl's adopter watches only the kinds it manages and
+	// theirs, so an event of another (a Herd's, when impl does not
+	// manage Herds) feeds only the model's caches
+	short := st.Target.Kind.Info().Short
+	return slices.ContainsFunc(kinds, func(k string) bool {
+		kind, _ := model.KindByShort(k)
+		return k == short || kind.Info().Adopts == short
+	})
 }
 
 func (is implSystem) dump() ([]string, error) { return is.r.d.Dump(is.r.ctx) }
