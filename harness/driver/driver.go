@@ -159,6 +159,12 @@ func (d *Driver) Prefix() string { return d.prefix }
 func (d *Driver) realNS(ns string) string { return d.prefix + "-" + ns }
 
 // realName maps a trace name of a kind to the real object name.
+// unservedName is the real name of an owner of a kind nobody serves: a
+// run's own, as a cluster-scoped name is, since the GC keeps a virtual
+// node it cannot resolve queued for ever and a later run on the same GC
+// must not meet it under the same key.
+func (d *Driver) unservedName(name string) string { return d.prefix + "-" + name }
+
 func (d *Driver) realName(k model.KindID, name string) string {
 	switch {
 	case k.Info().Namespaced, k.Info().Short == "crd":
@@ -294,6 +300,7 @@ func (d *Driver) resolveOwner(ctx context.Context, o model.OwnerSpec) (metav1.Ow
 	}
 	k, served := model.KindByName(o.Kind)
 	ref.APIVersion = "cascade.dev/v1"
+	ref.Name = d.unservedName(o.Name)
 	if served {
 		ref.APIVersion = k.Info().APIVersion
 		ref.Name = d.realName(k, o.Name)

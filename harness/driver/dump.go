@@ -146,7 +146,7 @@ func selectorOf(k model.KindID, u *unstructured.Unstructured) string {
 // uid=LABEL when the UID is not the natural one for that key.
 func (d *Driver) formatRef(ctx context.Context, dep incarnation, r metav1.OwnerReference) string {
 	k, served := model.KindByName(r.Kind)
-	key := r.Kind + "/" + r.Name
+	key := r.Kind + "/" + strings.TrimPrefix(r.Name, d.prefix+"-")
 	natural := ""
 	if served {
 		ns := dep.ns
