@@ -167,7 +167,8 @@ func (g *gen) servedKinds() []string {
 
 // crd draws the step that brings custom resources into a run: the create
 // of the CRD of one of the run's custom kinds when it does not exist,
-// else a create of a custom resource of it.
+// else a create of a custom resource of it or, in one draw of three in a
+// stepped run, the delete of a live one.
 func (g *gen) crd(t *rapid.T) string {
 	var custom []string
 	for _, k := range g.u.customKinds() {
@@ -184,6 +185,19 @@ func (g *gen) crd(t *rapid.T) string {
 		key := "crd/" + kind.Info().CRDName
 		g.remember(key)
 		return "create " + key
+	}
+	if g.state != nil && rapid.IntRange(0, 2).Draw(t, "crd-delete") == 0 {
+		// a custom resource's delete: few of the run's objects are
+		// custom, so that a delete of any object seldom meets one
+		var live []string
+		for _, k := range liveKeys(g.state()) {
+			if kk, _, _ := split(k); kk == short {
+				live = append(live, k)
+			}
+		}
+		if len(live) > 0 {
+			return g.deleteOf(t, rapid.SampledFrom(live).Draw(t, "crd-delete-target"))
+		}
 	}
 	return g.createKey(t, g.keyOf(t, short, "target"))
 }
