@@ -66,6 +66,7 @@ var faultOnly = []string{"gc coalesce", "gc lose", "controller coalesce"}
 // language, in the programs of a default 200-run concurrent campaign
 // (drawn without a cluster: DrawConcurrent) and in 200 stepped runs on
 // the model, which also reach every internal step but the faults'.
+// Concurrent runs do not delete CRDs (their histories cannot span it).
 // CASCADE_COVERAGE=1 logs both tables.
 func TestGeneratorCoverage(t *testing.T) {
 	runs := 200
@@ -90,13 +91,19 @@ func TestGeneratorCoverage(t *testing.T) {
 		name     string
 		cov      *Coverage
 		internal bool
-	}{{"concurrent", conc, false}, {"stepped", stepped, true}} {
+		cannot   []string
+	}{
+		// a concurrent run's history cannot span a CRD's delete, whose
+		// removal of its resources the audit log does not record
+		{"concurrent", conc, false, []string{"delete crd"}},
+		{"stepped", stepped, true, faultOnly},
+	} {
 		if os.Getenv("CASCADE_COVERAGE") != "" {
 			var b strings.Builder
 			_ = c.cov.Write(&b)
 			t.Logf("%s:\n%s", c.name, b.String())
 		}
-		missed := slices.DeleteFunc(c.cov.Missed(c.internal), func(m string) bool { return slices.Contains(faultOnly, m) })
+		missed := slices.DeleteFunc(c.cov.Missed(c.internal), func(m string) bool { return slices.Contains(c.cannot, m) })
 		if len(missed) > 0 {
 			t.Errorf("%s generation never reached: %s", c.name, strings.Join(missed, "; "))
 		}
