@@ -71,13 +71,9 @@ func (g *gen) uidOf(t *rapid.T, key string) string {
 // canonicalKey writes key as model.ObjKey does (the default namespace
 // left out).
 func canonicalKey(key string) string {
-	k, ns, name := split(key)
-	kind, ok := model.KindByShort(k)
+	kind, ns, name, ok := resolveKey(key)
 	if !ok {
 		return key
-	}
-	if ns == "" && kind.Info().Namespaced {
-		ns = model.DefaultNamespace
 	}
 	return model.ObjKey(kind, ns, name)
 }

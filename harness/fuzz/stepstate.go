@@ -138,15 +138,23 @@ func owns(s *model.State, owner, o string) bool {
 
 // lookupKey finds the live object of a trace key.
 func lookupKey(s *model.State, key string) *model.Object {
-	k, ns, name := split(key)
-	kind, ok := model.KindByShort(k)
+	kind, ns, name, ok := resolveKey(key)
 	if !ok {
 		return nil
 	}
-	if ns == "" && kind.Info().Namespaced {
+	return s.Lookup(kind, ns, name)
+}
+
+// resolveKey reads a trace key (kind/name or kind/ns/name) as the model
+// names objects: its kind, and a namespaced kind's namespace, the default
+// one when the key gives none; ok is false for an unknown kind.
+func resolveKey(key string) (kind model.KindID, ns, name string, ok bool) {
+	k, ns, name := split(key)
+	kind, ok = model.KindByShort(k)
+	if ok && ns == "" && kind.Info().Namespaced {
 		ns = model.DefaultNamespace
 	}
-	return s.Lookup(kind, ns, name)
+	return kind, ns, name, ok
 }
 
 // cycle draws two live objects of one scope (namespace, or cluster) and
