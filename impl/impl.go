@@ -168,8 +168,16 @@ func (t *Target) Step(ctx context.Context, line string) (writeErr, err error) {
 	f := strings.Fields(line)
 	if len(f) == 2 && f[0] == "gc" && f[1] == "sync" {
 		// the GC's discovery sync: start monitors for new resources and
-		// stop those of resources gone (GarbageCollector.Sync)
-		return nil, t.GC.Resync(ctx)
+		// stop those of resources gone, then wait for the new monitors'
+		// initial lists (GarbageCollector.Sync's WaitForNamedCacheSync),
+		// so that an object created after the step comes as its own event
+		// after the list, not inside it
+		if err := t.GC.Resync(ctx); err != nil {
+			return nil, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return nil, t.GC.WaitForSync(wctx)
 	}
 	if len(f) < 3 {
 		return nil, fmt.Errorf("impl: expected `gc|controller VERB KEY`, got %q", line)

@@ -1,5 +1,10 @@
 package model
 
+import (
+	"cmp"
+	"slices"
+)
+
 // Claim is one ClaimObject outcome the controller could act on: Owner
 // adopts Dep, or (Release) drops its controller reference from Dep.
 type Claim struct {
@@ -151,6 +156,13 @@ func (m *Model) crdCleanup(s *State, crd UID) Result {
 			targets = append(targets, TargetOf(o))
 		}
 	}
+	// the finalizer controller lists the resources (in storage key order:
+	// namespace, then name) and deletes each namespace's with
+	// DeleteCollection, which deletes in list order (one worker, the
+	// kube-apiserver default): their events come in that order
+	slices.SortFunc(targets, func(a, b Target) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	for _, t := range targets {
 		m.delete(s, rq, t, DeleteOptions{})
 	}

@@ -99,9 +99,7 @@ func (d *Driver) dumpObject(ctx context.Context, inc incarnation, u *unstructure
 		}
 		b.WriteString(" owners=[" + strings.Join(parts, ", ") + "]")
 	}
-	if fs := u.GetFinalizers(); len(fs) > 0 {
-		b.WriteString(" finalizers=[" + strings.Join(fs, " ") + "]")
-	}
+	b.WriteString(model.DumpFinalizers(inc.kind, u.GetFinalizers()))
 	labels := u.GetLabels()
 	if inc.kind.Info().Short == "ns" && labels[model.NamespaceNameLabel] != "" {
 		labels[model.NamespaceNameLabel] = inc.name // the real name carries the prefix

@@ -314,7 +314,53 @@ func (r *steppedRun) begin() error {
 	if err := r.it.Settle(r.ctx); err != nil {
 		return fmt.Errorf("settle impl before the run: %w", err)
 	}
-	return nil
+	return r.forgetCustomResources()
+}
+
+// forgetCustomResources brings the shared impl's GC to the monitors of
+// the model's fresh one, which has none for a custom resource: an earlier
+// run's cleanup deleted its CRDs, but the GC keeps their monitors until a
+// discovery sync (`gc sync`) drops them. Kept, such a monitor's informer
+// lists and watches again, after a backoff of up to 30 seconds, once a
+// later run creates the CRD again; the model's `gc sync` starts a monitor
+// that lists at once, impl's finds nothing to start, and the events the
+// model queues arrive late or not at all (a stepped GC takes no sync by
+// itself). The cleanup waited for the CRDs to go; discovery follows
+// within moments, so this syncs until it has.
+func (r *steppedRun) forgetCustomResources() error {
+	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+	defer cancel()
+	for {
+		custom := r.customMonitors()
+		if len(custom) == 0 {
+			return nil
+		}
+		if _, err := r.it.Step(ctx, "gc sync"); err != nil {
+			return fmt.Errorf("discovery sync before the run: %w", err)
+		}
+		if len(r.customMonitors()) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("impl's GC still monitors %s, whose CRDs an earlier run deleted", strings.Join(custom, ", "))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// customMonitors lists the custom resources of the trace language that
+// impl's GC monitors.
+func (r *steppedRun) customMonitors() []string {
+	var out []string
+	for _, gvr := range r.it.GC.Monitored() {
+		for _, k := range model.Kinds {
+			if k.Custom && gvr.Resource == k.Resource && strings.HasPrefix(k.APIVersion, gvr.Group+"/") {
+				out = append(out, gvr.GroupResource().String())
+			}
+		}
+	}
+	return out
 }
 
 // end removes what the run created. The next run's begin settles impl,

@@ -86,3 +86,44 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
+
+// The runs share one impl, but each starts from a fresh model, whose GC
+// monitors no custom resource: a run begins with impl's GC rid of the
+// monitors of CRDs an earlier run created and its cleanup deleted.
+// Kept, such a monitor lists again only after its reflector's backoff
+// once a later run recreates the CRD, and the events the model's `gc
+// sync` queues at once arrive late or never (found by
+// `cascade fuzz --target impl-stepped --seed 2`, as "no pending herds
+// event").
+func TestSteppedRunForgetsEarlierRunsCRDs(t *testing.T) {
+	needControlPlane(t)
+	ctx := context.Background()
+	env := steppedEnv(nil)
+	it, err := env.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = it.Stop() }()
+	herds := func() bool {
+		for _, r := range it.GC.Monitored() {
+			if r.Group == "cascade.dev" && r.Resource == "herds" {
+				return true
+			}
+		}
+		return false
+	}
+	if kind, summary := env.ConfirmSteps(ctx, it, []string{"create crd/herds.cascade.dev", "gc sync", "create herd/h", "gc deliver herd/h"}); kind != "" {
+		t.Fatalf("the run creating the Herd CRD failed: %s: %s", kind, summary)
+	}
+	if !herds() {
+		t.Fatal("the run's gc sync did not start a monitor for herds")
+	}
+	end, err := env.BeginRun(ctx, it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer end()
+	if herds() {
+		t.Fatal("the next run begins with impl's GC monitoring herds, whose CRD the earlier run's cleanup deleted")
+	}
+}

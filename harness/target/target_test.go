@@ -56,22 +56,34 @@ func TestSpecSkip(t *testing.T) {
 			t.Errorf("%s on %s (inject %s): skip %q, want %q", c.trace, c.spec.Name, c.spec.Inject, got, c.want)
 		}
 	}
-	// a stepped trace that creates the Herd CRD itself: impl's stepped
-	// adopter needs the CRD before it starts
-	herds, err := traces.Parse("herds.trace", strings.NewReader(`# targets: model, impl
+	// a stepped trace that creates the Herd CRD itself runs on
+	// impl-stepped with its Herds unmanaged (impl's stepped adopter needs
+	// the CRD before it starts), unless the Herd controller can decide
+	// its outcome
+	herds := func(extra string) *traces.Trace {
+		tr, err := traces.Parse("herds.trace", strings.NewReader(`# targets: model, impl
 
 create crd/herds.cascade.dev
 create herd/web selector=app=web
 gc deliver herd/web
-----
+`+extra+`----
 crd/herds.cascade.dev live
 herd/web live selector=app=web
 `))
-	if err != nil {
-		t.Fatal(err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
 	}
-	if got, want := SpecSkip(Spec{Name: ImplStepped}, herds), "it creates crd/herds.cascade.dev and uses Herds"; !strings.HasPrefix(got, want) {
-		t.Errorf("a stepped trace creating the Herd CRD on impl-stepped: skip %q, want %q...", got, want)
+	for _, c := range []struct{ extra, want string }{
+		{"", ""},
+		{"controller deliver herd/web\n", "its Herds' controller can decide its outcome"},
+		{"create pod/p labels=app=web\nsettle\n", "its Herds' controller can decide its outcome"},
+		{"create cm/p\nsettle\n", ""},
+	} {
+		if got := SpecSkip(Spec{Name: ImplStepped}, herds(c.extra)); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("a stepped trace creating the Herd CRD, with %q, on impl-stepped: skip %q, want %q", c.extra, got, c.want)
+		}
 	}
 }
 

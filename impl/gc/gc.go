@@ -62,8 +62,9 @@ type Options struct {
 	// workers in Auto mode; 0 means 5 (upstream's integration tests; the
 	// kube-controller-manager default is 20).
 	Workers int
-	// SyncPeriod is how often discovery is re-synced; 0 means 30s, as in
-	// kube-controller-manager.
+	// SyncPeriod is how often discovery is re-synced in Auto mode; 0
+	// means 30s, as in kube-controller-manager. Stepped mode syncs only
+	// when a step asks (Resync).
 	SyncPeriod time.Duration
 	// Bugs switches catalogue entries on; nil is upstream behaviour.
 	Bugs bugs.Set
@@ -211,8 +212,8 @@ func (gc *GarbageCollector) Bugs() bugs.Set { return gc.bugs }
 func (gc *GarbageCollector) Stepper() *Stepper { return gc.stepper }
 
 // Run runs the GC until ctx is done and returns once every goroutine it
-// started has stopped. It syncs discovery first and, in Auto mode, starts
-// the workers once the monitors have synced or SyncPeriod has passed
+// started has stopped. It syncs discovery first and, in Auto mode, again
+// every SyncPeriod, and starts the workers once the monitors have synced or SyncPeriod has passed
 // (upstream proceeds without unsyncable monitors, kubernetes#125796).
 // Run may be called once.
 func (gc *GarbageCollector) Run(ctx context.Context) error {
@@ -231,6 +232,12 @@ func (gc *GarbageCollector) Run(ctx context.Context) error {
 		log.Error(err, "initial discovery sync")
 	}
 	gc.workers.Go(func() {
+		if gc.mode == step.Stepped {
+			// the discovery sync is a step (`gc sync`, Target.Step) like
+			// every other: a periodic one would start and stop monitors,
+			// and hold their events, at moments no trace names
+			return
+		}
 		t := time.NewTicker(gc.opts.SyncPeriod)
 		defer t.Stop()
 		for {

@@ -145,6 +145,9 @@ func (gc *GarbageCollector) syncMonitors(ctx context.Context, resources map[sche
 	for _, m := range removed {
 		close(m.stop)
 		<-m.done
+		if gc.stepper != nil {
+			gc.stepper.forget(m.gvr)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -81,6 +81,17 @@ func (s *Stepper) holdVirtual(ev *event) {
 	s.arrivals.Signal()
 }
 
+// forget drops what a stopped monitor of r held: the events its handler
+// had not yet given the graph builder go with the informer (its nodes stay
+// in the graph, as upstream's syncMonitors leaves them), and so does its
+// cache, which a later monitor of r rebuilds from its own initial list.
+func (s *Stepper) forget(r schema.GroupVersionResource) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pending, r)
+	delete(s.delivered, r)
+}
+
 func (s *Stepper) shutdown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -98,7 +109,7 @@ func (s *Stepper) counts() (events, busy int) {
 
 // resourceFor finds the monitored resource of a key's kind. A kind not
 // monitored yet triggers one discovery sync first, so that a step can
-// name a custom resource whose CRD appeared since the last periodic sync
+// name a custom resource whose CRD appeared since the last discovery sync
 // (the new informer's initial list then holds its events).
 func (s *Stepper) resourceFor(ctx context.Context, k step.Key) (schema.GroupVersionResource, error) {
 	known, isKnown := step.KindByName(k.Kind)
