@@ -71,6 +71,12 @@ type ConcurrentEnv struct {
 	// fault): runs then also draw namespaced dependents of cluster-scoped
 	// owners (gen.scoped).
 	Lag bool
+	// Restarts are restarted once in every run, each at a random time
+	// (restart.go).
+	Restarts []Restart
+	// GCTap, when set, records into each run's history the writes of the
+	// target's GC that got no answer (target.Target.GCTap).
+	GCTap *history.Tap
 }
 
 // sent is one client step of a concurrent run as it was executed: sent
@@ -113,6 +119,11 @@ type concurrentRun struct {
 	fail    func(kind, summary string, write func(string) (string, error))
 	ops     int
 	known   []string
+	// maybe counts the history's ops whose outcome is unknown; restarts
+	// are the run's restarts (restart.go)
+	maybe     int
+	restartAt []time.Duration
+	restarts  []restartDone
 }
 
 // RunConcurrent runs cfg.Checks concurrent runs against env.
@@ -175,9 +186,18 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		rep.Steps += len(r.sent)
 		rep.Ops += r.ops
 		rep.Known = append(rep.Known, r.known...)
+		rep.MaybeApplied += r.maybe
+		for _, x := range r.restarts {
+			rep.Restarts++
+			rep.RestartTime += x.took
+		}
 		if foundAt.IsZero() {
 			rep.Checks++
-			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable, quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, time.Since(start).Round(time.Millisecond))
+			extra := ""
+			if len(r.restarts) > 0 {
+				extra = fmt.Sprintf("; %s, %d ops maybe applied", restartSummary(r.restarts), r.maybe)
+			}
+			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable, quiet state live (%s)%s", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, time.Since(start).Round(time.Millisecond), extra)
 		}
 	}
 	msg, failFile, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
@@ -350,15 +370,20 @@ func (r *concurrentRun) run(t *rapid.T) {
 		actions["scoped"] = compound(g.scoped)
 	}
 	t.Repeat(actions)
+	r.restartAt = drawRestarts(t, r.env.Restarts)
 
 	prefix := "cascade-" + driver.NewRunID()
 	scope := history.Scope{Prefix: prefix}
-	admin := r.env.Admin
-	var rec *history.Recorder
+	// The driver's writes are recorded client side on every target: the
+	// history of a target without an audit log, and on one with it, the
+	// writes that got no answer and have no audit record (maybe applied).
+	rec := history.NewRecorder(scope)
+	admin := rec.Wrap(r.env.Admin, history.ClientActor(0))
+	if r.env.GCTap != nil {
+		defer r.env.GCTap.Attach(rec)()
+	}
 	var obs *history.Observer
 	if r.env.Audit == nil {
-		rec = history.NewRecorder(scope)
-		admin = rec.Wrap(r.env.Admin, history.ClientActor(0))
 		var err error
 		if obs, err = history.NewObserver(r.env.Admin, scope); err != nil {
 			t.Fatalf("error: %v", err)
@@ -403,6 +428,11 @@ func (r *concurrentRun) run(t *rapid.T) {
 			r.fail("error", fmt.Sprintf("history: %v", err), nil)
 		}
 		opts.ReadsRecorded = true
+		// writes whose answer was lost, and which the server never
+		// recorded: maybe applied (a restart's)
+		if lost := rec.Unanswered(recs); len(lost) > 0 {
+			ops = history.Merge(ops, lost)
+		}
 	} else {
 		if err := obs.Stop(); err != nil {
 			r.fail("error", fmt.Sprintf("watch: %v", err), nil)
@@ -415,6 +445,11 @@ func (r *concurrentRun) run(t *rapid.T) {
 	}
 	history.AssignLanes(ops)
 	r.ops = len(ops)
+	for i := range ops {
+		if ops[i].Ambiguous() {
+			r.maybe++
+		}
+	}
 	res := lin.Check(ops, opts)
 	for _, k := range res.Known {
 		r.known = append(r.known, k.Issue+": "+k.Message)
@@ -443,8 +478,18 @@ func (r *concurrentRun) run(t *rapid.T) {
 	}
 }
 
-// execute runs every client's steps in order, the clients at once.
+// execute runs every client's steps in order, the clients at once, and
+// the run's restarts at their times; it returns once all are done.
 func (r *concurrentRun) execute(d *driver.Driver) {
+	waitRestarts := startRestarts(r.ctx, r.env.Restarts, r.restartAt)
+	defer func() {
+		r.restarts = waitRestarts()
+		for _, x := range r.restarts {
+			if x.err != nil && r.ctx.Err() == nil {
+				r.fail("error", fmt.Sprintf("restart %s: %v", x.name, x.err), nil)
+			}
+		}
+	}()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for c, steps := range r.program {
@@ -458,7 +503,7 @@ func (r *concurrentRun) execute(d *driver.Driver) {
 					continue // cannot happen: the generator writes trace syntax
 				}
 				s := sent{client: c, line: line, step: st, at: time.Now()}
-				s.res, s.err = d.Do(ctx, st, nil)
+				s.res, s.err = doRetrying(ctx, d, st)
 				s.done = time.Now()
 				mu.Lock()
 				r.sent = append(r.sent, s)

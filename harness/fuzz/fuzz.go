@@ -116,6 +116,14 @@ type Report struct {
 	Known   []string
 	Elapsed time.Duration
 	Failure *Failure
+	// Restarts counts the restarts runs did (--restart-apiserver,
+	// --restart-gc) and RestartTime their total time, each from its
+	// start until the component served again; MaybeApplied counts the
+	// history operations checked whose outcome was unknown (no answer,
+	// or a server error), which the checker took as maybe applied.
+	Restarts     int           `json:",omitempty"`
+	RestartTime  time.Duration `json:",omitempty"`
+	MaybeApplied int           `json:",omitempty"`
 }
 
 // OK reports whether no run failed.

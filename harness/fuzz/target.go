@@ -39,7 +39,7 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 		return RunStepped(ctx, env, cfg)
 	case target.Upstream, target.Impl, target.Kubeconfig:
 		env := ConcurrentEnv{Target: t.Spec.Name, Admin: t.Admin, Settler: t.Settler(), Inject: inject, LinTimeout: time.Minute,
-			Protection: t.HasWebhook()}
+			Protection: t.HasWebhook(), Restarts: Restarts(t), GCTap: t.GCTap}
 		if t.Impl != nil {
 			env.Settler = implQuiet{it: t.Impl, then: t.Settler()}
 			surrogate, err := ModelBugs(t.Spec.Inject)

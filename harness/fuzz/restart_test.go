@@ -1,0 +1,87 @@
+package fuzz_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/cascade-k8s/cascade/harness/fuzz"
+	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/harness/replay"
+	"github.com/cascade-k8s/cascade/impl"
+	"github.com/cascade-k8s/cascade/impl/step"
+)
+
+// restartEnv starts impl's GC in Auto mode, its writes tapped, and
+// returns a concurrent environment on it with the given restarts.
+func restartEnv(t *testing.T, restarts func(*impl.Target, *history.Tap) []fuzz.Restart) fuzz.ConcurrentEnv {
+	t.Helper()
+	ctx := context.Background()
+	tap := &history.Tap{}
+	it, err := impl.Start(ctx, cp.Config, impl.Options{Mode: step.Auto, Webhook: true,
+		GCConfig: func(c *rest.Config) *rest.Config { return tap.Wrap(c, history.ActorGC) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = it.Stop() })
+	audit, closeAudit, err := fuzz.AuditFollower(cp, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = closeAudit() })
+	return fuzz.ConcurrentEnv{Target: "impl", Admin: cp.Config, Settler: replay.DefaultQuiet, Audit: audit, LinTimeout: time.Minute,
+		Protection: true, GCTap: tap, Restarts: restarts(it, tap)}
+}
+
+// expectSurvived runs two concurrent runs and checks that each restarted
+// once, passed the linearizability and liveness checks, and that the
+// history held writes whose answer was lost, taken as maybe applied.
+func expectSurvived(t *testing.T, env fuzz.ConcurrentEnv) {
+	t.Helper()
+	rep, err := fuzz.RunConcurrent(context.Background(), env, fuzz.Config{
+		Checks: 2, Steps: 30, Clients: 3, Seed: 5, Universe: fuzz.DefaultUniverse, ShrinkTime: 10 * time.Second, Progress: testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("%s: %s", rep.Failure.Kind, rep.Failure.Summary)
+	}
+	if rep.Checks != 2 || rep.Restarts != 2 {
+		t.Fatalf("expected 2 passing runs with one restart each, got %d runs and %d restarts", rep.Checks, rep.Restarts)
+	}
+	if rep.MaybeApplied == 0 {
+		t.Fatalf("no write was in flight at a restart: the history holds no op maybe applied (%d ops)", rep.Ops)
+	}
+	t.Logf("%d runs, %d ops, %d maybe applied, %d restarts in %s", rep.Checks, rep.Ops, rep.MaybeApplied, rep.Restarts, rep.RestartTime)
+}
+
+// A concurrent run survives a restart of kube-apiserver on the same etcd
+// while its clients send: the writes sent while it was down are in the
+// history as maybe applied, the clients send them again once it serves,
+// the GC relists, and the history and the quiet state pass.
+func TestConcurrentSurvivesAPIServerRestart(t *testing.T) {
+	needControlPlane(t)
+	env := restartEnv(t, func(*impl.Target, *history.Tap) []fuzz.Restart {
+		return []fuzz.Restart{{Name: "kube-apiserver", Within: 200 * time.Millisecond, Do: func(ctx context.Context) error {
+			_, err := cp.RestartAPIServer(ctx)
+			return err
+		}}}
+	})
+	expectSurvived(t, env)
+}
+
+// A concurrent run survives a restart of impl's GC while a write of the
+// GC is in flight: the cancelled write is in the history as maybe
+// applied, and the new GC, starting from an empty graph, finishes the
+// work so that the quiet state is live.
+func TestConcurrentSurvivesGCRestart(t *testing.T) {
+	needControlPlane(t)
+	env := restartEnv(t, func(it *impl.Target, tap *history.Tap) []fuzz.Restart {
+		return []fuzz.Restart{{Name: "impl's GC", Within: 300 * time.Millisecond, Do: it.RestartGC,
+			Ready: func() bool { return tap.InFlight() > 0 }}}
+	})
+	expectSurvived(t, env)
+}
