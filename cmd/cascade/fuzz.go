@@ -23,6 +23,7 @@ type fuzzFlags struct {
 	seed                                                uint64
 	checks, steps, clients                              int
 	shrinkTime, informerLag, informerRelist, writeDelay time.Duration
+	restartAPIServer, restartGC                         time.Duration
 	json                                                bool
 }
 
@@ -85,6 +86,19 @@ decision read from its graph (the cycle-breaking unblock) is excused as a
 graph behind the store only when the graph had not yet applied the writes
 it needed.
 
+Two faults restart a component once in every concurrent run, at a random
+time up to D after its clients start (rapid draws it, so --seed fixes it):
+--restart-apiserver D (upstream, impl) stops kube-apiserver gracefully and
+starts it again on the same etcd, port, certificates and audit log, and
+--restart-gc D (impl) stops impl's GC, cancelling what it has in flight,
+and starts a new one with an empty graph, aimed at a moment when a GC write
+is in flight (within 5 s of the drawn time). Clients resend a step that got
+no answer, as a real client does; each write whose answer was lost and that
+the audit log does not hold is in the history as maybe applied. The run
+must still be linearizable and, once quiet, live. Each run's progress line
+names its restarts, their time and its ops maybe applied; the --json
+summary totals them (Restarts, RestartTime, MaybeApplied).
+
 Progress goes to stderr, the summary to stdout (--json for
 JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
 		Args: cobra.NoArgs,
@@ -101,6 +115,8 @@ JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
 	fl.DurationVar(&f.informerLag, "informer-lag", 0, "impl: delay each of the GC's informer events by a random time up to this, each resource's in order, and each event of impl's adopter's watch streams (with adopt-without-recheck), each stream's in order (a fault; 0: none; unset: what an injected bug's race needs, see above)")
 	fl.DurationVar(&f.informerRelist, "informer-relist", 0, "impl: break each of the GC's watches now and then and relist up to this later, handing on each object's last state only (a fault; 0: none; unset: what an injected bug's race needs, see above)")
 	fl.DurationVar(&f.writeDelay, "write-delay", 0, "impl: hold each GC write a random time up to this before sending it (a fault; 0: none; unset: what an injected bug's race needs, see above)")
+	fl.DurationVar(&f.restartAPIServer, "restart-apiserver", 0, "upstream, impl: restart kube-apiserver on the same etcd once per run, at a random time up to this after the run's clients start (a fault; 0: none)")
+	fl.DurationVar(&f.restartGC, "restart-gc", 0, "impl: restart impl's GC (an empty graph, rebuilt from fresh lists) once per run, at a random time up to this after the run's clients start, aimed at a GC write in flight (a fault; 0: none)")
 	fl.StringSliceVar(&f.kinds, "kinds", fuzz.DefaultUniverse.Kinds, "kinds random steps create (short names)")
 	fl.StringVar(&f.out, "out", "out/fuzz", "directory for failure artifacts")
 	fl.StringVar(&f.failFile, "failfile", "", "replay a rapid fail file written by an earlier failure")
@@ -132,7 +148,8 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		return usageErr("%v", err)
 	}
 	spec := target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Log: cmd.ErrOrStderr(),
-		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay}
+		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay,
+		RestartAPIServer: f.restartAPIServer, RestartGC: f.restartGC}
 	if f.target != target.Kubeconfig {
 		spec.Audit = true
 	}
