@@ -139,14 +139,26 @@ func doRetrying(ctx context.Context, d *driver.Driver, st model.Step) (model.Res
 // failed preparatory request as an error).
 func unanswered(res model.Result, err error) bool {
 	if err == nil {
-		return res.Code == 0 && res.Reason == "ClientError"
+		return res.Code == 0 && res.Reason == "ClientError" && networkMessage(res.Message)
 	}
 	var st apierrors.APIStatus
 	if errors.As(err, &st) {
 		return false
 	}
 	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
-		utilnet.IsHTTP2ConnectionLost(err) || strings.Contains(err.Error(), "connection refused")
+		utilnet.IsHTTP2ConnectionLost(err) || networkMessage(err.Error())
+}
+
+// networkMessage reports whether a client error's message is one of a
+// connection that failed or broke (the driver's Result keeps only the
+// message).
+func networkMessage(msg string) bool {
+	for _, m := range []string{"connection refused", "connection reset", "broken pipe", "EOF", "http2: client connection lost", "server closed"} {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // restartSummary is a run's restarts on one line, "" when none.
