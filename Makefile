@@ -7,8 +7,13 @@ SHELL := bash
 
 KUBE_VERSION := v1.36.3
 # The harness takes binaries from KUBEBUILDER_ASSETS when it is set, else
-# from bin/kube/$(KUBE_VERSION), which `make kube` fills.
-KUBE_BIN := $(or $(KUBEBUILDER_ASSETS),$(CURDIR)/bin/kube/$(KUBE_VERSION))
+# from bin/kube/$(KUBE_VERSION), which `make kube` fills. The make targets
+# use KUBEBUILDER_ASSETS only when it holds all three binaries; otherwise
+# `make kube` builds them into bin/kube/$(KUBE_VERSION) and the targets use
+# those.
+KUBE_BINARIES := etcd kube-apiserver kube-controller-manager
+KUBE_ASSETS_OK := $(if $(KUBEBUILDER_ASSETS),$(if $(strip $(foreach b,$(KUBE_BINARIES),$(if $(wildcard $(KUBEBUILDER_ASSETS)/$(b)),,missing))),,yes))
+KUBE_BIN := $(if $(KUBE_ASSETS_OK),$(KUBEBUILDER_ASSETS),$(CURDIR)/bin/kube/$(KUBE_VERSION))
 TEST_TIMEOUT ?= 30m
 
 .PHONY: help kube test conform fmt-check vet model-imports
@@ -17,14 +22,17 @@ help: ## list the targets
 	@echo "cascade make targets:"
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/' | expand -t 18
 
-kube: ## build etcd, kube-apiserver, kube-controller-manager v1.36.3 into bin/kube/ (skipped when KUBEBUILDER_ASSETS is set)
-ifdef KUBEBUILDER_ASSETS
+kube: ## build etcd, kube-apiserver, kube-controller-manager v1.36.3 into bin/kube/ (skipped when KUBEBUILDER_ASSETS holds all three)
+ifneq ($(KUBE_ASSETS_OK),)
 	@echo "kube: using KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS), not building"
 else
+ifdef KUBEBUILDER_ASSETS
+	@echo "kube: KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) lacks some of $(KUBE_BINARIES): building them into bin/kube/$(KUBE_VERSION), which the make targets then use; for cascade run by hand, unset KUBEBUILDER_ASSETS or point it there"
+endif
 	bash hack/kube/build.sh
 endif
 
-test: kube fmt-check vet model-imports ## gofmt, go vet, model import rule, then go test -race ./... (all packages, smoke tests included)
+test: kube fmt-check vet model-imports ## gofmt, go vet, the import rules (model, impl), then go test -race ./... (all packages, smoke tests included)
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 CONFORM_TARGETS ?= model,upstream,impl,impl-stepped
@@ -56,7 +64,7 @@ fmt-check: ## fail if gofmt would change any file
 vet: ## go vet ./...
 	go vet ./...
 
-model-imports: ## check the import rule: model/ uses only the standard library (model/check also traces/)
+model-imports: ## check the import rules: model/ uses only the standard library (model/check also traces/); impl/ never depends on model/, tests included
 	bash hack/model-imports.sh
 
 .PHONY: bench-check

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# model-imports.sh checks the import rule of DESIGN.md (Layout): model/ is
-# the pure state machine and depends on the standard library only (a package
-# path whose first element has no dot) and on model/ itself; model/check/ may
-# also depend on traces/. It prints every offending dependency and exits 1.
+# model-imports.sh checks the import rules of DESIGN.md (Layout):
+#  - model/ is the pure state machine and depends on the standard library
+#    only (a package path whose first element has no dot) and on model/
+#    itself; model/check/ may also depend on traces/;
+#  - impl/, the reference GC, never depends on model/, tests included: impl
+#    is an independent implementation that the model checks, and one that
+#    borrowed the model's code could not disagree with it.
+# It prints every offending dependency and exits 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 module=$(go list -m)
@@ -32,4 +36,18 @@ if [[ -n ${bad//$'\n'/} ]]; then
   echo "$bad" | sed '/^$/d' | sort -u | sed 's/^/  /'
   exit 1
 fi
-echo "model-imports: ok (${#core[@]} model packages, ${#check[@]} model/check packages)"
+
+# impl: go list -deps -test covers impl's packages and their tests; a
+# dependency is printed with the impl package that pulls it in.
+mapfile -t impl < <(go list ./impl/... 2>/dev/null)
+implbad=""
+for p in "${impl[@]}"; do
+  hit=$(go list -deps -test "$p" | grep -E "^$module/model(/| |\$)" | sort -u || true)
+  if [[ -n $hit ]]; then implbad+="  $p -> ${hit//$'\n'/, }"$'\n'; fi
+done
+if [[ -n $implbad ]]; then
+  echo "model-imports: impl/ must never depend on model/ (tests included); found:"
+  printf '%s' "$implbad"
+  exit 1
+fi
+echo "model-imports: ok (${#core[@]} model packages, ${#check[@]} model/check packages; ${#impl[@]} impl packages without model/)"

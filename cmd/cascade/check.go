@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -52,7 +51,8 @@ documented upstream races are reported as known and do not fail the run
 unless --strict.
 
 Progress goes to stderr once a second; the result goes to stdout as text or
---json.
+--json (the schema conform and fuzz share; see README). An interrupt ends the
+search at once, writing nothing.
 
 Examples:
   cascade check --preset orphan-adoption --bug adopt-without-recheck
@@ -60,7 +60,7 @@ Examples:
   cascade check --setup 'create cm/a' --setup 'create cm/b owner=cm/a,block' --setup settle \
                 --op 'delete cm/a propagation=Foreground' --constraint 'events<=4'`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), &f) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runCheck(cmd, &f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.preset, "preset", "", "named scope (see --list-presets)")
@@ -84,7 +84,8 @@ Examples:
 	return cmd
 }
 
-func runCheck(stdout, stderr io.Writer, f *checkFlags) error {
+func runCheck(cmd *cobra.Command, f *checkFlags) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	switch {
 	case f.listBugs:
 		return listBugs(stdout)
@@ -103,28 +104,49 @@ func runCheck(stdout, stderr io.Writer, f *checkFlags) error {
 			fmt.Fprintf(stderr, "check %s: states=%d distinct=%d depth=%d queue=%d %.0f distinct/s\n", scope.Name, p.Generated, p.Distinct, p.Depth, p.Queue, p.StatesPerSecond())
 		}
 	}
-	res, err := check.Run(scope, opts)
-	if err != nil {
-		return usageErr("%v", err)
+	// the search takes no context: on an interrupt cascade exits without
+	// waiting for it, before anything is written
+	type outcome struct {
+		res *check.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := check.Run(scope, opts)
+		done <- outcome{res, err}
+	}()
+	var o outcome
+	select {
+	case <-cmd.Context().Done():
+		return errInterrupted
+	case o = <-done:
+	}
+	res := o.res
+	if o.err != nil {
+		return usageErr("%v", o.err)
 	}
 	files, err := writeCounterexamples(f.out, scope, res)
 	if err != nil {
 		return err
 	}
+	failed := len(res.Vacuous) > 0 || res.VacuousScope() != ""
+	for _, v := range res.Violations {
+		failed = failed || v.Known == "" || f.strict
+	}
 	if f.jsonOut {
-		err = printJSON(stdout, res, files)
+		s := newSummary(cmd, "model", "", 0)
+		s.Result = summaryPass
+		if failed {
+			s.Result = summaryFail
+		}
+		err = printJSON(stdout, s, res, files)
 	} else {
 		err = printText(stdout, res, files)
 	}
 	if err != nil {
 		return err
 	}
-	for _, v := range res.Violations {
-		if v.Known == "" || f.strict {
-			return errViolation
-		}
-	}
-	if len(res.Vacuous) > 0 {
+	if failed {
 		return errViolation
 	}
 	return nil
@@ -233,6 +255,9 @@ func printText(w io.Writer, res *check.Result, files map[string]string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if why := res.VacuousScope(); why != "" {
+		fmt.Fprintf(w, "VACUOUS: %s; the properties above say nothing about it (exit 1)\n", why)
+	}
 	for _, v := range res.Violations {
 		fmt.Fprintf(w, "\n%s: %s\n", v.Property, v.Message)
 		for i, s := range v.Steps {
@@ -242,7 +267,7 @@ func printText(w io.Writer, res *check.Result, files map[string]string) error {
 	return nil
 }
 
-func printJSON(w io.Writer, res *check.Result, files map[string]string) error {
+func printJSON(w io.Writer, s summary, res *check.Result, files map[string]string) error {
 	type violation struct {
 		Property string   `json:"property"`
 		Known    string   `json:"known,omitempty"`
@@ -250,21 +275,25 @@ func printJSON(w io.Writer, res *check.Result, files map[string]string) error {
 		Steps    []string `json:"steps"`
 		Trace    string   `json:"trace_file"`
 	}
+	s.Seconds = res.Elapsed.Seconds()
 	out := struct {
+		summary
 		Scope                string      `json:"scope"`
 		Mode                 string      `json:"mode"`
 		Distinct             int64       `json:"distinct_states"`
 		Generated            int64       `json:"transitions"`
 		Depth                int         `json:"depth"`
 		Complete             bool        `json:"complete"`
-		Seconds              float64     `json:"seconds"`
 		StatesPerSecond      float64     `json:"distinct_states_per_second"`
 		CollisionProbability float64     `json:"collision_probability"`
 		Violations           []violation `json:"violations"`
 		Witnessed            []string    `json:"witnessed"`
 		Vacuous              []string    `json:"vacuous"`
-	}{Scope: res.Scope, Mode: res.Bugs.String(), Distinct: res.Distinct, Generated: res.Generated, Depth: res.Depth, Complete: res.Complete,
-		Seconds: res.Elapsed.Seconds(), StatesPerSecond: float64(res.Distinct) / max(res.Elapsed.Seconds(), 1e-9),
+		VacuousScope         string      `json:"vacuous_scope,omitempty"`
+		NeverReached         []string    `json:"never_reached"`
+	}{summary: s, Scope: res.Scope, Mode: res.Bugs.String(), Distinct: res.Distinct, Generated: res.Generated, Depth: res.Depth, Complete: res.Complete,
+		VacuousScope: res.VacuousScope(), NeverReached: append([]string{}, res.NeverReached...),
+		StatesPerSecond:      float64(res.Distinct) / max(res.Elapsed.Seconds(), 1e-9),
 		CollisionProbability: res.CollisionProbability, Violations: []violation{}, Witnessed: []string{}, Vacuous: append([]string{}, res.Vacuous...)}
 	for _, v := range res.Violations {
 		out.Violations = append(out.Violations, violation{v.Property, v.Known, v.Message, v.Steps, files[v.Property]})
@@ -275,9 +304,7 @@ func printJSON(w io.Writer, res *check.Result, files map[string]string) error {
 		}
 	}
 	sort.Strings(out.Witnessed)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return writeJSON(w, out)
 }
 
 func listBugs(w io.Writer) error {

@@ -22,6 +22,7 @@ const (
 type clusterFlags struct {
 	kubeconfigOut, target, binDir string
 	inject                        []string
+	merge                         bool
 }
 
 func newClusterCmd() *cobra.Command {
@@ -31,7 +32,17 @@ func newClusterCmd() *cobra.Command {
 		Short: "Start a local control plane and write a kubeconfig for it",
 		Long: `cluster starts a control plane on this machine, as 'cascade conform' starts
 its envtest targets, writes an admin kubeconfig for it and runs until SIGINT
-or SIGTERM, then stops everything and removes the kubeconfig.
+or SIGTERM, then stops everything and takes the kubeconfig back.
+
+The kubeconfig is yours as soon as it is written, so cluster never replaces
+a file it did not create. --kubeconfig-out must name a new file, which is
+removed on exit; or pass --merge to add cascade's clusters, users and
+contexts to an existing kubeconfig (such as ~/.kube/config) the way kind and
+minikube do, with cascade's context made current. On exit the file goes
+back to its exact bytes when nobody changed it meanwhile; otherwise only
+the entries this run wrote are removed and the previous current context is
+restored. A name the file already uses for an entry cascade did not write
+is refused. Entries carry a "cascade" extension naming the run.
 
   --target upstream  etcd, kube-apiserver and kube-controller-manager v1.36.3
                      (garbage collector and workload controllers), cascade's
@@ -56,7 +67,8 @@ stop, 2 usage error (also: missing binaries).`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCluster(cmd, f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.kubeconfigOut, "kubeconfig-out", f.kubeconfigOut, "where to write the kubeconfig (removed on exit)")
+	fl.StringVar(&f.kubeconfigOut, "kubeconfig-out", f.kubeconfigOut, "where to write the kubeconfig: a new file, removed on exit (an existing one is refused without --merge)")
+	fl.BoolVar(&f.merge, "merge", false, "add cascade's contexts to an existing kubeconfig (made current), and remove exactly them on exit")
 	fl.StringVar(&f.target, "target", f.target, "which garbage collector runs: upstream or impl")
 	fl.StringArrayVar(&f.inject, "inject", nil, "impl: switch on a catalogued bug (repeatable; "+strings.Join(bugs.InjectableNames(), ", ")+")")
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager (default: $KUBEBUILDER_ASSETS, else bin/kube/v1.36.3 of the checkout)")
@@ -82,6 +94,16 @@ func runCluster(cmd *cobra.Command, f clusterFlags) error {
 	if err != nil {
 		return usageErr("--kubeconfig-out: %v", err)
 	}
+	merge := false
+	if _, err := os.Lstat(path); err == nil {
+		if !f.merge {
+			return usageErr("--kubeconfig-out: %v", target.ExistsError(path))
+		}
+		if err := target.CheckMerge(path, clusterAdminContext, clusterLimitedContext); err != nil {
+			return usageErr("--kubeconfig-out: %v", err)
+		}
+		merge = true
+	}
 	spec := target.Spec{Name: f.target, Inject: bs, BinDir: f.binDir, Log: errOut}
 	if err := spec.Validate(); err != nil {
 		return usageErr("--target %s: %v", f.target, err)
@@ -94,10 +116,17 @@ func runCluster(cmd *cobra.Command, f clusterFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := target.WriteKubeconfig(path,
+	write := target.WriteKubeconfig
+	if merge {
+		write = target.MergeKubeconfig
+	}
+	kc, err := write(path,
 		target.Context{Name: clusterAdminContext, Config: t.Admin},
-		target.Context{Name: clusterLimitedContext, Config: t.Limited}); err != nil {
-		return closeTarget(t, &exitError{code: 1, err: err})
+		target.Context{Name: clusterLimitedContext, Config: t.Limited})
+	if err != nil {
+		// the file changed while the control plane started: still an input
+		// error, and nothing was written
+		return closeTarget(t, &exitError{code: 2, err: fmt.Errorf("--kubeconfig-out: %w", err)})
 	}
 	var procs []string
 	for _, p := range t.CP.Processes() {
@@ -109,14 +138,18 @@ func runCluster(cmd *cobra.Command, f clusterFlags) error {
 		gcs = "cascade's reference GC, bugs: " + bs.String()
 	}
 	fmt.Fprintf(out, "cascade cluster: %s control plane at %s (%s)\n", f.target, t.Admin.Host, gcs)
-	fmt.Fprintf(out, "kubeconfig: %s (contexts %s, %s)\n", path, clusterAdminContext, clusterLimitedContext)
+	how := "a new file, removed on exit"
+	if merge {
+		how = "merged; current context now " + clusterAdminContext + ", taken back on exit"
+	}
+	fmt.Fprintf(out, "kubeconfig: %s (contexts %s, %s; %s)\n", path, clusterAdminContext, clusterLimitedContext, how)
 	fmt.Fprintf(out, "  cascade conform --target kubeconfig --kubeconfig %s --limited-context %s\n", path, clusterLimitedContext)
 	fmt.Fprintln(out, "SIGINT or SIGTERM (Ctrl-C) stops it")
 	<-ctx.Done()
 	fmt.Fprintln(errOut, "cascade cluster: stopping")
 	var result error
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-		result = &exitError{code: 1, err: fmt.Errorf("remove %s: %w", path, err)}
+	if err := kc.Remove(); err != nil {
+		result = &exitError{code: 1, err: err}
 	}
 	return closeTarget(t, result)
 }

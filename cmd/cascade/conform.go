@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -54,12 +53,12 @@ func (c caseResult) outputText() string {
 	return b.String()
 }
 
-// conformReport is the result of a conform run, as --json prints it.
+// conformReport is the result of a conform run, as --json prints it: the
+// shared summary, then the cases.
 type conformReport struct {
-	Target      string       `json:"target"`
+	summary
 	Where       string       `json:"where"`
 	Started     time.Time    `json:"started"`
-	Seconds     float64      `json:"seconds"`
 	Passed      int          `json:"passed"`
 	Failed      int          `json:"failed"`
 	Errors      int          `json:"errors"`
@@ -93,6 +92,8 @@ type phaseEnv struct {
 	planned int
 	// progress receives free-form progress lines (io.Discard with -q).
 	progress io.Writer
+	// seed is the seed of the fuzz phase's runs (0: none ran).
+	seed uint64
 }
 
 // conformPhase is one part of a conform run on a started target. Phases
@@ -157,10 +158,12 @@ bin/kube/v1.36.3 of the checkout around the working directory or the
 executable ('make kube' builds them).
 
 The summary table (trace, result, time) goes to stdout, or a JSON summary
-with --json; progress goes to stderr. --junit writes a JUnit XML report
-(one testsuite, one testcase per trace: a failure carries the diff, a skip
-its reason). --out DIR writes summary.json, junit.xml and, for each failed
-trace, DIR/<trace>.txt with the diff and the target's whole output.
+with --json (the schema check and fuzz share, with the fuzz phase's seed and
+the command that reproduces the run; see README); progress goes to stderr.
+--junit writes a JUnit XML report (one testsuite, one testcase per trace: a
+failure carries the diff, a skip its reason). --out DIR writes summary.json,
+junit.xml (with --junit too) and, for each failed trace, DIR/<trace>.txt
+with the diff and the target's whole output.
 
 Exit codes: 0 no divergence, 1 a divergence or a replay that could not
 complete, 2 usage or input error (a bad kubeconfig, an unreachable cluster,
@@ -248,7 +251,8 @@ func runConform(cmd *cobra.Command, f *conformFlags) error {
 	}
 
 	ctx := cmd.Context()
-	rep := &conformReport{Target: spec.Name, Started: time.Now()}
+	rep := &conformReport{Started: time.Now()}
+	rep.Target = spec.Name
 	t, err := startTarget(ctx, spec)
 	if err != nil {
 		return err
@@ -276,7 +280,16 @@ func runConform(cmd *cobra.Command, f *conformFlags) error {
 		}
 	}
 	rep.Interrupted = ctx.Err() != nil
+	rep.summary = newSummary(cmd, spec.Name, "fuzz-seed", env.seed)
 	rep.Seconds = time.Since(rep.Started).Seconds()
+	switch {
+	case rep.Interrupted:
+		rep.Result = summaryInterrupted
+	case phaseErr != nil || rep.Failed > 0 || rep.Errors > 0:
+		rep.Result = summaryFail
+	default:
+		rep.Result = summaryPass
+	}
 
 	if err := printConform(out, rep, f.jsonOut); err != nil {
 		return closeTarget(t, err)
@@ -338,9 +351,7 @@ func runTracePhase(ctx context.Context, env *phaseEnv) error {
 // each failure's diff.
 func printConform(w io.Writer, rep *conformReport, jsonOut bool) error {
 	if jsonOut {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(w, rep)
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "TRACE\tRESULT\tTIME\tNOTE")
@@ -393,16 +404,11 @@ func writeConformReports(rep *conformReport, junitPath, outDir string) error {
 	if outDir == "" {
 		return nil
 	}
-	if junitPath == "" {
-		if err := write(filepath.Join(outDir, "junit.xml"), junit); err != nil {
-			return err
-		}
+	// --out holds every report, --junit's copy too
+	if err := write(filepath.Join(outDir, "junit.xml"), junit); err != nil {
+		return err
 	}
-	if err := write(filepath.Join(outDir, "summary.json"), func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}); err != nil {
+	if err := write(filepath.Join(outDir, "summary.json"), func(w io.Writer) error { return writeJSON(w, rep) }); err != nil {
 		return err
 	}
 	for _, c := range rep.Cases {

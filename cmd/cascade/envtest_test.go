@@ -62,16 +62,78 @@ func TestReplayUpstream(t *testing.T) {
 	}
 }
 
-// TestClusterThroughKubeconfig runs `cascade cluster` as its own process,
-// replays traces through the kubeconfig it writes (the kubeconfig target,
-// with its limited context and the webhook the cluster installed), checks
-// that the runs left none of their objects behind, then stops the cluster
-// with SIGTERM and checks that it removed the kubeconfig and that none of
-// its processes survived.
-func TestClusterThroughKubeconfig(t *testing.T) {
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
+// usersKubeconfig stands for a person's ~/.kube/config.
+const usersKubeconfig = `# mine: keep
+apiVersion: v1
+kind: Config
+clusters:
+- cluster:
+    server: https://prod.example:6443
+  name: prod
+contexts:
+- context:
+    cluster: prod
+    user: me
+  name: mine
+current-context: mine
+users:
+- name: me
+  user:
+    token: secret-token
+`
+
+// TestClusterRefusesAUsersKubeconfig: `cascade cluster --kubeconfig-out`
+// naming an existing file exits 2 with one line, before it starts a
+// control plane, and leaves the file as it was. (It used to write over
+// the file and delete it on SIGINT.)
+func TestClusterRefusesAUsersKubeconfig(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kc, []byte(usersKubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cluster := exec.Command(os.Args[0])
 	cluster.Env = append(os.Environ(), asCascade+"="+strings.Join(append([]string{"cluster", "--kubeconfig-out", kc}, binDirArgs()...), " "))
+	var stderr lockedBuffer
+	cluster.Stderr = &stderr
+	if err := cluster.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cluster.Wait() }()
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("exit: %v, want 2", err)
+		}
+	case <-time.After(2 * time.Minute):
+		_ = cluster.Process.Signal(syscall.SIGINT)
+		<-exited
+		t.Errorf("cascade cluster ran over an existing kubeconfig:\n%s", stderr.String())
+	}
+	msg := strings.TrimSpace(stderr.String())
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, kc+" already exists") || !strings.Contains(msg, "--merge") {
+		t.Errorf("stderr:\n%s", msg)
+	}
+	if got, err := os.ReadFile(kc); err != nil || string(got) != usersKubeconfig {
+		t.Fatalf("the user's kubeconfig was changed: %v\n%s", err, got)
+	}
+}
+
+// TestClusterThroughKubeconfig runs `cascade cluster --merge` as its own
+// process, merging into a user's kubeconfig, replays traces through it
+// (the kubeconfig target, with its limited context and the webhook the
+// cluster installed), checks that the runs left none of their objects
+// behind, then stops the cluster with SIGTERM and checks that the user's
+// kubeconfig is back to its exact bytes and that none of the cluster's
+// processes survived.
+func TestClusterThroughKubeconfig(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(usersKubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cluster := exec.Command(os.Args[0])
+	cluster.Env = append(os.Environ(), asCascade+"="+strings.Join(append([]string{"cluster", "--merge", "--kubeconfig-out", kc}, binDirArgs()...), " "))
 	stdout, err := cluster.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -145,8 +207,8 @@ func TestClusterThroughKubeconfig(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("cascade cluster did not stop within a minute of SIGTERM:\n%s", stderr)
 	}
-	if _, err := os.Stat(kc); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the kubeconfig outlived the cluster: %v", err)
+	if got, err := os.ReadFile(kc); err != nil || string(got) != usersKubeconfig {
+		t.Errorf("the user's kubeconfig is not back to what it was: %v\n%s", err, got)
 	}
 	pids := regexp.MustCompile(`\(pid (\d+)\)`).FindAllStringSubmatch(stderr.String(), -1)
 	if len(pids) != 3 {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -97,10 +96,15 @@ no answer, as a real client does; each write whose answer was lost and that
 the audit log does not hold is in the history as maybe applied. The run
 must still be linearizable and, once quiet, live. Each run's progress line
 names its restarts, their time and its ops maybe applied; the --json
-summary totals them (Restarts, RestartTime, MaybeApplied).
+summary totals them (restarts, restart_seconds, maybe_applied).
 
-Progress goes to stderr, the summary to stdout (--json for
-JSON). Exit codes: 0 every run passed, 1 a run failed, 2 usage or input error.`,
+Progress goes to stderr, a line per run with its own time; the summary goes
+to stdout and names the seed and the command that runs the same runs again
+(--json: the schema check and conform share, see README). SIGINT or SIGTERM
+stops fuzzing within seconds: the run it cuts short is neither passed nor
+failed, nothing is shrunk or written to --out, the run's objects are removed
+and the control plane stopped. Exit codes: 0 every run passed, 1 a run
+failed, 2 usage or input error, 130 interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runFuzz(cmd, f) },
 	}
@@ -175,54 +179,145 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	cfg := fuzz.Config{Checks: f.checks, Steps: f.steps, Seed: f.seed, Clients: f.clients, ShrinkTime: f.shrinkTime,
 		Universe: u, Out: f.out, Progress: cmd.ErrOrStderr(), FailFile: f.failFile}
 	rep, err := fuzz.OnTarget(ctx, t, cfg)
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && (rep == nil || rep.Failure == nil) {
+		// the run the signal cut short has no verdict: no summary that
+		// could pass for one, only what ran before it
+		if rep != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "cascade fuzz: interrupted after %d passed runs (%d steps), seed %d\n", rep.Checks, rep.Steps, rep.Seed)
+			if f.json {
+				_ = printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed), rep, true)
+			}
+		}
 		return errInterrupted
 	}
 	if err != nil {
 		return err
 	}
-	if err := printFuzz(cmd.OutOrStdout(), rep, f.json); err != nil {
+	if err := printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed), rep, f.json); err != nil {
 		return err
 	}
-	if !rep.OK() {
+	switch {
+	case ctx.Err() != nil:
+		return errInterrupted
+	case !rep.OK():
 		return errViolation
 	}
 	return nil
 }
 
-func printFuzz(w io.Writer, rep *fuzz.Report, asJSON bool) error {
-	if asJSON {
-		e := json.NewEncoder(w)
-		e.SetIndent("", "  ")
-		return e.Encode(rep)
+// fuzzSummary is `cascade fuzz --json`: the shared summary, then the runs.
+type fuzzSummary struct {
+	summary
+	// Mode is stepped or concurrent.
+	Mode   string   `json:"mode"`
+	Inject []string `json:"inject"`
+	// Runs took at least one step, up to the first failing one; Passed of
+	// them passed.
+	Runs   int `json:"runs"`
+	Passed int `json:"runs_passed"`
+	Steps  int `json:"steps"`
+	// HistoryOps are the history operations checked (concurrent runs).
+	HistoryOps int      `json:"history_ops"`
+	Known      []string `json:"known_races"`
+	// Restarts are the restarts the passed runs did (--restart-apiserver,
+	// --restart-gc), RestartSeconds their total time, and MaybeApplied
+	// the history operations those runs checked with no known outcome.
+	Restarts       int     `json:"restarts"`
+	RestartSeconds float64 `json:"restart_seconds"`
+	MaybeApplied   int     `json:"maybe_applied"`
+	// Failure is the first failing run, shrunk (null when all passed).
+	Failure *fuzzFailure `json:"failure"`
+}
+
+// fuzzFailure is a failing run in fuzzSummary.
+type fuzzFailure struct {
+	Kind    string `json:"kind"`
+	Summary string `json:"summary"`
+	// Steps is the shrunk run's length; Run the failing run's number.
+	Steps int `json:"steps"`
+	Run   int `json:"run"`
+	// FoundAfter is the time from the start to the failing run.
+	FoundAfter float64 `json:"found_after_seconds"`
+	Attributed bool    `json:"attributed_to_injected_bugs"`
+	Trace      string  `json:"trace_file,omitempty"`
+	History    string  `json:"history_file,omitempty"`
+	FailFile   string  `json:"fail_file,omitempty"`
+	// Replay is the command that replays the trace.
+	Replay string `json:"replay_command,omitempty"`
+}
+
+func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
+	s.Seconds = rep.Elapsed.Seconds()
+	switch {
+	case rep.Failure != nil:
+		s.Result = summaryFail
+	case rep.Interrupted:
+		s.Result = summaryInterrupted
+	default:
+		s.Result = summaryPass
 	}
-	fmt.Fprintf(w, "target %s (%s runs): %d runs passed, %d steps", rep.Target, rep.Mode, rep.Checks, rep.Steps)
+	out := fuzzSummary{summary: s, Mode: rep.Mode, Inject: append([]string{}, rep.Inject...), Runs: rep.Runs, Passed: rep.Checks,
+		Steps: rep.Steps, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...),
+		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied}
+	if f := rep.Failure; f != nil {
+		out.Failure = &fuzzFailure{Kind: f.Kind, Summary: f.Summary, Steps: f.Steps, Run: f.Run, FoundAfter: f.FoundAfter.Seconds(),
+			Attributed: f.Attributed, Trace: f.Trace, History: f.History, FailFile: f.FailFile, Replay: replayCommand(rep)}
+	}
+	return out
+}
+
+// replayCommand is the command that replays a failure's trace ("" when
+// none was written).
+func replayCommand(rep *fuzz.Report) string {
+	f := rep.Failure
+	if f == nil || f.Trace == "" {
+		return ""
+	}
+	if f.ReplayTarget != "" { // the trace's # bug: header switches the bugs on
+		return fmt.Sprintf("cascade replay --target %s %s", f.ReplayTarget, f.Trace)
+	}
+	history := ""
+	if f.ReplayHistory {
+		history = "--history "
+	}
+	return fmt.Sprintf("cascade replay --target %s %s%s%s", rep.Target, injectFlag(rep), history, f.Trace)
+}
+
+func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
+	if asJSON {
+		return writeJSON(w, newFuzzSummary(s, rep))
+	}
+	fmt.Fprintf(w, "target %s (%s runs): %d runs passed", rep.Target, rep.Mode, rep.Checks)
+	if rep.Runs > rep.Checks {
+		fmt.Fprintf(w, " of %d", rep.Runs)
+	}
+	fmt.Fprintf(w, ", %d steps", rep.Steps)
 	if rep.Ops > 0 {
 		fmt.Fprintf(w, ", %d history operations checked", rep.Ops)
 	}
-	fmt.Fprintf(w, " in %s\n", rep.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, " in %s, seed %d\n", rep.Elapsed.Round(time.Millisecond), rep.Seed)
+	if rep.Restarts > 0 {
+		fmt.Fprintf(w, "%d restarts in %s, %d history operations maybe applied\n", rep.Restarts, rep.RestartTime.Round(time.Millisecond), rep.MaybeApplied)
+	}
 	for _, k := range rep.Known {
 		fmt.Fprintf(w, "known upstream race: %s\n", k)
 	}
 	if f := rep.Failure; f != nil {
-		fmt.Fprintf(w, "FAILED (%s) after %s, shrunk to %d steps, seed %d:\n  %s\n", f.Kind, f.FoundAfter.Round(time.Millisecond), f.Steps, f.Seed, strings.ReplaceAll(f.Summary, "\n", "\n  "))
+		shrunk := "shrunk to"
+		if rep.Interrupted {
+			shrunk = "interrupted while shrinking,"
+		}
+		fmt.Fprintf(w, "FAILED (%s) in run %d after %s, %s %d steps, seed %d:\n  %s\n", f.Kind, f.Run, f.FoundAfter.Round(time.Millisecond), shrunk, f.Steps, f.Seed, strings.ReplaceAll(f.Summary, "\n", "\n  "))
 		for _, a := range []struct{ what, path string }{{"trace", f.Trace}, {"history", f.History}, {"rapid fail file", f.FailFile}} {
 			if a.path != "" {
 				fmt.Fprintf(w, "  %s: %s\n", a.what, a.path)
 			}
 		}
-		if f.Trace != "" {
-			history := ""
-			if f.ReplayHistory {
-				history = "--history "
-			}
-			if f.ReplayTarget != "" { // the trace's # bug: header switches the bugs on
-				fmt.Fprintf(w, "  replay: cascade replay --target %s %s\n", f.ReplayTarget, f.Trace)
-			} else {
-				fmt.Fprintf(w, "  replay: cascade replay --target %s %s%s%s\n", rep.Target, injectFlag(rep), history, f.Trace)
-			}
+		if c := replayCommand(rep); c != "" {
+			fmt.Fprintf(w, "  replay: %s\n", c)
 		}
 	}
+	fmt.Fprintf(w, "reproduce: %s\n", s.Reproduce)
 	return nil
 }
 
@@ -257,7 +352,6 @@ func init() {
 }
 
 func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
-	name := fmt.Sprintf("fuzz/%d-runs-seed-%d", conformFuzz.checks, conformFuzz.seed)
 	if conformFuzz.checks == 0 {
 		return nil
 	}
@@ -269,21 +363,43 @@ func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
 		ShrinkTime: time.Minute, Universe: fuzz.DefaultUniverse, Out: conformFuzz.out, Progress: env.progress}
 	start := time.Now()
 	rep, err := fuzz.OnTarget(ctx, env.target, cfg)
-	if ctx.Err() != nil {
+	if rep != nil {
+		env.seed = rep.Seed
+	}
+	if ctx.Err() != nil && (rep == nil || rep.Failure == nil) {
 		return nil // interrupted: runConform reports it
 	}
+	name := fmt.Sprintf("fuzz/%d-runs-seed-%d", conformFuzz.checks, env.seed)
 	c := caseResult{Phase: "fuzz", Name: name, Seconds: time.Since(start).Seconds()}
 	switch {
 	case err != nil:
 		c.Result, c.Message = resultError, err.Error()
 	case !rep.OK():
+		s := summary{Reproduce: fuzzCommand(env.target.Spec, rep.Seed)}
 		var b strings.Builder
-		_ = printFuzz(&b, rep, false)
+		_ = printFuzz(&b, s, rep, false)
 		c.Result, c.Message = resultFail, b.String()
 	default:
 		c.Result = resultPass
-		c.Message = fmt.Sprintf("%d runs, %d steps, %d history operations", rep.Checks, rep.Steps, rep.Ops)
+		c.Message = fmt.Sprintf("%d runs, %d steps, %d history operations, seed %d", rep.Checks, rep.Steps, rep.Ops, rep.Seed)
 	}
 	env.add(c)
 	return nil
+}
+
+// fuzzCommand is the `cascade fuzz` command line that repeats conform's
+// fuzz phase on spec's target.
+func fuzzCommand(spec target.Spec, seed uint64) string {
+	args := []string{"cascade fuzz --target", spec.Name}
+	for _, b := range spec.Inject.Names() {
+		args = append(args, "--inject", b)
+	}
+	if spec.Kubeconfig != "" {
+		args = append(args, "--kubeconfig", shellQuote(spec.Kubeconfig))
+	}
+	if spec.Context != "" {
+		args = append(args, "--context", shellQuote(spec.Context))
+	}
+	args = append(args, fmt.Sprintf("--checks %d --steps %d --clients %d --seed %d", conformFuzz.checks, conformFuzz.steps, conformFuzz.clients, seed))
+	return strings.Join(args, " ")
 }

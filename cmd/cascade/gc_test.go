@@ -107,7 +107,7 @@ func TestGCKubeconfig(t *testing.T) {
 		}
 	})
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := target.WriteKubeconfig(kc, target.Context{Name: "cascade", Config: cp.Config}); err != nil {
+	if _, err := target.WriteKubeconfig(kc, target.Context{Name: "cascade", Config: cp.Config}); err != nil {
 		t.Fatal(err)
 	}
 	gc := startGC(t, "--kubeconfig", kc, "--adopter", "--sync-period", "2s")
@@ -213,7 +213,7 @@ func TestGCKubeconfig(t *testing.T) {
 	// an unreachable cluster: exit 2, one line naming the kubeconfig
 	dead := filepath.Join(t.TempDir(), "dead.kubeconfig")
 	// port 1 on the loopback address refuses connections at once
-	if err := target.WriteKubeconfig(dead, target.Context{Name: "dead", Config: &rest.Config{
+	if _, err := target.WriteKubeconfig(dead, target.Context{Name: "dead", Config: &rest.Config{
 		Host: "https://127.0.0.1:1", BearerToken: "t", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}}); err != nil {
 		t.Fatal(err)
 	}

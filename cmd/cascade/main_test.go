@@ -98,6 +98,8 @@ func TestUsageErrors(t *testing.T) {
 		{"check", "--preset", "relist", "--op", "delete cm/x"},
 		{"check", "--setup", "explode cm/x"},
 		{"check", "--preset", "relist", "--constraint", "colour<3"},
+		{"check", "--setup", "create cm/a", "--op", "delete cm/a", "--constraint", "objects.cm<0"},
+		{"check", "--setup", "create cm/a", "--op", "delete cm/a", "--constraint", "objects.cm<=0", "--constraint", "events<=3"},
 		{"check", "--preset", "relist", "--max-depth", "x"},
 		{"render", "missing.trace", "--html", "x.html"},
 		{"render", "../../traces/races/orphan-adoption.trace"},
@@ -108,6 +110,25 @@ func TestUsageErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(out, "error: ") {
 			t.Errorf("%v: exit %d, want 2 with an error:\n%s", args, code, out)
 		}
+	}
+}
+
+// TestCheckVacuousOpFails: an op on an object that never exists makes
+// the check vacuous: exit 1, said in the text and in the JSON, although
+// every property holds.
+func TestCheckVacuousOpFails(t *testing.T) {
+	out, code := cascade(t, "check", "--setup", "create cm/a", "--op", "delete cm/x", "-q")
+	if code != 1 || !strings.Contains(out, `VACUOUS: op "delete cm/x" never reached an object`) {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	out, code = cascade(t, "check", "--setup", "create cm/a", "--op", "delete cm/x", "-q", "--json")
+	var res struct {
+		VacuousScope string   `json:"vacuous_scope"`
+		NeverReached []string `json:"never_reached"`
+	}
+	// the JSON, then the harness's "error:" line for exit 1
+	if err := json.NewDecoder(strings.NewReader(out)).Decode(&res); err != nil || code != 1 || len(res.NeverReached) != 1 || res.VacuousScope == "" {
+		t.Fatalf("exit %d, %v:\n%s", code, err, out)
 	}
 }
 

@@ -16,13 +16,29 @@ func newRenderCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "render TRACE (--html OUT.html | --dot OUT.dot [--step N])",
 		Short: "Draw a trace: a step-through HTML page, or one step as Graphviz",
-		Long: `render replays a trace on the model and draws it.
+		Long: `render replays a trace on the model and draws it. TRACE is a trace file or
+the name of a trace built into cascade (race/orphan-adoption; see 'cascade
+conform --list').
 
---html writes one self-contained page: every step with its actor and API
-result, the ownership graph as SVG (owners above dependents; red edges are
-blockOwnerDeletion; orange boxes are being deleted, grey ones are gone), the
-properties a step violated, the state diff and the GC's queues. Arrow keys
-step through it; it opens at the first violation.
+--html writes one self-contained page. On the left, a swimlane view: one
+row per step in order, one lane per actor (each client principal, the
+controllers' informers, each controller, the GC's informers, its
+attemptToOrphan and attemptToDelete workers, the CRD cleanup). On the
+right, the step shown: its actor and API result, the ownership graph as SVG
+(owners above dependents; red edges are blockOwnerDeletion; orange boxes
+are being deleted, grey ones are gone), the properties it violated, the
+state diff and the GC's queues. Arrow keys step through it; #N in the
+address opens step N.
+
+The page opens on the step that violates the trace's property (its
+'# property:' header, else any). That step and the one that made it
+possible are marked, in the swimlanes and in a line above them, and joined
+by an arrow; both show the graph before and after the step. The step that
+made it possible is the GC's stale decision's racing write when another
+actor wrote the object between the decision and the GC's write; otherwise
+the last command written before the violation without which the trace,
+replayed, no longer violates the property (the racing write, the stale
+delivery, the lost event).
 
 --dot writes the ownership graph of one step (--step, default the last) for
 Graphviz: 'dot -Tsvg OUT.dot > OUT.svg'.`,
@@ -31,10 +47,11 @@ Graphviz: 'dot -Tsvg OUT.dot > OUT.svg'.`,
 			if (htmlOut == "") == (dotOut == "") {
 				return usageErr("give exactly one of --html or --dot")
 			}
-			tr, err := traces.ParseFile(args[0])
+			loaded, err := loadTraces(args) // a file, or an embedded trace's name
 			if err != nil {
-				return usageErr("%v", err)
+				return err
 			}
+			tr := loaded[0]
 			frames, err := traces.Frames(tr)
 			if err != nil {
 				return usageErr("%v", err)
@@ -47,8 +64,10 @@ Graphviz: 'dot -Tsvg OUT.dot > OUT.svg'.`,
 			if err != nil {
 				return usageErr("%v", err)
 			}
+			opens := ""
 			if htmlOut != "" {
 				err = render.HTML(f, tr, frames)
+				opens = opensAt(render.FindRace(tr, frames), frames)
 			} else {
 				if step < 0 {
 					step = len(frames) - 1
@@ -62,7 +81,7 @@ Graphviz: 'dot -Tsvg OUT.dot > OUT.svg'.`,
 				os.Remove(path)
 				return usageErr("%v", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d steps)\n", path, len(frames)-1)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d steps)%s\n", path, len(frames)-1, opens)
 			return nil
 		},
 	}
@@ -70,4 +89,17 @@ Graphviz: 'dot -Tsvg OUT.dot > OUT.svg'.`,
 	cmd.Flags().StringVar(&dotOut, "dot", "", "write one step as Graphviz")
 	cmd.Flags().IntVar(&step, "step", -1, "with --dot: the step to draw (0 is the initial state; default the last)")
 	return cmd
+}
+
+// opensAt says where the page opens and which step made the violation
+// possible.
+func opensAt(r render.Race, frames []traces.Frame) string {
+	if r.Violating < 0 {
+		return "; no step violates a property"
+	}
+	out := fmt.Sprintf("; opens at step %d (%s), which violates %s", r.Violating, frames[r.Violating].Command, r.Property)
+	if r.Enabling >= 0 {
+		out += fmt.Sprintf("; step %d (%s) made it possible", r.Enabling, frames[r.Enabling].Command)
+	}
+	return out
 }

@@ -22,7 +22,7 @@ func TestTargetUsageErrors(t *testing.T) {
 	dir := t.TempDir()
 	dead := filepath.Join(dir, "dead.kubeconfig")
 	// port 1 on the loopback address refuses connections at once
-	if err := target.WriteKubeconfig(dead, target.Context{Name: "dead", Config: &rest.Config{
+	if _, err := target.WriteKubeconfig(dead, target.Context{Name: "dead", Config: &rest.Config{
 		Host: "https://127.0.0.1:1", BearerToken: "t", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestConformModelReports(t *testing.T) {
 // TestJUnitFailureAndSkip: a failure carries the diff and the target's
 // output, a skip its reason.
 func TestJUnitFailureAndSkip(t *testing.T) {
-	rep := &conformReport{Target: "upstream", Started: time.Unix(0, 0)}
+	rep := &conformReport{summary: summary{Target: "upstream"}, Started: time.Unix(0, 0)}
 	rep.add(caseResult{Phase: "traces", Name: "scenario/a", Result: resultFail, Message: "a.trace:3: stanza 1 differs\n- cm/a live\n+ cm/a gone", Output: [][]string{{"cm/a gone"}}})
 	rep.add(caseResult{Phase: "traces", Name: "race/b", Result: resultSkip, Message: "it takes GC steps"})
 	rep.add(caseResult{Phase: "traces", Name: "scenario/c", Result: resultPass, Seconds: 1.5})

@@ -22,6 +22,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/replay"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/model"
+	"github.com/cascade-k8s/cascade/model/check"
 	"github.com/cascade-k8s/cascade/traces"
 )
 
@@ -138,7 +139,8 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			return nil, fmt.Errorf("fuzz: audit log: %w", err)
 		}
 	}
-	rep := &Report{Target: env.Target, Inject: env.Inject, Mode: "concurrent"}
+	cfg = withSeed(cfg)
+	rep := &Report{Target: env.Target, Inject: env.Inject, Mode: "concurrent", Seed: cfg.Seed}
 	start := time.Now()
 	// With injected bugs and a surrogate (env.Surrogate, env.Confirm), a
 	// failing run whose client steps hold no settled reproducer is kept
@@ -149,7 +151,12 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	var last, repro, held *runFailure
 	var foundAt time.Time
 	n, foundRun := 0, 0
+	shrinking := false // rapid is rerunning a failed run's variants
 	prop := func(t *rapid.T) {
+		endShrinking(ctx, shrinking)
+		if ctx.Err() != nil {
+			return // interrupted: no more runs
+		}
 		if (cfg.expired() && foundAt.IsZero()) || repro != nil {
 			return // out of time, or reproduced: nothing for rapid to shrink
 		}
@@ -158,12 +165,19 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		}
 		n++
 		r := &concurrentRun{ctx: ctx, env: env, cfg: cfg, program: make([][]string, cfg.Clients)}
+		runStart := time.Now()
+		first := !shrinking
+		judged := false // passed or failed: not cut short by an interrupt
 		defer func() {
-			if x := recover(); x != nil && x != errHeld {
-				panic(x)
+			if judged && first && len(r.sent) > 0 {
+				rep.Runs++
+				rep.Steps += len(r.sent)
 			}
 		}()
+		defer func() { recoverStop(recover(), errHeld) }()
 		r.fail = func(kind, summary string, write func(string) (string, error)) {
+			stopIfInterrupted(ctx)
+			judged = true
 			if foundAt.IsZero() {
 				foundAt, foundRun = time.Now(), n
 			}
@@ -180,24 +194,30 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			}
 			// the failure's kind only: its details name real objects and
 			// times, and rapid shrinks only towards the same message
+			shrinking = true
 			t.Fatalf("%s", kind)
 		}
 		r.run(t)
-		rep.Steps += len(r.sent)
+		stopIfInterrupted(ctx)
+		judged = true
 		rep.Ops += r.ops
 		rep.Known = append(rep.Known, r.known...)
-		rep.MaybeApplied += r.maybe
-		for _, x := range r.restarts {
-			rep.Restarts++
-			rep.RestartTime += x.took
+		if first && len(r.sent) == 0 {
+			progress(cfg, "run %d/%d: drawn empty, not counted (%s)", n, cfg.Checks, time.Since(runStart).Round(time.Millisecond))
 		}
-		if foundAt.IsZero() {
+		if first && len(r.sent) > 0 {
 			rep.Checks++
+			rep.MaybeApplied += r.maybe
+			for _, x := range r.restarts {
+				rep.Restarts++
+				rep.RestartTime += x.took
+			}
 			extra := ""
 			if len(r.restarts) > 0 {
 				extra = fmt.Sprintf("; %s, %d ops maybe applied", restartSummary(r.restarts), r.maybe)
 			}
-			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable, quiet state live (%s)%s", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, time.Since(start).Round(time.Millisecond), extra)
+			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable, quiet state live (%s; %s in all)%s", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops,
+				time.Since(runStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond), extra)
 		}
 	}
 	msg, failFile, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
@@ -205,7 +225,13 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	if err != nil {
 		return rep, err
 	}
+	if ctx.Err() != nil && held == nil && last == nil {
+		rep.Interrupted = true
+		return rep, ctx.Err()
+	}
 	switch {
+	case msg == "" && held == nil && last != nil: // interrupted while shrinking
+		msg = last.kind + ": " + firstLine(last.summary)
 	case msg == "" && held == nil:
 		return rep, nil
 	case msg == "": // only held failures: the first, unshrunk
@@ -221,6 +247,7 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	if last != nil {
 		rep.Failure.ReplayTarget = last.replayTarget
 	}
+	rep.Interrupted = ctx.Err() != nil
 	return rep, err
 }
 
@@ -246,22 +273,15 @@ func (r *concurrentRun) reproduce(kind, summary string) *runFailure {
 	lines := landed(r.sent)
 	begin := time.Now()
 	inject := strings.Join(r.env.Inject, ",")
-	trace, steps := settledReproducer(r.env.Surrogate, lines, func(predicted string, steps int) ([]string, []traces.Header) {
-		desc := []string{
-			fmt.Sprintf("A settled reproducer of a concurrent run of `cascade fuzz --target %s` that failed (%s):", r.env.Target, kind),
-			firstLine(summary),
-			fmt.Sprintf("Each of its %d client steps is followed by settle, so the GC catches up before the next; the expected output is the model's.", steps),
-			"The model with the injected bug(s) predicts the divergence: " + firstLine(predicted),
-		}
-		// the state diff under that line, indented as it comes
-		_, diff, _ := strings.Cut(predicted, "\n")
-		for l := range strings.Lines(diff) {
-			desc = append(desc, strings.TrimRight(l, "\n"))
-		}
-		desc = append(desc, "impl ran with injected bug(s) "+inject+"; reproduce with:",
-			"  cascade replay --target "+r.env.Target+" --inject "+inject+" --history THIS.trace")
-		return desc, []traces.Header{{Key: traces.HeaderFoundBy, Value: "cascade fuzz --target " + r.env.Target}}
+	type found struct {
+		trace string
+		steps int
+	}
+	f := interruptible(r.ctx, func() found {
+		trace, steps := settledReproducer(r.env.Surrogate, lines, r.settledHeader(kind, summary, inject))
+		return found{trace, steps}
 	})
+	trace, steps := f.trace, f.steps
 	if trace == "" {
 		if rf := r.race(kind, summary, lines); rf != nil {
 			return rf
@@ -290,6 +310,27 @@ func (r *concurrentRun) reproduce(kind, summary string) *runFailure {
 	}
 }
 
+// settledHeader describes a settled reproducer of the run that failed
+// with kind and summary (settledReproducer's header).
+func (r *concurrentRun) settledHeader(kind, summary, inject string) func(predicted string, steps int) ([]string, []traces.Header) {
+	return func(predicted string, steps int) ([]string, []traces.Header) {
+		desc := []string{
+			fmt.Sprintf("A settled reproducer of a concurrent run of `cascade fuzz --target %s` that failed (%s):", r.env.Target, kind),
+			firstLine(summary),
+			fmt.Sprintf("Each of its %d client steps is followed by settle, so the GC catches up before the next; the expected output is the model's.", steps),
+			"The model with the injected bug(s) predicts the divergence: " + firstLine(predicted),
+		}
+		// the state diff under that line, indented as it comes
+		_, diff, _ := strings.Cut(predicted, "\n")
+		for l := range strings.Lines(diff) {
+			desc = append(desc, strings.TrimRight(l, "\n"))
+		}
+		desc = append(desc, "impl ran with injected bug(s) "+inject+"; reproduce with:",
+			"  cascade replay --target "+r.env.Target+" --inject "+inject+" --history THIS.trace")
+		return desc, []traces.Header{{Key: traces.HeaderFoundBy, Value: "cascade fuzz --target " + r.env.Target}}
+	}
+}
+
 // race searches the failing run's client steps for a race the model with
 // the injected bugs reproduces (race.go) and replays it on a stepped impl
 // (env.ConfirmStepped); it returns the confirmed race as the run's
@@ -312,7 +353,15 @@ func (r *concurrentRun) race(kind, summary string, lines []string) *runFailure {
 	if budget <= 0 {
 		budget = 30 * time.Second
 	}
-	ce, steps := raceReproducer(r.env.Surrogate, r.env.Relist, lines, "cascade fuzz --target "+r.env.Target, doc, budget)
+	type found struct {
+		ce    *check.Counterexample
+		steps int
+	}
+	f := interruptible(r.ctx, func() found {
+		ce, steps := raceReproducer(r.env.Surrogate, r.env.Relist, lines, "cascade fuzz --target "+r.env.Target, doc, budget)
+		return found{ce, steps}
+	})
+	ce, steps := f.ce, f.steps
 	if ce == nil {
 		progress(r.cfg, "reproduce: no race in the run's client steps reproduces on the model with %s (%s)", inject, time.Since(begin).Round(time.Millisecond))
 		return nil
@@ -386,16 +435,16 @@ func (r *concurrentRun) run(t *rapid.T) {
 	if r.env.Audit == nil {
 		var err error
 		if obs, err = history.NewObserver(r.env.Admin, scope); err != nil {
-			t.Fatalf("error: %v", err)
+			r.fatal(t, err)
 		}
 		if err := obs.Start(r.ctx); err != nil {
-			t.Fatalf("error: %v", err)
+			r.fatal(t, err)
 		}
 		defer func() { _ = obs.Stop() }()
 	}
 	d, err := driver.New(admin, nil, prefix)
 	if err != nil {
-		t.Fatalf("error: %v", err)
+		r.fatal(t, err)
 	}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), time.Minute)
@@ -450,7 +499,7 @@ func (r *concurrentRun) run(t *rapid.T) {
 			r.maybe++
 		}
 	}
-	res := lin.Check(ops, opts)
+	res := interruptible(r.ctx, func() lin.Result { return lin.Check(ops, opts) })
 	for _, k := range res.Known {
 		r.known = append(r.known, k.Issue+": "+k.Message)
 	}
@@ -476,6 +525,13 @@ func (r *concurrentRun) run(t *rapid.T) {
 	if v := checkLiveness(objs); v != nil {
 		r.fail("liveness", fmt.Sprintf("once quiet: %s", v), nil)
 	}
+}
+
+// fatal ends a run that could not be set up: an error, or no verdict at
+// all when fuzzing was interrupted.
+func (r *concurrentRun) fatal(t *rapid.T, err error) {
+	stopIfInterrupted(r.ctx)
+	t.Fatalf("error: %v", err)
 }
 
 // execute runs every client's steps in order, the clients at once, and

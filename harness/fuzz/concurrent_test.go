@@ -36,8 +36,10 @@ func TestConcurrentImpl(t *testing.T) {
 	if !rep.OK() {
 		t.Fatalf("%s: %s", rep.Failure.Kind, rep.Failure.Summary)
 	}
-	if rep.Checks != 3 || rep.Ops == 0 {
-		t.Fatalf("expected 3 runs with recorded ops, got %+v", rep)
+	// a run drawn empty is not a passed run: every run that took a step
+	// passed
+	if rep.Checks == 0 || rep.Checks != rep.Runs || rep.Ops == 0 {
+		t.Fatalf("expected every run that took a step to pass, with recorded ops, got %+v", rep)
 	}
 	t.Logf("%d runs, %d steps, %d ops, known: %v", rep.Checks, rep.Steps, rep.Ops, rep.Known)
 }

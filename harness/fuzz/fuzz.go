@@ -30,6 +30,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -107,12 +108,22 @@ type Failure struct {
 
 // Report is the outcome of Run.
 type Report struct {
-	Target  string
-	Inject  []string // impl's injected bugs
-	Mode    string   // stepped or concurrent
-	Checks  int      // runs that completed and passed
-	Steps   int      // actions taken over all runs
-	Ops     int      // history operations checked (concurrent)
+	Target string
+	Inject []string // impl's injected bugs
+	Mode   string   // stepped or concurrent
+	// Seed is rapid's seed: the runs again with the same configuration
+	// (a Config.Seed of 0 is replaced by a random one, reported here).
+	Seed uint64
+	// Runs are the runs that took at least one step, up to and including
+	// the first failing one (shrinking's reruns are not counted).
+	Runs int
+	// Checks are the runs that took at least one step and passed: a run
+	// drawn empty, or skipped after the deadline or an interrupt, is not
+	// a passed run.
+	Checks int
+	// Steps are the actions Runs took.
+	Steps   int
+	Ops     int // history operations checked (concurrent)
 	Known   []string
 	Elapsed time.Duration
 	Failure *Failure
@@ -121,13 +132,81 @@ type Report struct {
 	// start until the component served again; MaybeApplied counts the
 	// history operations checked whose outcome was unknown (no answer,
 	// or a server error), which the checker took as maybe applied.
-	Restarts     int           `json:",omitempty"`
-	RestartTime  time.Duration `json:",omitempty"`
-	MaybeApplied int           `json:",omitempty"`
+	Restarts     int
+	RestartTime  time.Duration
+	MaybeApplied int
+	// Interrupted: the context was cancelled. The run it cancelled has no
+	// verdict and is neither passed nor failed; nothing was shrunk or
+	// written.
+	Interrupted bool
 }
 
 // OK reports whether no run failed.
 func (r *Report) OK() bool { return r.Failure == nil }
+
+// errInterrupted ends a run whose context was cancelled: it has no
+// verdict. The run's property function recovers it, so rapid sees a pass
+// and neither shrinks nor writes a fail file.
+var errInterrupted = errors.New("fuzz: interrupted")
+
+// stopIfInterrupted ends the run with errInterrupted when ctx is
+// cancelled: what failed then is the cancellation, not the target.
+func stopIfInterrupted(ctx context.Context) {
+	if ctx.Err() != nil {
+		panic(errInterrupted)
+	}
+}
+
+// interruptible returns f's result, unless ctx is cancelled first: then
+// the run ends with errInterrupted and f finishes in the background with
+// nobody waiting for it. It is for the work that takes no context and may
+// take a minute: porcupine, and the model searches for reproducers.
+func interruptible[T any](ctx context.Context, f func() T) T {
+	done := make(chan T, 1)
+	go func() { done <- f() }()
+	select {
+	case v := <-done:
+		return v
+	case <-ctx.Done():
+		panic(errInterrupted)
+	}
+}
+
+// endShrinking ends rapid's shrinking of a failure when fuzzing is
+// interrupted: rapid takes no context and would try candidates, each
+// passing at once, until its shrink time is spent. runtime.Goexit unwinds
+// rapid.Check (rapid recovers panics, not Goexit) before it reports, and
+// the failure is reported as found, unshrunk.
+func endShrinking(ctx context.Context, shrinking bool) {
+	if shrinking && ctx.Err() != nil {
+		runtime.Goexit()
+	}
+}
+
+// recoverStop recovers the panics that end a run early without failing it
+// (errInterrupted, and extra) and re-raises any other. It must be called
+// directly by a deferred function.
+func recoverStop(x any, extra ...error) {
+	if x == nil || x == errInterrupted {
+		return
+	}
+	for _, e := range extra {
+		if x == e {
+			return
+		}
+	}
+	panic(x)
+}
+
+// withSeed returns cfg with a random seed when it has none, so that the
+// report can name the seed that reproduces the runs. Drawn seeds stay
+// below 2^53, which every JSON reader holds exactly.
+func withSeed(cfg Config) Config {
+	if cfg.Seed == 0 {
+		cfg.Seed = 1 + rand.Uint64N(1<<53-1)
+	}
+	return cfg
+}
 
 // runFailure is what a failing run reports through rapid: the failure
 // and the artifacts that explain it, kept for the last (shrunk) failing

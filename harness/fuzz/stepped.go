@@ -166,26 +166,47 @@ func (env SteppedEnv) model(bugs model.BugSet) *model.Model {
 func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error) {
 	rapidMu.Lock()
 	defer rapidMu.Unlock()
-	rep := &Report{Target: env.Target, Inject: env.Inject, Mode: "stepped"}
+	cfg = withSeed(cfg)
+	rep := &Report{Target: env.Target, Inject: env.Inject, Mode: "stepped", Seed: cfg.Seed}
 	start := time.Now()
 	var first, last *runFailure
 	var foundAt time.Time
 	n, foundRun := 0, 0
+	shrinking := false // rapid is rerunning a failed run's variants
 	var it *impl.Target
 	if env.Start != nil {
 		var err error
 		if it, err = env.Start(ctx); err != nil {
+			if ctx.Err() != nil {
+				rep.Interrupted = true
+				return rep, ctx.Err()
+			}
 			return nil, fmt.Errorf("fuzz: start impl: %w", err)
 		}
 		defer func() { _ = it.Stop() }()
 	}
 	prop := func(t *rapid.T) {
+		endShrinking(ctx, shrinking)
+		if ctx.Err() != nil {
+			return // interrupted: no more runs
+		}
 		if cfg.expired() && foundAt.IsZero() {
 			return
 		}
 		n++
 		r := env.newRun(ctx, cfg, it)
+		runStart, counted := time.Now(), !shrinking
+		judged := false // passed or failed: not cut short by an interrupt
+		defer func() {
+			if judged && counted && len(r.done) > 0 {
+				rep.Runs++
+				rep.Steps += len(r.done)
+			}
+		}()
+		defer func() { recoverStop(recover()) }()
 		r.fail = func(kind, summary string) {
+			stopIfInterrupted(ctx)
+			judged = true
 			if foundAt.IsZero() {
 				foundAt, foundRun = time.Now(), n
 			}
@@ -193,21 +214,31 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 			if first == nil {
 				first = last
 			}
+			shrinking = true
 			t.Fatalf("%s: %s", kind, stable(summary, r.prefixer()))
 		}
 		r.run(t)
-		rep.Steps += len(r.done)
-		if foundAt.IsZero() {
+		stopIfInterrupted(ctx)
+		judged = true
+		if counted && len(r.done) > 0 {
 			rep.Checks++
-			progress(cfg, "run %d/%d: %d steps agree with the model (%s)", n, cfg.Checks, len(r.done), time.Since(start).Round(time.Millisecond))
+			progress(cfg, "run %d/%d: %d steps agree with the model (%s; %s in all)", n, cfg.Checks, len(r.done),
+				time.Since(runStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		}
 	}
 	msg, failFile, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
 	rep.Elapsed = time.Since(start)
+	if ctx.Err() != nil && last == nil {
+		rep.Interrupted = true
+		return rep, ctx.Err()
+	}
+	if msg == "" && last != nil && err == nil { // interrupted while shrinking
+		msg = last.kind + ": " + firstLine(last.summary)
+	}
 	if err != nil || msg == "" {
 		return rep, err
 	}
-	if last != nil && env.Surrogate != 0 {
+	if last != nil && env.Surrogate != 0 && ctx.Err() == nil {
 		if better := env.shrinkBySurrogate(ctx, cfg, it, first, last); better != nil {
 			last = better
 		}
@@ -216,6 +247,7 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 	err = finish(cfg, rep, last, foundAt, start, msg, failFile)
 	rep.Failure.Run = foundRun
 	rep.Failure.Attributed = last != nil && last.attributed
+	rep.Interrupted = ctx.Err() != nil
 	return rep, err
 }
 
@@ -262,6 +294,7 @@ func (r *steppedRun) end() {
 // settled and compared.
 func (r *steppedRun) run(t *rapid.T) {
 	if err := r.begin(); err != nil {
+		stopIfInterrupted(r.ctx)
 		t.Fatalf("error: %v", err)
 	}
 	defer r.end()

@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // LoadKubeconfig reads a kubeconfig the way kubectl does (path "" means
@@ -81,54 +79,8 @@ func OneLine(err error) string {
 }
 
 // Context is one named client configuration of a kubeconfig that
-// WriteKubeconfig writes.
+// WriteKubeconfig or MergeKubeconfig writes.
 type Context struct {
 	Name   string
 	Config *rest.Config
-}
-
-// WriteKubeconfig writes a kubeconfig file (mode 0600) with one cluster,
-// user and context per entry of contexts, each named after the context;
-// the first is the current context. The configurations must carry their
-// credentials inline (a client certificate and key, or a bearer token) and
-// their CA as data, as envtest's do.
-func WriteKubeconfig(path string, contexts ...Context) error {
-	if len(contexts) == 0 {
-		return errors.New("kubeconfig: no context to write")
-	}
-	kc := clientcmdapi.NewConfig()
-	for _, c := range contexts {
-		cfg := c.Config
-		if len(cfg.CertData) == 0 && cfg.BearerToken == "" && cfg.Username == "" {
-			return fmt.Errorf("kubeconfig: context %s: the configuration carries no inline credentials", c.Name)
-		}
-		cl := clientcmdapi.NewCluster()
-		cl.Server = cfg.Host
-		cl.CertificateAuthorityData = cfg.CAData
-		cl.InsecureSkipTLSVerify = cfg.Insecure
-		kc.Clusters[c.Name] = cl
-		user := clientcmdapi.NewAuthInfo()
-		user.ClientCertificateData, user.ClientKeyData = cfg.CertData, cfg.KeyData
-		user.Token = cfg.BearerToken
-		user.Username, user.Password = cfg.Username, cfg.Password
-		kc.AuthInfos[c.Name] = user
-		ctx := clientcmdapi.NewContext()
-		ctx.Cluster, ctx.AuthInfo = c.Name, c.Name
-		kc.Contexts[c.Name] = ctx
-	}
-	kc.CurrentContext = contexts[0].Name
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("kubeconfig: %w", err)
-		}
-	}
-	raw, err := clientcmd.Write(*kc)
-	if err != nil {
-		return fmt.Errorf("kubeconfig %s: %w", path, err)
-	}
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	// an existing file keeps its mode on WriteFile: these are credentials
-	return os.Chmod(path, 0o600)
 }

@@ -276,7 +276,7 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 	if s.Name == Kubeconfig {
 		return t, t.startKubeconfig(ctx)
 	}
-	binDir, err := resolveBinDir(s.BinDir)
+	binDir, source, err := resolveBinDir(s.BinDir)
 	if err != nil {
 		return nil, &InputError{Err: err}
 	}
@@ -296,7 +296,7 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 	}
 	for _, b := range need {
 		if fi, err := os.Stat(filepath.Join(binDir, b)); err != nil || fi.IsDir() {
-			return nil, inputErr("%s not found in %s (run 'make kube' in a cascade checkout, or pass --kube-bin-dir)", b, binDir)
+			return nil, inputErr("%s not found in %s %s", b, binDir, binDirHint(source))
 		}
 	}
 	begin := time.Now()
@@ -532,18 +532,33 @@ func throttle(cfg *rest.Config) {
 // resolveBinDir is controlplane.ResolveBinDir, falling back to the
 // checkout around the running executable (bin/cascade lives in
 // <checkout>/bin), so that the binary works from any directory.
-func resolveBinDir(flag string) (string, error) {
-	dir, _, err := controlplane.ResolveBinDir(flag)
+func resolveBinDir(flag string) (dir, source string, err error) {
+	dir, source, err = controlplane.ResolveBinDir(flag)
 	if err == nil {
-		return dir, nil
+		return dir, source, nil
 	}
 	if exe, xerr := os.Executable(); xerr == nil {
 		if resolved, xerr := filepath.EvalSymlinks(exe); xerr == nil {
 			exe = resolved
 		}
 		if root, xerr := controlplane.RepoRoot(filepath.Dir(exe)); xerr == nil {
-			return filepath.Join(root, "bin", "kube", controlplane.KubeVersion), nil
+			return filepath.Join(root, "bin", "kube", controlplane.KubeVersion), "repository", nil
 		}
 	}
-	return "", fmt.Errorf("%v (or pass --kube-bin-dir)", err)
+	return "", "", fmt.Errorf("%v (or pass --kube-bin-dir)", err)
+}
+
+// binDirHint is the advice for a binary missing from a directory that
+// came from source (controlplane.ResolveBinDir): advice that works from
+// there. 'make kube' builds into bin/kube, which the harness reads only
+// when neither --kube-bin-dir nor $KUBEBUILDER_ASSETS names a directory.
+func binDirHint(source string) string {
+	need := "etcd, kube-apiserver and kube-controller-manager"
+	switch source {
+	case "KUBEBUILDER_ASSETS":
+		return fmt.Sprintf("(the directory $KUBEBUILDER_ASSETS names: point it at a directory holding %s, or unset it to use bin/kube/%s of the checkout, which 'make kube' builds)", need, controlplane.KubeVersion)
+	case "flag":
+		return fmt.Sprintf("(the directory --kube-bin-dir names: give one holding %s, or leave the flag out to use bin/kube/%s of the checkout, which 'make kube' builds)", need, controlplane.KubeVersion)
+	}
+	return "(run 'make kube' in the cascade checkout, or pass --kube-bin-dir)"
 }

@@ -145,7 +145,7 @@ func TestKubeconfigRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "kubeconfig")
 	admin := &rest.Config{Host: "https://127.0.0.1:6443", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("ca"), CertData: []byte("cert"), KeyData: []byte("key")}}
 	limited := &rest.Config{Host: "https://127.0.0.1:6443", BearerToken: "token", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("ca")}}
-	if err := WriteKubeconfig(path, Context{Name: "cascade", Config: admin}, Context{Name: "cascade-limited", Config: limited}); err != nil {
+	if _, err := WriteKubeconfig(path, Context{Name: "cascade", Config: admin}, Context{Name: "cascade-limited", Config: limited}); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
@@ -159,7 +159,7 @@ func TestKubeconfigRoundTrip(t *testing.T) {
 	if err != nil || cfg.BearerToken != "token" {
 		t.Fatalf("limited context: %+v %v", cfg, err)
 	}
-	if err := WriteKubeconfig(path, Context{Name: "x", Config: &rest.Config{Host: "https://h"}}); err == nil {
+	if _, err := WriteKubeconfig(filepath.Join(t.TempDir(), "x"), Context{Name: "x", Config: &rest.Config{Host: "https://h"}}); err == nil {
 		t.Fatal("a configuration without inline credentials must be refused")
 	}
 }
@@ -178,7 +178,7 @@ func TestKubeconfigErrors(t *testing.T) {
 	path := filepath.Join(dir, "kubeconfig")
 	// port 1 on the loopback address refuses connections at once
 	dead := &rest.Config{Host: "https://127.0.0.1:1", BearerToken: "t", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
-	if err := WriteKubeconfig(path, Context{Name: "dead", Config: dead}); err != nil {
+	if _, err := WriteKubeconfig(path, Context{Name: "dead", Config: dead}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Start(context.Background(), Spec{Name: Kubeconfig, Kubeconfig: path, Context: "nope"})

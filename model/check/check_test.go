@@ -123,6 +123,9 @@ func TestUpstreamHolds(t *testing.T) {
 			if len(res.Vacuous) > 0 {
 				t.Errorf("never witnessed: %v", res.Vacuous)
 			}
+			if why := res.VacuousScope(); why != "" {
+				t.Errorf("vacuous: %s", why)
+			}
 			for _, v := range res.Violations {
 				if v.Known == "" || v.Known != known[p.Name] {
 					t.Errorf("unexpected violation of %q (%s):\n%s", v.Property, v.Known, v.Trace)
@@ -205,6 +208,35 @@ func TestVacuousScopeFailsLoudly(t *testing.T) {
 	s.Expect = []string{model.PropOrphaningHappens}
 	if res := run(t, s); len(res.Vacuous) != 1 || res.Vacuous[0] != model.PropOrphaningHappens {
 		t.Fatalf("vacuous = %v", res.Vacuous)
+	}
+}
+
+// TestVacuousScopes: a scope whose constraints exclude its own setup
+// state is an error before any search; an op that reaches no object in
+// any explored state (its object never exists) makes the result vacuous,
+// although every property "holds" in it.
+func TestVacuousScopes(t *testing.T) {
+	excluded := Scope{Name: "x", Setup: []string{"create cm/a"}, Ops: []string{"delete cm/a"}}
+	for _, cs := range [][]string{{"objects.cm<0"}, {"objects.cm<=0", "events<=3"}} {
+		excluded.Constraints = nil
+		for _, c := range cs {
+			con, err := ParseConstraint(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			excluded.Constraints = append(excluded.Constraints, con)
+		}
+		if _, err := Run(excluded, Options{}); err == nil || !strings.Contains(err.Error(), "exclude the setup state") {
+			t.Errorf("constraints %v: %v", cs, err)
+		}
+	}
+	res := run(t, Scope{Name: "x", Setup: []string{"create cm/a"}, Ops: []string{"delete cm/x", "delete cm/a"}})
+	if len(res.Violations) != 0 || len(res.NeverReached) != 1 || res.NeverReached[0] != "delete cm/x" ||
+		!strings.Contains(res.VacuousScope(), `"delete cm/x" never reached an object`) {
+		t.Fatalf("never reached %v, vacuous %q", res.NeverReached, res.VacuousScope())
+	}
+	if res := run(t, Scope{Name: "x", Setup: []string{"create cm/a"}, Ops: []string{"delete cm/a"}}); res.VacuousScope() != "" {
+		t.Fatalf("a scope whose op deletes its object is not vacuous: %s", res.VacuousScope())
 	}
 }
 

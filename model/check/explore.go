@@ -64,6 +64,29 @@ type Result struct {
 	Violations           []*Counterexample // one per property, shortest first found
 	Witnessed            map[string]bool   // reachability properties witnessed
 	Vacuous              []string          // expected reachability never witnessed
+	// NeverReached lists the scope's client ops that reached no object in
+	// any explored state: wherever one was sent the model refused it or
+	// answered 404 NotFound (an op on an object that never exists, say), so
+	// the scope says nothing about it. A scope with such an op, or one that
+	// takes no transition at all, is vacuous, not a pass
+	// (Result.VacuousScope).
+	NeverReached []string
+}
+
+// VacuousScope says why a search established nothing about part of its
+// scope: an op that was never sent, or no transition at all; "" when
+// neither. A complete search of a vacuous scope still "holds" every
+// property, which is why cascade check exits 1 on it.
+func (r *Result) VacuousScope() string {
+	switch {
+	case r.Generated == 0:
+		return "no transition was explored: no client op could be sent and no internal step was enabled from the setup state"
+	case len(r.NeverReached) == 1:
+		return fmt.Sprintf("op %q never reached an object: every explored state refused it or answered 404 NotFound", r.NeverReached[0])
+	case len(r.NeverReached) > 1:
+		return fmt.Sprintf("ops %q never reached an object: every explored state refused them or answered 404 NotFound", r.NeverReached)
+	}
+	return ""
 }
 
 // How the search is organised. Each BFS level is expanded in two phases.
@@ -249,6 +272,8 @@ type explorer struct {
 	generated atomic.Int64
 	distinct  atomic.Int64
 
+	reached []atomic.Bool // by op index: some explored state sent it to an object that exists
+
 	mu        sync.Mutex
 	found     map[string]*candidate
 	sometimes []int         // indexes into model.Properties of Sometimes properties
@@ -368,6 +393,14 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("scope %s: %v", scope.Name, err)
 	}
 	e.init = e.canon(init)
+	if !e.admitted(e.init) {
+		var cs []string
+		for _, c := range scope.Constraints {
+			cs = append(cs, c.Text)
+		}
+		return nil, fmt.Errorf("scope %s: the constraints %s exclude the setup state itself: nothing would be explored", scope.Name, strings.Join(cs, ", "))
+	}
+	e.reached = make([]atomic.Bool, len(e.ops))
 	workers := opts.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -559,6 +592,11 @@ func Run(scope Scope, opts Options) (*Result, error) {
 			res.Vacuous = append(res.Vacuous, p)
 		}
 	}
+	for i := range e.reached {
+		if !e.reached[i].Load() {
+			res.NeverReached = append(res.NeverReached, scope.Ops[i])
+		}
+	}
 	for _, p := range model.Properties {
 		c := e.found[p.Name]
 		if c == nil {
@@ -628,6 +666,9 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 			continue
 		}
 		n.Budget |= 1 << i
+		if r.Code != 404 && !e.reached[i].Load() {
+			e.reached[i].Store(true)
+		}
 		if err := emit(&e.ops[i], n, r); err != nil {
 			return err
 		}

@@ -20,8 +20,8 @@ func HTML(w io.Writer, t *traces.Trace, frames []traces.Frame) error {
 	title := t.Path
 	fmt.Fprintf(&b, "<!doctype html><html><head><meta charset=\"utf-8\"><title>cascade: %s</title><style>%s</style></head><body>", html.EscapeString(title), css)
 	fmt.Fprintf(&b, "<header><h1>%s</h1>", html.EscapeString(title))
-	for _, d := range t.Description {
-		fmt.Fprintf(&b, "<p>%s</p>", html.EscapeString(d))
+	if len(t.Description) > 0 {
+		fmt.Fprintf(&b, "<p>%s</p>", html.EscapeString(strings.Join(t.Description, " ")))
 	}
 	if len(t.Headers) > 0 {
 		b.WriteString("<dl>")
@@ -30,33 +30,35 @@ func HTML(w io.Writer, t *traces.Trace, frames []traces.Frame) error {
 		}
 		b.WriteString("</dl>")
 	}
-	b.WriteString(`</header><nav><button id="prev" title="previous step (←)">◀ prev</button> <span id="pos"></span> <button id="next" title="next step (→)">next ▶</button> <input id="slider" type="range" min="0" value="0"> <span class="legend"><span class="k live">live</span><span class="k deleting">deleting</span><span class="k gone">gone</span><span class="k ghost">no such UID</span> <span class="blk">━ blockOwnerDeletion</span> · dashed edge: not controller · thick box: changed by this step</span></nav><main><ol id="steps" start="0">`)
-	for i, f := range frames {
-		cls := "actor-" + f.Actor
-		if hasViolation(f) {
-			cls += " violation"
-		}
-		if !f.Result.OK() && f.Result.Code != 0 {
-			cls += " failed"
-		}
-		cmd := f.Command
-		if f.Settled {
-			cmd += "  (settle)"
-		}
-		fmt.Fprintf(&b, `<li class="%s" data-i="%d">%s</li>`, cls, i, html.EscapeString(cmd))
-	}
-	b.WriteString(`</ol><section id="frames">`)
+	b.WriteString(`</header>`)
+	r := FindRace(t, frames)
+	names, lane := lanes(frames)
+	raceBanner(&b, frames, names, lane, r)
+	fmt.Fprintf(&b, `<nav data-open="%d"><button id="prev" title="previous step (←)">◀ prev</button> <span id="pos"></span> <button id="next" title="next step (→)">next ▶</button> <input id="slider" type="range" min="0" value="0"> <span class="legend"><span class="k live">live</span><span class="k deleting">deleting</span><span class="k gone">gone</span><span class="k ghost">no such UID</span> <span class="blk">━ blockOwnerDeletion</span> · dashed edge: not controller · thick box: changed by this step</span></nav><main>`, opening(r))
+	swimlanes(&b, frames, names, lane, r)
+	b.WriteString(`<section id="frames">`)
 	for i, f := range frames {
 		var prev *model.State
 		if i > 0 {
 			prev = frames[i-1].State
 		}
-		fmt.Fprintf(&b, `<div class="frame" id="f%d" hidden><div class="graph">%s</div><aside>`, i, l.svg(f.State, changedUIDs(prev, f.State)))
-		who := f.Actor
-		if who == "" {
-			who = "start"
+		changed := changedUIDs(prev, f.State)
+		fmt.Fprintf(&b, `<div class="frame" id="f%d" hidden><div class="graphs">`, i)
+		if prev != nil && (i == r.Violating || i == r.Enabling) {
+			fmt.Fprintf(&b, `<figure class="before"><figcaption>before step %d</figcaption>%s</figure>`, i, l.svg(prev, changed))
+		}
+		fmt.Fprintf(&b, `<figure class="after"><figcaption>after step %d</figcaption>%s</figure></div><aside>`, i, l.svg(f.State, changed))
+		who := "start"
+		if lane[i] >= 0 {
+			who = names[lane[i]]
 		}
 		fmt.Fprintf(&b, "<h2>step %d of %d</h2><p>actor <b>%s</b>: <code>%s</code></p>", i, len(frames)-1, html.EscapeString(who), html.EscapeString(f.Command))
+		switch i {
+		case r.Violating:
+			fmt.Fprintf(&b, `<p class="mark-violating"><span class="tag">✖ the violating step</span></p>`)
+		case r.Enabling:
+			fmt.Fprintf(&b, `<p class="mark-enabling"><span class="tag">⚡ made it possible</span> without this step, step %d would not violate <b>%s</b></p>`, r.Violating, html.EscapeString(r.Property))
+		}
 		if f.Line > 0 {
 			fmt.Fprintf(&b, "<p class=\"muted\">%s:%d</p>", html.EscapeString(t.Path), f.Line)
 		}
@@ -98,6 +100,10 @@ func HTML(w io.Writer, t *traces.Trace, frames []traces.Frame) error {
 }
 
 func hasViolation(f traces.Frame) bool { return len(f.Violations) > 0 }
+
+// opening is the step the page opens on: the violating one, else the
+// first.
+func opening(r Race) int { return max(r.Violating, 0) }
 
 // changedUIDs lists objects whose dump line differs between two states.
 func changedUIDs(prev, next *model.State) map[model.UID]bool {
@@ -146,13 +152,28 @@ func gcSummary(s *model.State) string {
 	return b.String()
 }
 
-const css = `body{font-family:system-ui,sans-serif;margin:0;color:#222}header{padding:10px 16px;background:#263238;color:#eceff1}header h1{font-size:16px;margin:0 0 4px}header p{margin:2px 0;font-size:13px}header dl{display:grid;grid-template-columns:max-content auto;gap:0 10px;font-size:12px;margin:6px 0 0}header dt{color:#90a4ae}header dd{margin:0}
+const css = `body{font-family:system-ui,sans-serif;margin:0;color:#222;height:100vh;display:flex;flex-direction:column}header,#race,nav{flex:none}header{padding:8px 16px;background:#263238;color:#eceff1}header h1{font-size:16px;margin:0 0 4px}header p{margin:2px 0;font-size:13px;max-width:1400px}header dl{display:grid;grid-template-columns:max-content auto;gap:0 10px;font-size:12px;margin:6px 0 0}header dt{color:#90a4ae}header dd{margin:0}
+#race{padding:6px 16px;border-bottom:1px solid #ccc;font-size:13px}#race p{margin:3px 0}#race a{font-weight:bold;color:inherit}#race .who{color:#555}
+.tag{display:inline-block;padding:0 6px;border-radius:3px;color:#fff;font:bold 11px system-ui,sans-serif;margin:0 4px;white-space:nowrap}.mark-violating .tag{background:#c62828}.mark-enabling .tag{background:#e65100}
 nav{padding:8px 16px;border-bottom:1px solid #ccc;display:flex;gap:8px;align-items:center;font-size:13px;flex-wrap:wrap}#slider{width:240px}.legend .k{display:inline-block;padding:1px 6px;margin-right:4px;border:1.5px solid;border-radius:4px}.k.live{background:#e8f5e9;border-color:#2e7d32}.k.deleting{background:#fff3e0;border-color:#ef6c00}.k.gone{background:#f5f5f5;border-color:#9e9e9e;border-style:dashed}.k.ghost{background:#f3e5f5;border-color:#7b1fa2;border-style:dotted}.blk{color:#c62828;font-weight:bold}
-main{display:flex;align-items:flex-start}#steps{width:300px;margin:0;padding:8px 8px 8px 34px;font:12px ui-monospace,monospace;max-height:calc(100vh - 120px);overflow:auto;border-right:1px solid #ddd}#steps li{cursor:pointer;padding:2px 4px;border-radius:3px}#steps li.cur{background:#bbdefb}#steps li.actor-gc{color:#1565c0}#steps li.actor-controller{color:#6a1b9a}#steps li.actor-apiextensions{color:#00695c}#steps li.failed{text-decoration:underline wavy #c62828}#steps li.violation{background:#ffebee;font-weight:bold}
-#frames{flex:1}.frame{display:flex;gap:12px;padding:12px}.frame[hidden]{display:none}.graph{overflow:auto;max-width:60vw}aside{min-width:320px;font-size:13px}aside pre{font-size:11px;background:#fafafa;border:1px solid #eee;padding:6px;white-space:pre-wrap}.add{color:#2e7d32}.del{color:#c62828}.same{color:#888}.ok{color:#2e7d32}.err{color:#c62828}p.violation{background:#ffebee;border-left:4px solid #c62828;padding:4px 8px}.muted{color:#888;font-size:12px}`
+main{flex:1;min-height:0;display:flex}#lanes{position:relative;max-width:60vw;overflow:auto;border-right:1px solid #ddd}#race-arrow{position:absolute;left:0;top:0;pointer-events:none;overflow:visible}
+#swimlanes{border-collapse:collapse;font:11.5px ui-monospace,monospace}#swimlanes th{position:sticky;top:0;z-index:1;background:#eceff1;font:bold 11px system-ui,sans-serif;padding:4px 6px;border-bottom:1px solid #b0bec5;text-align:left;width:116px;min-width:116px;max-width:116px}#swimlanes th.n,#swimlanes td.n{width:auto;min-width:0;max-width:none;white-space:nowrap;overflow-wrap:normal;text-align:right;color:#888;padding-right:6px}
+#swimlanes td{padding:2px 6px;border-left:1px dashed #e0e0e0;vertical-align:top;max-width:116px;overflow-wrap:anywhere}#swimlanes td.init{max-width:none}#swimlanes tr{cursor:pointer}#swimlanes tr:hover{background:#f5f5f5}#swimlanes tr.cur{background:#bbdefb}#swimlanes tr.cur td.n{color:#0d47a1;font-weight:bold}
+#swimlanes td.step{color:#37474f}#swimlanes td.init{color:#888}.settle{color:#90a4ae;font-size:10px}#swimlanes td.failed{text-decoration:underline wavy #c62828}#swimlanes tr.violation td.step{font-weight:bold}
+#swimlanes td.racing{border:2px solid;border-radius:4px}#swimlanes .tag{display:table;margin:2px 0 0;white-space:normal}#swimlanes tr.mark-violating td.racing{background:#ffcdd2;border-color:#c62828}#swimlanes tr.mark-enabling td.racing{background:#ffe0b2;border-color:#e65100}
+#frames{flex:1;min-width:0;overflow:auto}.frame{display:flex;flex-wrap:wrap;gap:12px;padding:12px}.frame[hidden]{display:none}.graphs{display:flex;gap:12px;overflow:auto;max-width:100%}figure{margin:0}figcaption{font-size:12px;color:#555;margin-bottom:2px}figure.before figcaption{color:#e65100}aside{min-width:320px;flex:1;font-size:13px}aside pre{font-size:11px;background:#fafafa;border:1px solid #eee;padding:6px;white-space:pre-wrap}.add{color:#2e7d32}.del{color:#c62828}.same{color:#888}.ok{color:#2e7d32}.err{color:#c62828}p.violation{background:#ffebee;border-left:4px solid #c62828;padding:4px 8px}.muted{color:#888;font-size:12px}`
 
-const script = `(function(){var fr=document.querySelectorAll('.frame'),li=document.querySelectorAll('#steps li'),sl=document.getElementById('slider'),pos=document.getElementById('pos'),cur=0;sl.max=fr.length-1;
-function show(i){if(i<0||i>=fr.length)return;fr[cur].hidden=true;li[cur].classList.remove('cur');cur=i;fr[cur].hidden=false;li[cur].classList.add('cur');sl.value=i;pos.textContent='step '+i+' / '+(fr.length-1);li[cur].scrollIntoView({block:'nearest'});if(location.hash!=='#'+i)history.replaceState(null,'','#'+i);}
+// script steps through the frames (arrow keys, j/k, the slider, a click
+// on a row or a link), opens on the step in the URL's #N or else nav's
+// data-open, and draws the arrow from the enabling to the violating
+// step's cell.
+const script = `(function(){var fr=document.querySelectorAll('.frame'),rows=document.querySelectorAll('#swimlanes tbody tr'),sl=document.getElementById('slider'),pos=document.getElementById('pos'),lanes=document.getElementById('lanes'),cur=0;sl.max=fr.length-1;
+function show(i){if(i<0||i>=fr.length)return;fr[cur].hidden=true;rows[cur].classList.remove('cur');cur=i;fr[cur].hidden=false;rows[cur].classList.add('cur');sl.value=i;pos.textContent='step '+i+' / '+(fr.length-1);var r=rows[cur];if(r.offsetTop<lanes.scrollTop+30||r.offsetTop+r.offsetHeight>lanes.scrollTop+lanes.clientHeight)lanes.scrollTop=Math.max(0,r.offsetTop-lanes.clientHeight/2);if(location.hash!=='#'+i)history.replaceState(null,'','#'+i);}
+function arrow(){var svg=document.getElementById('race-arrow'),e=document.querySelector('tr.mark-enabling td.racing'),v=document.querySelector('tr.mark-violating td.racing');svg.innerHTML='';if(!e||!v)return;var t=document.getElementById('swimlanes');svg.setAttribute('width',t.offsetWidth);svg.setAttribute('height',t.offsetHeight);
+function box(c){var x=c.offsetLeft,y=c.offsetTop,p=c.offsetParent;while(p&&p!==t){x+=p.offsetLeft;y+=p.offsetTop;p=p.offsetParent}return{x:x,y:y,w:c.offsetWidth,h:c.offsetHeight}}
+var a=box(e),b=box(v),x1=a.x+a.w/2,y1=a.y+a.h,x2=b.x+b.w/2,y2=b.y,bend=Math.max(40,Math.abs(x2-x1)/2);
+svg.innerHTML='<defs><marker id="ah" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0L10,5L0,10z" fill="#c62828"/></marker></defs><path id="race-path" d="M'+x1+','+y1+' C'+x1+','+(y1+bend)+' '+x2+','+(y2-bend)+' '+x2+','+y2+'" fill="none" stroke="#c62828" stroke-width="2.5" stroke-dasharray="6 4" opacity="0.75" marker-end="url(#ah)"/>';}
 document.getElementById('prev').onclick=function(){show(cur-1)};document.getElementById('next').onclick=function(){show(cur+1)};sl.oninput=function(){show(+sl.value)};
-li.forEach(function(e){e.onclick=function(){show(+e.dataset.i)}});document.addEventListener('keydown',function(e){if(e.key==='ArrowRight'||e.key==='j')show(cur+1);if(e.key==='ArrowLeft'||e.key==='k')show(cur-1)});
-var h=parseInt(location.hash.slice(1));fr[0].hidden=true;show(isNaN(h)?0:Math.min(h,fr.length-1));if(isNaN(h)){var v=document.querySelector('#steps li.violation');if(v)show(+v.dataset.i);}})();`
+rows.forEach(function(e){e.onclick=function(){show(+e.dataset.i)}});document.querySelectorAll('[data-go]').forEach(function(a){a.onclick=function(ev){ev.preventDefault();show(+a.dataset.go)}});
+document.addEventListener('keydown',function(e){if(e.key==='ArrowRight'||e.key==='j')show(cur+1);if(e.key==='ArrowLeft'||e.key==='k')show(cur-1)});window.addEventListener('resize',arrow);
+var h=parseInt(location.hash.slice(1));fr[0].hidden=true;arrow();if(isNaN(h)){var e=document.querySelector('tr.mark-enabling'),v=document.querySelector('tr.mark-violating');if(e&&v&&v.offsetTop+v.offsetHeight-e.offsetTop<lanes.clientHeight-40)lanes.scrollTop=Math.max(0,e.offsetTop-40);show(+document.querySelector('nav').dataset.open);}else show(Math.min(h,fr.length-1));document.body.dataset.ready='1';})();`

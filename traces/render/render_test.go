@@ -22,8 +22,9 @@ func frames(t *testing.T, path string) (*traces.Trace, []traces.Frame) {
 }
 
 // TestHTMLShowsTheRace: the page for the orphan-adoption race has a frame
-// per step, marks the violating step, draws the blocking reference the
-// adoption re-adds, and loads nothing from outside.
+// per step, marks the violating step and the adoption that made it
+// possible, draws the blocking reference the adoption re-adds, and loads
+// nothing from outside.
 func TestHTMLShowsTheRace(t *testing.T) {
 	tr, fs := frames(t, "../races/orphan-adoption.trace")
 	var buf bytes.Buffer
@@ -34,7 +35,7 @@ func TestHTMLShowsTheRace(t *testing.T) {
 	if got := strings.Count(page, `class="frame"`); got != len(fs) {
 		t.Errorf("%d frames drawn, want %d", got, len(fs))
 	}
-	for _, want := range []string{".frame[hidden]{display:none}", `<ol id="steps" start="0">`, "controller adopt rs/web-1 by=deploy/web", `class="actor-gc violation"`, "violates <b>orphan respected</b>", `stroke="#c62828" stroke-width="3"`, "attemptToOrphan"} {
+	for _, want := range []string{".frame[hidden]{display:none}", `<table id="swimlanes">`, "adopt rs/web-1 by=deploy/web", `<tr class="violation mark-violating" data-i="18">`, `<tr class="mark-enabling" data-i="11">`, "violates <b>orphan respected</b>", `stroke="#c62828" stroke-width="3"`, "attemptToOrphan"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// Results of a command as its --json summary names them.
+const (
+	summaryPass        = "pass"
+	summaryFail        = "fail"
+	summaryInterrupted = "interrupted"
+)
+
+// summary is what every --json summary (check, conform, fuzz) starts
+// with, in snake_case with times in seconds: README's "Machine-readable
+// summaries" lists the fields. Each command's own fields follow it.
+type summary struct {
+	// Command is check, conform or fuzz.
+	Command string `json:"command"`
+	// Target is where it ran: model for check.
+	Target string `json:"target"`
+	// Result is pass, fail or interrupted.
+	Result string `json:"result"`
+	// Seconds is the wall time of the command's work.
+	Seconds float64 `json:"seconds"`
+	// Seed is rapid's seed of the randomized runs (fuzz, and conform's
+	// fuzz phase), 0 when nothing was random (check, a conform run
+	// without a fuzz phase).
+	Seed uint64 `json:"seed"`
+	// Reproduce is the command line that does the same again, with the
+	// seed made explicit.
+	Reproduce string `json:"command_to_reproduce"`
+}
+
+// newSummary starts the summary of cmd's run: its command line with the
+// flags that were given (leaving out those that only shape the report),
+// and seedFlag, when not "", set to seed.
+func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64) summary {
+	args := []string{"cascade", cmd.Name()}
+	if f := cmd.Flags().Lookup("target"); f != nil && f.Changed {
+		args = append(args, "--target", shellQuote(f.Value.String()))
+	}
+	seedSet := false
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		switch f.Name {
+		case "json", "quiet", "out", "junit", "target":
+			return
+		}
+		if f.Name == seedFlag && seedFlag != "" {
+			args = append(args, "--"+f.Name, strconv.FormatUint(seed, 10))
+			seedSet = true
+			return
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			for _, v := range sv.GetSlice() {
+				args = append(args, "--"+f.Name, shellQuote(v))
+			}
+			return
+		}
+		if f.Value.Type() == "bool" {
+			if f.Value.String() == "true" {
+				args = append(args, "--"+f.Name)
+			} else {
+				args = append(args, "--"+f.Name+"=false")
+			}
+			return
+		}
+		args = append(args, "--"+f.Name, shellQuote(f.Value.String()))
+	})
+	if seedFlag != "" && !seedSet && seed != 0 {
+		args = append(args, "--"+seedFlag, strconv.FormatUint(seed, 10))
+	}
+	return summary{Command: cmd.Name(), Target: target, Seed: seed, Reproduce: strings.Join(args, " ")}
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+// shellQuote quotes s for a POSIX shell when it needs quoting.
+func shellQuote(s string) string {
+	if shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
