@@ -107,6 +107,14 @@ func (s *State) Canonical() *State {
 				rm[k] = r(u)
 			}
 			w.Remove = rm
+			if len(w.Waited) > 0 {
+				wt := make([]UID, len(w.Waited))
+				for k, u := range w.Waited {
+					wt[k] = r(u)
+				}
+				slices.Sort(wt)
+				w.Waited = wt
+			}
 		}
 		f.Writes = ws
 	}

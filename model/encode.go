@@ -133,6 +133,7 @@ func (s *State) encPart(b []byte, part int) []byte {
 				b = binary.AppendVarint(b, int64(w.RV))
 				b = s.encRefs(b, w.Owners)
 				b = encUIDs(b, w.Remove)
+				b = encUIDs(b, w.Waited)
 			}
 		}
 	case partAbsent:
@@ -723,6 +724,7 @@ func (d *Decoder) decPart(s *State, part int) {
 					w.RV = d.int()
 					w.Owners = d.refList()
 					w.Remove = d.uidList()
+					w.Waited = d.uidList()
 				}
 				f.Writes = ws
 			}

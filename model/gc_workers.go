@@ -49,7 +49,8 @@ func (m *Model) getObject(s *State, id Identity) (*Object, gcErr) {
 }
 
 // isDangling classifies one ownerReference of item by absentOwnerCache and
-// a live GET of the owner in the dependent's namespace.
+// a live GET of the owner where OwnerScope looks; classifyReferences
+// (attemptToDeleteItem) sorts the owner it finds with ClassifyOwner.
 func (m *Model) isDangling(s *State, ref OwnerRef, item *Node) (dangling bool, owner *Object, err gcErr) {
 	g := &s.GC
 	key := Identity{Kind: ref.Kind, Name: ref.Name, UID: ref.UID}
@@ -64,17 +65,11 @@ func (m *Model) isDangling(s *State, ref OwnerRef, item *Node) (dangling bool, o
 	if e != errNone {
 		return false, nil, e
 	}
-	namespaced := k.Info().Namespaced
-	if !namespaced {
-		key.Namespace = ""
-	}
-	if item.Namespace == "" && namespaced {
+	ns, ok := OwnerScope(k, item.Namespace)
+	if !ok {
 		return false, nil, errNamespacedOwnerOfClusterScoped
 	}
-	ns := ""
-	if namespaced {
-		ns = item.Namespace
-	}
+	key.Namespace = ns
 	o := s.Lookup(k, ns, ref.Name)
 	if o == nil || o.UID != ref.UID {
 		m.addAbsent(s, key)
@@ -175,10 +170,15 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 		if e != errNone {
 			return nil, errResult(e)
 		}
-		switch {
-		case d:
+		var v *View
+		if !d {
+			ov := owner.View()
+			v = &ov
+		}
+		switch ClassifyOwner(v) {
+		case RefDangling:
 			dangling = append(dangling, ref)
-		case owner.Deleting && owner.HasFinalizer(FinalizerForeground):
+		case RefWaiting:
 			waiting = append(waiting, ref)
 		default:
 			solid++
@@ -214,7 +214,7 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 				}
 			}
 		}
-		return append(writes, m.deleteWrite(item, latest, Foreground)), done
+		return append(writes, m.deleteWrite(item, latest, Foreground, waiting)), done
 	default:
 		policy := Background
 		switch {
@@ -227,15 +227,23 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 			policy = NoPolicy
 		}
 		ws := makeIn(s.ws.writeArena(), 1)
-		ws[0] = m.deleteWrite(item, latest, policy)
+		ws[0] = m.deleteWrite(item, latest, policy, waiting)
 		return ws, done
 	}
 }
 
 // deleteWrite is deleteObject's request: UID and resourceVersion
 // preconditions (kubernetes#132632) unless BugDeleteWithoutRVPrecondition.
-func (m *Model) deleteWrite(item *Node, latest *Object, p Policy) Write {
+// waiting are the references classifyReferences found waiting for
+// dependents (Write.Waited).
+func (m *Model) deleteWrite(item *Node, latest *Object, p Policy, waiting []OwnerRef) Write {
 	w := Write{Op: WriteDelete, Item: item.Identity, Policy: p, RV: latest.RV, Owners: latest.Owners}
+	for _, r := range waiting {
+		if !slices.Contains(w.Waited, r.UID) {
+			w.Waited = append(w.Waited, r.UID)
+		}
+	}
+	slices.Sort(w.Waited)
 	if m.Bugs.Has(BugDeleteWithoutRVPrecondition) {
 		w.RV = 0
 	}

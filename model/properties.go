@@ -53,8 +53,9 @@ type Transition struct {
 	delOK, delSet bool
 }
 
-// Violation explains how a property failed. Known names the upstream
-// issue when the failure is a documented race upstream never fixed.
+// Violation explains how a property failed. Known is the ID of the
+// known-race registry entry (KnownRaces, through Excuse) when the
+// failure is a documented race upstream never fixed.
 type Violation struct {
 	Property string
 	Message  string
@@ -92,7 +93,7 @@ type Property struct {
 // Properties is the catalogue of named properties.
 var Properties = []Property{
 	{Name: PropNoSolidOwnerCollected, Kind: Always, Check: checkSolidOwner, StoreOnly: true,
-		Doc: "The GC never deletes an object that, when its DELETE lands, has an ownerReference resolving (same UID, kind and name, same namespace or a cluster-scoped owner) to a live owner that is not being deleted. (Upstream's classification also calls an owner solid while it is deleted in the background; deleting its dependents early loses nothing the user asked to keep, and an orphaning owner is the business of orphan respected.)"},
+		Doc: "The GC never deletes an object that, when its DELETE lands, has an ownerReference resolving (same UID, kind and name, same namespace or a cluster-scoped owner) to a solid owner, as upstream's classifyReferences calls it: live and not being deleted with foregroundDeletion (an owner deleted with orphan, a user finalizer or a grace period is solid). A DELETE decided while the owner waited for dependents that lands after it stopped waiting is a known upstream race."},
 	{Name: PropOrphanRespected, Kind: Always, Check: checkOrphanRespected, StoreOnly: true,
 		Doc: "After a delete that orphans X, no object that referenced X at the time is deleted by the GC while it still references X. Two causes are known upstream: the GC had not observed the dependent when it orphaned (kubernetes#26120), and the orphan request switched a deletion already under way, which the DELETE path allows although kubernetes#32339 meant to forbid it, so a GC delete decided before the switch still lands."},
 	{Name: PropNoRemovalWithFinalizers, Kind: Always, Check: checkRemovalWithFinalizers, StoreOnly: true,
@@ -181,20 +182,14 @@ func started(t *Transition, o *Object) bool {
 	return !o.Deleting && (n == nil || n.Deleting)
 }
 
-// solidOwner returns a live owner of o that is not waiting for dependents.
+// solidOwner returns an owner of o that classifyReferences calls solid
+// in s (classifyRef): live, and not waiting for dependents, an owner
+// being deleted with orphan or a user finalizer included.
 func solidOwner(s *State, o *Object) *Object {
 	for _, r := range o.Owners {
-		owner := s.Get(r.UID)
-		if owner == nil || owner.Kind.Info().Kind != r.Kind || owner.Name != r.Name {
-			continue
+		if c, owner := classifyRef(s, o, r); c == RefSolid {
+			return owner
 		}
-		if owner.Namespace != "" && owner.Namespace != o.Namespace {
-			continue
-		}
-		if owner.Deleting {
-			continue
-		}
-		return owner
 	}
 	return nil
 }
@@ -205,7 +200,24 @@ func checkSolidOwner(m *Model, t *Transition) *Violation {
 		return nil
 	}
 	if owner := solidOwner(t.Prev, d); owner != nil {
-		return &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s while its owner %s was live and not being deleted", d.Key(), owner.Key())}
+		if !owner.Deleting {
+			return &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s while its owner %s was live and not being deleted", d.Key(), owner.Key())}
+		}
+		v := &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s while its owner %s was being deleted without foregroundDeletion (solid, not waiting for dependents)", d.Key(), owner.Key())}
+		if w := gcDeleteWrite(t); w != nil && slices.Contains(w.Waited, owner.UID) {
+			// The owner waited for dependents when attemptToDeleteItem
+			// decided, and stopped before the DELETE landed; the
+			// resourceVersion precondition guards the dependent, not
+			// its owner (as harness/lin's stoppedWaiting).
+			if owner.HasFinalizer(FinalizerOrphan) {
+				v.Known = Excuse(KnownPolicySwitch)
+				v.Message += "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
+			} else {
+				v.Known = Excuse(KnownForegroundEnded)
+				v.Message += "; the owner waited for dependents when the GC decided, and foregroundDeletion went before its DELETE landed"
+			}
+		}
+		return v
 	}
 	if len(d.Owners) == 0 {
 		// attemptToDeleteItem leaves an object without ownerReferences
@@ -214,15 +226,15 @@ func checkSolidOwner(m *Model, t *Transition) *Violation {
 		// it (as harness/lin reports it)
 		return &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s, which has no ownerReferences", d.Key())}
 	}
-	if d.Namespace == "" {
-		// attemptToDeleteItem gives up on a cluster-scoped object with a
-		// reference to a namespaced kind (namespacedOwnerOfClusterScopedObjectErr):
-		// it cannot tell whether that owner is solid. Only a DELETE decided
-		// before a client added such a reference, sent without the
-		// resourceVersion precondition, lands on it (as harness/lin
-		// reports it: the GC never acts on an unresolvable reference).
-		for _, r := range d.Owners {
-			if k, ok := KindByName(r.Kind); ok && k.Info().Namespaced {
+	// attemptToDeleteItem gives up on a cluster-scoped object with a
+	// reference to a namespaced kind (namespacedOwnerOfClusterScopedObjectErr):
+	// it cannot tell whether that owner is solid. Only a DELETE decided
+	// before a client added such a reference, sent without the
+	// resourceVersion precondition, lands on it (as harness/lin reports
+	// it: the GC never acts on an unresolvable reference).
+	for _, r := range d.Owners {
+		if k, ok := KindByName(r.Kind); ok {
+			if _, scoped := OwnerScope(k, d.Namespace); !scoped {
 				v := &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s through its reference to %s %s, which it cannot resolve", d.Key(), r.Kind, r.Name)}
 				// A virtual node carries the namespace of the dependent it
 				// was made from, cluster-scoped or not, and
@@ -230,7 +242,7 @@ func checkSolidOwner(m *Model, t *Transition) *Violation {
 				// up there (kubernetes#124378): upstream's own race,
 				// until the object's event gives the node its identity.
 				if w := gcDeleteWrite(t); w != nil && w.Item.Namespace != "" {
-					v.Known = KnownVirtualNamespace
+					v.Known = Excuse(KnownVirtualNamespace)
 					v.Message += fmt.Sprintf("; the GC decided on it as a virtual node in namespace %s", w.Item.Namespace)
 				}
 				return v
@@ -260,10 +272,10 @@ func checkOrphanRespected(m *Model, t *Transition) *Violation {
 		v := &Violation{Property: PropOrphanRespected, Message: fmt.Sprintf("gc deleted %s because of %s, whose deletion orphaned it", d.Key(), t.Prev.UIDLabel(w.Owner))}
 		switch {
 		case w.Ran && !w.Seen:
-			v.Known = "kubernetes#26120"
+			v.Known = Excuse(KnownUnobservedDependent)
 			v.Message += "; the GC had not observed it when it orphaned"
 		case w.Switched:
-			v.Known = "kubernetes#32339"
+			v.Known = Excuse(KnownPolicySwitch)
 			v.Message += "; the orphan request switched a deletion already under way"
 		}
 		return v
@@ -319,12 +331,12 @@ func checkProtection(m *Model, t *Transition) *Violation {
 	}
 	for i := range t.Prev.Objects {
 		o := &t.Prev.Objects[i]
-		v, set := o.Label(ProtectionLabel)
-		if !set || !started(t, o) {
+		v := o.View()
+		if !ProtectionMayDeny(&v) || !started(t, o) {
 			continue
 		}
-		if v == ProtectAlways || (v == ProtectCascading && activeDependents(t.Prev, o) > 0) {
-			return &Violation{Property: PropProtectionHolds, Message: fmt.Sprintf("%s labelled %s=%s started deletion", o.Key(), ProtectionLabel, v)}
+		if ProtectionDenial(&v, activeDependents(t.Prev, o)) != "" {
+			return &Violation{Property: PropProtectionHolds, Message: fmt.Sprintf("%s labelled %s=%s started deletion", o.Key(), ProtectionLabel, v.Protection)}
 		}
 	}
 	return nil
@@ -354,7 +366,7 @@ func checkForegroundWaits(m *Model, t *Transition) *Violation {
 				if gr, has := findRef(dn.Owners, x.UID); has && gr.Block {
 					v := &Violation{Property: PropForegroundWaits, Message: fmt.Sprintf("gc removed foregroundDeletion from %s while %s, known to the GC, blocks it", x.Key(), d.Key())}
 					if w := gcDeleteWrite(t); w != nil && w.Item.UID == x.UID && w.Policy != Foreground && w.RV != 0 && w.RV != x.RV {
-						v.Known = KnownRetryWithoutRV
+						v.Known = Excuse(KnownRetryWithoutRV)
 						v.Message += fmt.Sprintf("; the GC decided its %s delete before the foreground deletion began, and deleteObject retried it without the resourceVersion precondition", w.Policy)
 					}
 					return v
@@ -371,11 +383,14 @@ func checkSilentOrphan(m *Model, t *Transition) *Violation {
 		return nil
 	}
 	if w := gcDeleteWrite(t); w != nil && w.Policy == Orphan {
-		// Not silent: attemptToDeleteItem asks for Orphan only to honour
-		// an orphan finalizer its GET saw, the deleting client's choice,
-		// even if attemptToOrphan removed it before the DELETE landed
-		// (deleteObject retries without the resourceVersion precondition
-		// when the ownerReferences are unchanged).
+		// Not silent, by rule rather than excuse: attemptToDeleteItem
+		// asks for Orphan only to honour an orphan finalizer its GET saw,
+		// the deleting client's choice, even if attemptToOrphan removed
+		// it before the DELETE landed (deleteObject retries without the
+		// resourceVersion precondition when the ownerReferences are
+		// unchanged). The in-flight write records that decision; a
+		// history does not, and harness/lin excuses the same DELETE as
+		// KnownStaleOrphanPolicy within a window.
 		return nil
 	}
 	if n := t.Next.Get(d.UID); n != nil && n.HasFinalizer(FinalizerOrphan) {
@@ -399,23 +414,25 @@ func resolves(s *State, d *Object, r OwnerRef) bool {
 	return u.Namespace == "" || u.Namespace == d.Namespace
 }
 
-// danglingRef reports whether a reference resolves to no live owner, the
-// way the GC's lookup in the dependent's namespace would conclude.
-func danglingRef(s *State, d *Object, r OwnerRef) bool {
-	owner := s.Get(r.UID)
-	if owner == nil || owner.Kind.Info().Kind != r.Kind || owner.Name != r.Name {
-		return true
-	}
-	return owner.Namespace != "" && owner.Namespace != d.Namespace
-}
-
-// neverCollected reports references the GC by design never acts on.
-func neverCollected(s *State, d *Object, r OwnerRef) bool {
+// classifyRef classifies reference r of d as classifyReferences would on
+// the store s (apiResource, OwnerScope, ClassifyOwner), without the GC's
+// absentOwnerCache or graph: the truth the GC's view is judged against.
+// The owner is returned when there is one.
+func classifyRef(s *State, d *Object, r OwnerRef) (RefClass, *Object) {
 	k, e := apiResource(s, r.Kind)
 	if e != errNone {
-		return true // restMappingError: retried forever
+		return RefUnresolvable, nil // restMappingError: retried forever
 	}
-	return d.Namespace == "" && k.Info().Namespaced
+	ns, ok := OwnerScope(k, d.Namespace)
+	if !ok {
+		return RefUnresolvable, nil
+	}
+	owner := s.Lookup(k, ns, r.Name)
+	if owner == nil || owner.UID != r.UID {
+		return RefDangling, nil
+	}
+	v := owner.View()
+	return ClassifyOwner(&v), owner
 }
 
 func checkGarbageCollected(m *Model, s *State) *Violation {
@@ -426,7 +443,7 @@ func checkGarbageCollected(m *Model, s *State) *Violation {
 		}
 		garbage := true
 		for _, r := range d.Owners {
-			if neverCollected(s, d, r) || !danglingRef(s, d, r) {
+			if c, _ := classifyRef(s, d, r); c != RefDangling {
 				garbage = false
 				break
 			}
@@ -450,7 +467,7 @@ func checkStuckFinalizer(m *Model, s *State) *Violation {
 		if x.HasFinalizer(FinalizerForeground) && !m.heldOutsideGC(s, x, nil) {
 			v := &Violation{Property: PropNoStuckFinalizer, Message: fmt.Sprintf("%s is stuck with foregroundDeletion and nothing outside the GC holds it", x.Key())}
 			if d := staleBlocker(s, x.UID); d != nil {
-				v.Known = KnownStaleDuplicateRef
+				v.Known = Excuse(KnownStaleDuplicateRef)
 				v.Message += fmt.Sprintf("; the graph still has a blocking reference from %s that the API server's dedup collapsed", d.Key())
 			} else if y := waitsOnForegroundCycle(s, x); y != nil && !m.Bugs.Has(BugNoCycleUnblock) {
 				// Upstream's unblock patch breaks every cycle the GC
@@ -458,14 +475,14 @@ func checkStuckFinalizer(m *Model, s *State) *Violation {
 				// the cycle it never gets to, and every foreground owner
 				// waiting on a member of it. Without the unblock
 				// (no-cycle-unblock) the same state is the bug's.
-				v.Known = KnownForegroundCycle
+				v.Known = Excuse(KnownForegroundCycle)
 				if y == x {
 					v.Message += "; it blocks itself through dependents that are all deleting in the foreground"
 				} else {
 					v.Message += fmt.Sprintf("; it waits for %s, which blocks itself through dependents that are all deleting in the foreground", y.Key())
 				}
 			} else if d := clusterScopedBlocker(s, x.UID); d != nil {
-				v.Known = KnownClusterScopedBlocker
+				v.Known = Excuse(KnownClusterScopedBlocker)
 				v.Message += fmt.Sprintf("; it waits for %s, a cluster-scoped object naming a namespaced owner, which the GC never deletes", d.Key())
 			}
 			return v
@@ -515,7 +532,7 @@ func checkGraphAgrees(m *Model, s *State) *Violation {
 		switch {
 		case n == nil || n.Virtual:
 			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("%s is live but the graph has not observed it", o.Key())}
-		case !slices.Equal(n.Owners, o.Owners) && !staleAfterDedup(n.Owners, o.Owners):
+		case !slices.Equal(n.Owners, o.Owners) && !(Excuse(KnownStaleDuplicateRef) != "" && staleAfterDedup(n.Owners, o.Owners)):
 			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("the graph's ownerReferences of %s differ from the store's", o.Key())}
 		case n.BeingDeleted != o.Deleting:
 			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("the graph's beingDeleted of %s is %v, the store's deletionTimestamp says %v", o.Key(), n.BeingDeleted, o.Deleting)}
@@ -530,48 +547,6 @@ func checkGraphAgrees(m *Model, s *State) *Violation {
 	}
 	return nil
 }
-
-// KnownStaleDuplicateRef names upstream's own behaviour behind a
-// foreground owner that waits on a dependent whose ownerReferences no
-// longer block it (see staleAfterDedup); no upstream issue reports it.
-const KnownStaleDuplicateRef = "graph_builder.go referencesDiffs (duplicate UIDs)"
-
-// KnownClusterScopedBlocker names upstream's own behaviour behind a
-// foreground owner that waits forever on a cluster-scoped dependent that
-// blocks it and names a namespaced owner (the foreground owner itself or
-// another): blockingDependents counts the dependent (the graph links by
-// UID), while attemptToDeleteItem gives up on it for good (isDangling's
-// namespacedOwnerOfClusterScopedObjectErr) and never deletes it. Found by stepped fuzzing of the model; no upstream issue
-// reports it.
-const KnownClusterScopedBlocker = "garbagecollector.go namespacedOwnerOfClusterScopedObjectErr (blocking dependent)"
-
-// KnownRetryWithoutRV names upstream's own behaviour behind a GC delete
-// that ends a client's foreground deletion: attemptToDeleteItem decided
-// a Background (or Orphan) delete of a dangling item; a client then
-// deleted the item with Foreground; the GC's DELETE failed its
-// resourceVersion precondition, and deleteObject (garbagecollector.go,
-// kubernetes#132632) retried it without one because the ownerReferences
-// had not changed. The retried DELETE's policy replaces foregroundDeletion
-// and the item goes without waiting for its blocking dependents. Found by
-// stepped fuzzing of the model; no upstream issue reports it.
-const KnownRetryWithoutRV = "garbagecollector.go deleteObject (retry without resourceVersion)"
-
-// KnownVirtualNamespace: the GC acted on a cluster-scoped object
-// through a virtual node that took a dependent's namespace
-// (GraphBuilder.addDependentToOwners), so attemptToDeleteItem resolved
-// the object's references to namespaced owners there.
-const KnownVirtualNamespace = "kubernetes#124378"
-
-// KnownForegroundCycle names upstream's own behaviour behind a cycle of
-// foreground deletions, an object that blocks itself the shortest:
-// processDeletingDependentsItem (garbagecollector.go) pushes along only
-// the blocking dependents that are not deletingDependents themselves, and
-// the cycle-breaking unblock in attemptToDeleteItem runs only for an item
-// not yet deleting its dependents, so when every member already is
-// (deleted with Foreground by a client, or blocking itself) none is ever
-// unblocked. Found by stepped fuzzing of the model; no upstream issue
-// reports it.
-const KnownForegroundCycle = "garbagecollector.go processDeletingDependentsItem (foreground cycle)"
 
 // waitsOnForegroundCycle returns an object on a foreground cycle (see
 // foregroundCycle) that x waits for: x itself, or one reached from x
@@ -636,7 +611,7 @@ func clusterScopedBlocker(s *State, owner UID) *Object {
 			continue
 		}
 		blocks := slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { return r.UID == owner && r.Block })
-		if blocks && slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { return neverCollected(s, d, r) }) {
+		if blocks && slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { c, _ := classifyRef(s, d, r); return c == RefUnresolvable }) {
 			return d
 		}
 	}

@@ -191,6 +191,12 @@ type Write struct {
 	RV     int        // WriteDelete: latest.ResourceVersion precondition (0: none)
 	Owners []OwnerRef // WriteDelete: ownersAtResourceVersion; WriteUnblock: refs to unblock
 	Remove []UID      // WritePatchOwners: ownerReference UIDs to drop
+	// Waited (WriteDelete) lists the owners classifyReferences found
+	// waiting for dependents when the GC decided the delete: ghost state
+	// that lets no solid owner collected tell an owner that stopped
+	// waiting before the DELETE landed (a known upstream race) from one
+	// the GC should have seen as solid.
+	Waited []UID
 }
 
 // GC is the garbage collector's in-memory state.

@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/target"
@@ -21,6 +25,12 @@ var (
 )
 
 func TestScenarios(t *testing.T) {
+	// controller-runtime (the webhook) otherwise prints a warning with a
+	// stack on stderr, among the progress lines; client-go's klog (impl's
+	// reflectors retrying the resource of a deleted CRD) goes with the
+	// spec's output, shown when it fails
+	ctrllog.SetLogger(logr.Discard())
+	klog.SetLogger(GinkgoLogr)
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "cascade scenarios")
 }

@@ -43,7 +43,7 @@ const (
 	HeaderProperty = "property" // the property the trace violates
 	HeaderFoundBy  = "found-by" // the command that produced it
 	HeaderBug      = "bug"      // bug switches to replay with, comma-separated
-	HeaderKnown    = "known"    // the upstream issue of a known race
+	HeaderKnown    = "known"    // the known-race registry entry (model.KnownRaces) the trace shows
 	HeaderTargets  = "targets"  // where the trace runs: model, impl, upstream
 	HeaderLabels   = "labels"   // Ginkgo labels
 )

@@ -26,6 +26,7 @@ type checkFlags struct {
 	out                            string
 	jsonOut, quiet, strict         bool
 	listBugs, listProps, listScope bool
+	listKnown                      bool
 }
 
 func newCheckCmd() *cobra.Command {
@@ -47,8 +48,8 @@ Properties (--list-properties) are checked on every transition (always),
 in every quiescent state (quiescent liveness) or must be witnessed at least
 once (sometimes; a preset that never witnesses one it expects is vacuous and
 fails). --bug switches on a catalogued bug (--list-bugs). Violations that are
-documented upstream races are reported as known and do not fail the run
-unless --strict.
+documented upstream races are reported as known, naming their entry in the
+known-race registry (--list-known), and do not fail the run unless --strict.
 
 Progress goes to stderr once a second; the result goes to stdout as text or
 --json (the schema conform and fuzz share; see README). An interrupt ends the
@@ -81,6 +82,7 @@ Examples:
 	fl.BoolVar(&f.listBugs, "list-bugs", false, "list the bug catalogue and exit")
 	fl.BoolVar(&f.listProps, "list-properties", false, "list the named properties and exit")
 	fl.BoolVar(&f.listScope, "list-presets", false, "list the preset scopes and exit")
+	fl.BoolVar(&f.listKnown, "list-known", false, "list the registry of known upstream races and exit")
 	return cmd
 }
 
@@ -93,6 +95,8 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 		return listProperties(stdout)
 	case f.listScope:
 		return listPresets(stdout)
+	case f.listKnown:
+		return listKnown(stdout)
 	}
 	scope, err := buildScope(f)
 	if err != nil {
@@ -313,6 +317,55 @@ func listBugs(w io.Writer) error {
 		fmt.Fprintf(w, "%s\n  %s\n  known-bugs %s; upstream %s\n  breaks %q; preset %s\n\n", info.Name, info.Doc, info.KnownBug, info.Upstream, info.Breaks, check.BugPreset[b])
 	}
 	return nil
+}
+
+// listKnown prints the known-race registry (model.KnownRaces): each
+// entry's ID, upstream reference, the properties it relaxes, the
+// evidence that admits it (and why a window, where one), its sites and
+// its fixtures.
+func listKnown(w io.Writer) error {
+	for _, k := range model.KnownRaces {
+		fmt.Fprintf(w, "%s\n  %s\n  upstream: %s\n  relaxes: %s\n  evidence: %s\n", k.ID, k.Doc, k.Upstream, quoteAll(k.Relaxes), evidenceList(&k))
+		if k.Window != "" {
+			fmt.Fprintf(w, "  window, because: %s\n", k.Window)
+		}
+		fmt.Fprintf(w, "  sites: %s\n  fixtures: %s\n\n", strings.Join(k.Sites, "; "), strings.Join(k.Fixtures, ", "))
+	}
+	return nil
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+func evidenceList(k *model.KnownRace) string {
+	e := make([]string, len(k.Evidence))
+	for i, x := range k.Evidence {
+		e[i] = x.String()
+	}
+	return strings.Join(e, ", ")
+}
+
+// knownTable renders the registry as the README's table of known races.
+func knownTable() string {
+	var b strings.Builder
+	b.WriteString("| ID | Upstream | Relaxes | Evidence | Fixtures |\n|---|---|---|---|---|\n")
+	for _, k := range model.KnownRaces {
+		ev := evidenceList(&k)
+		if k.Window != "" {
+			ev += " (window: " + k.Window + ")"
+		}
+		fx := make([]string, len(k.Fixtures))
+		for i, f := range k.Fixtures {
+			fx[i] = "`" + f + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", k.ID, k.Upstream, quoteAll(k.Relaxes), ev, strings.Join(fx, ", "))
+	}
+	return b.String()
 }
 
 func listProperties(w io.Writer) error {

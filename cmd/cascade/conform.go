@@ -297,6 +297,7 @@ func runConform(cmd *cobra.Command, f *conformFlags) error {
 	if err := writeConformReports(rep, f.junit, f.out); err != nil {
 		return closeTarget(t, &exitError{code: 1, err: err})
 	}
+	reportsWhere(progress, f.junit, f.out)
 	var result error
 	switch {
 	case rep.Interrupted:
@@ -423,6 +424,25 @@ func writeConformReports(rep *conformReport, junitPath, outDir string) error {
 		}
 	}
 	return nil
+}
+
+// reportsWhere says on the progress stream where writeConformReports
+// wrote the reports (nothing when none was asked for).
+func reportsWhere(w io.Writer, junitPath, outDir string) {
+	var at []string
+	if junitPath != "" {
+		at = append(at, "JUnit in "+junitPath)
+	}
+	if outDir != "" {
+		what := "summary.json"
+		if junitPath == "" {
+			what += ", junit.xml"
+		}
+		at = append(at, what+" and each failed trace's output in "+outDir)
+	}
+	if len(at) > 0 {
+		fmt.Fprintf(w, "conform: reports: %s\n", strings.Join(at, "; "))
+	}
 }
 
 // listTraces prints the built-in traces with the targets they run on and

@@ -98,13 +98,18 @@ must still be linearizable and, once quiet, live. Each run's progress line
 names its restarts, their time and its ops maybe applied; the --json
 summary totals them (restarts, restart_seconds, maybe_applied).
 
+A run whose history the checker cannot decide within a minute is
+inconclusive: no verdict on the target, so it is neither shrunk nor counted
+as passed, and fuzzing goes on.
+
 Progress goes to stderr, a line per run with its own time; the summary goes
 to stdout and names the seed and the command that runs the same runs again
 (--json: the schema check and conform share, see README). SIGINT or SIGTERM
 stops fuzzing within seconds: the run it cuts short is neither passed nor
 failed, nothing is shrunk or written to --out, the run's objects are removed
 and the control plane stopped. Exit codes: 0 every run passed, 1 a run
-failed, 2 usage or input error, 130 interrupted.`,
+failed, 2 usage or input error, 3 no run failed but the checker could not
+decide some run's history, 130 interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runFuzz(cmd, f) },
 	}
@@ -196,11 +201,24 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err := printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed), rep, f.json); err != nil {
 		return err
 	}
-	switch {
-	case ctx.Err() != nil:
+	if ctx.Err() != nil {
 		return errInterrupted
+	}
+	return fuzzResult(rep)
+}
+
+// errInconclusive makes cascade fuzz exit 3: no run failed, but the
+// checker could not decide the history of some.
+var errInconclusive = &exitError{code: 3, err: errors.New("")}
+
+// fuzzResult is what fuzz exits with once it has printed rep: 1 when a
+// run failed, 3 when none did but some run was inconclusive, else 0.
+func fuzzResult(rep *fuzz.Report) error {
+	switch {
 	case !rep.OK():
 		return errViolation
+	case len(rep.Undecided) > 0:
+		return errInconclusive
 	}
 	return nil
 }
@@ -225,6 +243,9 @@ type fuzzSummary struct {
 	Restarts       int     `json:"restarts"`
 	RestartSeconds float64 `json:"restart_seconds"`
 	MaybeApplied   int     `json:"maybe_applied"`
+	// Inconclusive are the runs whose history the checker could not
+	// decide in time, one line each: no verdict on the target.
+	Inconclusive []string `json:"inconclusive_runs"`
 	// Failure is the first failing run, shrunk (null when all passed).
 	Failure *fuzzFailure `json:"failure"`
 }
@@ -253,11 +274,13 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 		s.Result = summaryFail
 	case rep.Interrupted:
 		s.Result = summaryInterrupted
+	case len(rep.Undecided) > 0:
+		s.Result = summaryInconclusive
 	default:
 		s.Result = summaryPass
 	}
 	out := fuzzSummary{summary: s, Mode: rep.Mode, Inject: append([]string{}, rep.Inject...), Runs: rep.Runs, Passed: rep.Checks,
-		Steps: rep.Steps, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...),
+		Steps: rep.Steps, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...), Inconclusive: append([]string{}, rep.Undecided...),
 		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied}
 	if f := rep.Failure; f != nil {
 		out.Failure = &fuzzFailure{Kind: f.Kind, Summary: f.Summary, Steps: f.Steps, Run: f.Run, FoundAfter: f.FoundAfter.Seconds(),
@@ -301,6 +324,9 @@ func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
 	}
 	for _, k := range rep.Known {
 		fmt.Fprintf(w, "known upstream race: %s\n", k)
+	}
+	for _, u := range rep.Undecided {
+		fmt.Fprintf(w, "INCONCLUSIVE %s\n", u)
 	}
 	if f := rep.Failure; f != nil {
 		shrunk := "shrunk to"
@@ -379,6 +405,8 @@ func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
 		var b strings.Builder
 		_ = printFuzz(&b, s, rep, false)
 		c.Result, c.Message = resultFail, b.String()
+	case len(rep.Undecided) > 0: // no verdict on the target: not a failure
+		c.Result, c.Message = resultError, "inconclusive: "+strings.Join(rep.Undecided, "; ")
 	default:
 		c.Result = resultPass
 		c.Message = fmt.Sprintf("%d runs, %d steps, %d history operations, seed %d", rep.Checks, rep.Steps, rep.Ops, rep.Seed)

@@ -5,7 +5,8 @@
 // garbage collector against a cluster (gc).
 //
 // Exit codes: 0 when everything holds, 1 when a property is violated or a
-// replay diverges, 2 for usage and input errors, 130 when interrupted.
+// replay diverges, 2 for usage and input errors, 3 when fuzz's checker
+// could not decide a history, 130 when interrupted.
 //
 // SIGINT and SIGTERM cancel the running command's context: commands that
 // touch a cluster then remove the objects they created and stop what they
@@ -63,6 +64,7 @@ protection.
   cascade gc       run cascade's reference garbage collector on a cluster
 
 Exit codes: 0 all hold, 1 violation or divergence, 2 usage or input error,
+3 inconclusive (fuzz: the checker could not decide a run's history),
 130 interrupted (after cleaning up).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,

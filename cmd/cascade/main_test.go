@@ -56,7 +56,8 @@ func TestCheckFindsTheAdoptionRace(t *testing.T) {
 	}
 }
 
-// TestCheckUpstreamJSON: upstream mode holds in a preset (exit 0), and
+// TestCheckUpstreamJSON: upstream mode holds in a preset (exit 0; its
+// 127 states are model/check's TestDistinctStatesPinned's), and
 // --json is machine-readable with the witnessed reachability.
 func TestCheckUpstreamJSON(t *testing.T) {
 	out, code := cascade(t, "check", "--preset", "foreground-cycle", "--json", "-q", "--out", t.TempDir())
@@ -72,7 +73,7 @@ func TestCheckUpstreamJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
-	if res.Distinct != 123 || len(res.Violations) != 0 || !res.Complete || !strings.Contains(strings.Join(res.Witnessed, ","), "a cycle is broken") {
+	if res.Distinct != 127 || len(res.Violations) != 0 || !res.Complete || !strings.Contains(strings.Join(res.Witnessed, ","), "a cycle is broken") {
 		t.Fatalf("unexpected result %+v", res)
 	}
 }

@@ -16,6 +16,9 @@ const (
 	summaryPass        = "pass"
 	summaryFail        = "fail"
 	summaryInterrupted = "interrupted"
+	// summaryInconclusive: nothing failed, but the checker could not
+	// decide some run's history (fuzz exits 3).
+	summaryInconclusive = "inconclusive"
 )
 
 // summary is what every --json summary (check, conform, fuzz) starts
@@ -26,7 +29,7 @@ type summary struct {
 	Command string `json:"command"`
 	// Target is where it ran: model for check.
 	Target string `json:"target"`
-	// Result is pass, fail or interrupted.
+	// Result is pass, fail, interrupted or inconclusive.
 	Result string `json:"result"`
 	// Seconds is the wall time of the command's work.
 	Seconds float64 `json:"seconds"`

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -62,6 +63,24 @@ func TestTargetUsageErrors(t *testing.T) {
 
 // TestConformModelReports: conform on the model passes every scenario and
 // race trace and writes a JSON summary and a JUnit report that agree.
+// The progress stream ends by saying where the reports are.
+func TestConformSaysWhereTheReportsAre(t *testing.T) {
+	dir := t.TempDir()
+	junit := filepath.Join(dir, "j.xml")
+	root := newRoot()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs([]string{"conform", "--target", "model", "--labels", "orphan", "--junit", junit, "--out", dir})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("%v:\n%s", err, out.String())
+	}
+	want := "conform: reports: JUnit in " + junit + "; summary.json and each failed trace's output in " + dir + "\n"
+	if !strings.HasSuffix(errb.String(), want) {
+		t.Fatalf("progress does not end with %q:\n%s", want, errb.String())
+	}
+}
+
 func TestConformModelReports(t *testing.T) {
 	dir := t.TempDir()
 	junit := filepath.Join(dir, "junit.xml")

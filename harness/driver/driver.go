@@ -59,14 +59,25 @@ type Driver struct {
 	objs    []incarnation        // in creation order
 	symbols map[string]types.UID // uid=SYMBOL -> a UID no object has
 	nsMade  map[string]bool      // real namespaces the driver created
-	crdAt   time.Time            // when the driver last created a CRD
+	crdAt   time.Time            // when the driver last sent the create of a CRD
+	crdName string               // and its name
 }
 
-// LastCRD returns when the driver last created a CRD (zero if never).
+// LastCRD returns when the driver last sent the create of a CRD that
+// succeeded (zero if never): no discovery read that began before it can
+// have seen that CRD.
 func (d *Driver) LastCRD() time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.crdAt
+}
+
+// LastCRDName returns the name (plural.group) of the CRD the driver
+// created last ("" if none).
+func (d *Driver) LastCRDName() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.crdName
 }
 
 // NewRunID returns a short random run id for a namespace prefix.

@@ -102,6 +102,7 @@ func (d *Driver) create(ctx context.Context, st model.Step, name, ns string) (Re
 	if err != nil {
 		return Result{}, err
 	}
+	sent := time.Now()
 	created, err := r.Create(ctx, u, metav1.CreateOptions{})
 	if err != nil {
 		return result(err, 201), nil
@@ -114,7 +115,7 @@ func (d *Driver) create(ctx context.Context, st model.Step, name, ns string) (Re
 	}
 	if t.Kind == crdKindID() {
 		d.mu.Lock()
-		d.crdAt = time.Now()
+		d.crdAt, d.crdName = sent, name // no discovery read before sent can have seen it
 		d.mu.Unlock()
 		if err := d.waitEstablished(ctx, name); err != nil {
 			return Result{}, fmt.Errorf("crd/%s never became established: %w", t.Name, err)

@@ -125,6 +125,10 @@ type concurrentRun struct {
 	maybe     int
 	restartAt []time.Duration
 	restarts  []restartDone
+	// undecided is the checker's summary when it could not decide the
+	// run's history in time ("" when it did).
+	undecided string
+	checked   time.Duration // how long the check of the history took
 }
 
 // RunConcurrent runs cfg.Checks concurrent runs against env.
@@ -202,10 +206,15 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		judged = true
 		rep.Ops += r.ops
 		rep.Known = append(rep.Known, r.known...)
-		if first && len(r.sent) == 0 {
-			progress(cfg, "run %d/%d: drawn empty, not counted (%s)", n, cfg.Checks, time.Since(runStart).Round(time.Millisecond))
-		}
-		if first && len(r.sent) > 0 {
+		took := fmt.Sprintf("%s; %s in all", time.Since(runStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		switch {
+		case !first:
+		case len(r.sent) == 0:
+			progress(cfg, "run %d/%d: drawn empty, not counted (%s)", n, cfg.Checks, took)
+		case r.undecided != "":
+			rep.Undecided = append(rep.Undecided, fmt.Sprintf("run %d (%d steps, %d ops): %s", n, len(r.sent), r.ops, r.undecided))
+			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops INCONCLUSIVE (the checker could not decide them in %s), quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Microsecond), took)
+		default:
 			rep.Checks++
 			rep.MaybeApplied += r.maybe
 			for _, x := range r.restarts {
@@ -216,8 +225,7 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			if len(r.restarts) > 0 {
 				extra = fmt.Sprintf("; %s, %d ops maybe applied", restartSummary(r.restarts), r.maybe)
 			}
-			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable, quiet state live (%s; %s in all)%s", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops,
-				time.Since(runStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond), extra)
+			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable (checked in %s), quiet state live (%s)%s", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Microsecond), took, extra)
 		}
 	}
 	msg, failFile, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
@@ -499,20 +507,13 @@ func (r *concurrentRun) run(t *rapid.T) {
 			r.maybe++
 		}
 	}
+	began := time.Now()
 	res := interruptible(r.ctx, func() lin.Result { return lin.Check(ops, opts) })
+	r.checked = time.Since(began)
 	for _, k := range res.Known {
 		r.known = append(r.known, k.Issue+": "+k.Message)
 	}
-	if res.Verdict != porcupine.Ok {
-		kind := "linearizability"
-		if res.Verdict == porcupine.Unknown {
-			kind = "error" // timed out: no verdict
-		}
-		r.fail(kind, res.Summary, func(dir string) (string, error) {
-			path := filepath.Join(dir, "history.html")
-			return path, res.Visualize(path)
-		})
-	}
+	r.judge(res)
 
 	dyn, err := dynamic.NewForConfig(r.env.Admin)
 	if err != nil {
@@ -532,6 +533,23 @@ func (r *concurrentRun) run(t *rapid.T) {
 func (r *concurrentRun) fatal(t *rapid.T, err error) {
 	stopIfInterrupted(r.ctx)
 	t.Fatalf("error: %v", err)
+}
+
+// judge takes the checker's verdict on the run's history: an illegal
+// history fails the run; one the checker could not decide in time is no
+// verdict on the target, so no failure for rapid to shrink, and the run
+// is reported inconclusive.
+func (r *concurrentRun) judge(res lin.Result) {
+	switch res.Verdict {
+	case porcupine.Ok:
+	case porcupine.Unknown:
+		r.undecided = res.Summary
+	default:
+		r.fail("linearizability", res.Summary, func(dir string) (string, error) {
+			path := filepath.Join(dir, "history.html")
+			return path, res.Visualize(path)
+		})
+	}
 }
 
 // execute runs every client's steps in order, the clients at once, and

@@ -139,6 +139,11 @@ type Report struct {
 	// verdict and is neither passed nor failed; nothing was shrunk or
 	// written.
 	Interrupted bool
+
+	// Undecided names the runs whose history the checker could not
+	// decide in time (lin's Unknown verdict), one line each: neither
+	// passed nor failed, they say nothing of the target.
+	Undecided []string
 }
 
 // OK reports whether no run failed.

@@ -9,5 +9,5 @@ func NewObserverAt(start time.Time) *Observer { return &Observer{start: start} }
 // See records that the watch delivered obj (removed: a DELETED event) at
 // the instant at, in Unix nanoseconds.
 func (o *Observer) See(obj *Object, removed bool, at int64) {
-	o.record(watchEvent{obj: obj, removed: removed, at: at})
+	o.record(WatchEvent{Object: obj, Removed: removed, At: at})
 }

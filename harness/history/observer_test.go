@@ -291,3 +291,93 @@ func TestObserverFirstDeleteIsJudged(t *testing.T) {
 		t.Errorf("want the DELETE's finalizers illegal, got %s: %s", res.Verdict, res.Summary)
 	}
 }
+
+// revisionRun is a kubeconfig run in which a replication controller
+// creates a Pod and the GC later deletes it, both seen only by watch and
+// late, while the driver's clients create ConfigMaps around them.
+type revisionRun struct {
+	at                      func(ms int) int64
+	t0                      time.Time
+	pod, podGone            history.Object
+	cmBefore, cmAfter, cmGC history.Op
+}
+
+func newRevisionRun(t *testing.T) revisionRun {
+	pod, ok := model.KindByShort("pod")
+	cm, ok2 := model.KindByShort("cm")
+	if !ok || !ok2 {
+		t.Fatal("no kind pod or cm")
+	}
+	r := revisionRun{t0: time.Unix(4000, 0)}
+	r.at = func(ms int) int64 { return r.t0.Add(time.Duration(ms) * time.Millisecond).UnixNano() }
+	r.pod = history.Object{Kind: pod, Namespace: "obs-ns", Name: "web-x", UID: "u-pod", RV: 700, Replicas: -1}
+	r.podGone = r.pod
+	r.podGone.RV = 720
+	create := func(name string, rv uint64, call, ret int) history.Op {
+		got := history.Object{Kind: cm, Namespace: "obs-ns", Name: name, UID: "u-" + name, RV: rv, Replicas: -1}
+		return history.Op{Actor: "client-0", Verb: history.Create, Kind: cm, Namespace: "obs-ns", Name: name,
+			Sent: &history.Object{Kind: cm, Namespace: "obs-ns", Name: name, Replicas: -1}, Code: 201, Got: &got,
+			Call: r.at(call), Return: r.at(ret)}
+	}
+	r.cmBefore = create("a", 699, 100, 110) // written just before the Pod
+	r.cmAfter = create("b", 701, 200, 210)  // and just after
+	r.cmGC = create("c", 721, 600, 610)     // just after the Pod's deletion
+	return r
+}
+
+// TestObservedWriteBoundedByRevisions: resourceVersions are one etcd's
+// revisions, numbered in the order etcd applies writes, so a write seen
+// only by watch came after every write of a smaller revision began and
+// before any larger revision was seen. The controller's create of the
+// Pod (rv 700) lies between the creates of rv 699 and 701, where the
+// watch alone puts it anywhere from the observer's start to its late
+// delivery; the GC's deletion (rv 720) lies after rv 701's create began and
+// before rv 721 was answered.
+func TestObservedWriteBoundedByRevisions(t *testing.T) {
+	r := newRevisionRun(t)
+	o := history.NewObserverAt(r.t0)
+	o.See(&r.pod, false, r.at(500))    // the Pod's watch lags
+	o.See(&r.podGone, true, r.at(900)) // and lags
+	recorded := history.Merge([]history.Op{r.cmBefore, r.cmAfter, r.cmGC})
+	observed := o.Ops(recorded)
+	if len(observed) != 2 {
+		t.Fatalf("want the Pod's create and deletion observed, got %+v", observed)
+	}
+	if w := observed[0]; w.Got.RV != 700 || w.Call != r.at(100) || w.Return != r.at(210) {
+		t.Errorf("observed rv %d in [%d, %d], want rv 700 in [rv 699's Call %d, rv 701's Return %d]",
+			w.Got.RV, w.Call, w.Return, r.at(100), r.at(210))
+	}
+	if w := observed[1]; !w.Removed || w.Call != r.at(200) || w.Return != r.at(610) {
+		t.Errorf("observed %s in [%d, %d], want the deletion in [rv 701's Call %d, rv 721's Return %d]",
+			w.String(), w.Call, w.Return, r.at(200), r.at(610))
+	}
+	if res := lin.Check(history.Merge(recorded, observed), lin.Options{}); res.Verdict != "Ok" {
+		t.Errorf("%s", res.Summary)
+	}
+}
+
+// TestObservedWriteNotBoundedByNoOps: only an answer that certainly
+// wrote its revision bounds the writes of larger revisions from below.
+// A patch without a resourceVersion precondition may have changed
+// nothing and shown a revision written long before it was sent, so its
+// Call says nothing of when the Pod's write came.
+func TestObservedWriteNotBoundedByNoOps(t *testing.T) {
+	r := newRevisionRun(t)
+	noop := r.cmBefore
+	noop.Verb, noop.Code, noop.Call, noop.Return = history.Patch, 200, r.at(150), r.at(160)
+	noop.Sent = &history.Object{Replicas: -1}
+	o := history.NewObserverAt(r.t0)
+	o.See(&r.pod, false, r.at(500))
+	observed := o.Ops(history.Merge([]history.Op{r.cmBefore, noop, r.cmAfter}))
+	if len(observed) != 1 || observed[0].Call != r.at(100) {
+		t.Fatalf("want the Pod's create observed from rv 699's Call %d, not the patch's %d: %+v", r.at(100), r.at(150), observed)
+	}
+
+	// With the resourceVersion it was checked against, an answer at
+	// another revision is a write.
+	noop.Sent.RV = 698
+	observed = o.Ops(history.Merge([]history.Op{r.cmBefore, noop, r.cmAfter}))
+	if len(observed) != 1 || observed[0].Call != r.at(150) {
+		t.Fatalf("want the Pod's create observed from the patch's Call %d: %+v", r.at(150), observed)
+	}
+}

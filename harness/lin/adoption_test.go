@@ -1,6 +1,8 @@
 package lin
 
 import (
+	"github.com/cascade-k8s/cascade/model"
+
 	"testing"
 
 	"github.com/cascade-k8s/cascade/harness/history"
@@ -28,7 +30,7 @@ func TestKnownAdoptionRace(t *testing.T) {
 		setup(b)
 		del(b)
 		a := b.write(rsc, p, 35*ms, 40*ms, withRefs(b.ref(r, true, true)))
-		expectKnown(t, b.check(), a, "kubernetes#42938")
+		expectKnown(t, b.check(), a, model.KnownAdoptionRecheck)
 	})
 	t.Run("reads not recorded: adoption long after is illegal", func(t *testing.T) {
 		b := newBuilder(t)
@@ -44,7 +46,7 @@ func TestKnownAdoptionRace(t *testing.T) {
 		b.get(rsc, r, 12*ms, 15*ms) // live
 		del(b)
 		a := b.write(rsc, p, 35*ms, 40*ms, withRefs(b.ref(r, true, true)))
-		expectKnown(t, b.check(), a, "kubernetes#42938")
+		expectKnown(t, b.check(), a, model.KnownAdoptionRecheck)
 	})
 	t.Run("reads recorded: adoption racing with the deletion without a GET is illegal", func(t *testing.T) {
 		b := newBuilder(t)
@@ -124,7 +126,7 @@ func TestKnownAdoptionRace(t *testing.T) {
 		b.get(rsc, r, 12*ms, 15*ms)
 		ref := gone(b)
 		a := b.write(rsc, p, 35*ms, 40*ms, withRefs(ref))
-		expectKnown(t, b.check(), a, "kubernetes#42938")
+		expectKnown(t, b.check(), a, model.KnownAdoptionRecheck)
 	})
 	t.Run("reads not recorded: adoption to a gone owner is not judged", func(t *testing.T) {
 		b := newBuilder(t)

@@ -231,9 +231,11 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 		if opts.Orphan != nil && opts.Propagation != "" {
 			return nil, "the delete succeeded with both orphanDependents and propagationPolicy, which validation forbids"
 		}
-		if c.protection && cur.known() && !cur.obj.Deleting && cur.obj.Labels[model.ProtectionLabel] == model.ProtectAlways {
-			return nil, fmt.Sprintf("the delete of %s succeeded although it carries %s=%s, which the deletion-protection webhook denies [%s]",
-				in.key, model.ProtectionLabel, model.ProtectAlways, model.PropProtectionHolds)
+		if c.protection {
+			if deny := protectionDenial(s, cur); deny != "" {
+				return nil, fmt.Sprintf("the delete of %s succeeded although the deletion-protection webhook denies it: %s [%s]",
+					in.key, deny, model.PropProtectionHolds)
+			}
 		}
 		if op.Got != nil && op.Got.UID != "" && cur.flags&uidUnknown == 0 && op.Got.UID != cur.obj.UID {
 			return nil, fmt.Sprintf("the delete answered uid %s while %s", short(op.Got.UID), liveDesc(cur))
@@ -277,7 +279,7 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 		if cur == nil {
 			return nil, fmt.Sprintf("an admission webhook denied the delete while no %s was live", in.key)
 		}
-		if cur.known() && !protected(cur.obj) {
+		if v := viewOf(cur.obj); cur.known() && !model.ProtectionMayDeny(&v) {
 			return nil, fmt.Sprintf("an admission webhook denied the delete of %s, which is being deleted or lacks %s=Always|Cascading",
 				in.key, model.ProtectionLabel)
 		}
@@ -332,7 +334,7 @@ func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pr
 	}
 	switch {
 	case !graceful(k) && cur.prov.dressed >= 0 && c.ins[cur.prov.dressed].ret > in.op.Call:
-		v.known = "kubernetes#77988"
+		v.known = model.Excuse(model.KnownRemovalBeforeFinalizers)
 		v.message += fmt.Sprintf("; it had read the object before op %d put them on, and deleted it at once", cur.prov.dressed)
 	case graceful(k):
 		var by []mark
@@ -349,7 +351,7 @@ func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pr
 			}
 			by = append(by, m)
 		}
-		v.known = "kubernetes#77988"
+		v.known = model.Excuse(model.KnownRemovalBeforeFinalizers)
 		v.message += fmt.Sprintf("; it had started a deletion without grace period before op %d put them on, and removed it at once", by[0])
 	}
 	return v

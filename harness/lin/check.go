@@ -66,7 +66,7 @@ type Options struct {
 	// GraphChanges are the events an in-process GC applied to its graph
 	// (history.GraphChange; impl only). With them and the GC's GETs in
 	// Reads, a GC decision that reads the graph is no longer excused as
-	// made on a graph behind the store (KnownStaleGraph) when they show
+	// made on a graph behind the store (model.KnownStaleGraph) when they show
 	// the graph had the writes in question before the deciding worker
 	// could have read it.
 	GraphChanges []history.GraphChange
@@ -77,7 +77,7 @@ const DefaultRaceWindow = time.Second
 
 // Known is a broken rule a documented upstream race explains.
 type Known struct {
-	Issue    string // e.g. "kubernetes#26120"
+	Issue    string // the registry entry's ID (model.KnownRaces), e.g. "kubernetes#26120"
 	Property string
 	Op       int // index of the op in the history
 	Message  string
@@ -90,7 +90,9 @@ func (k Known) String() string {
 
 // Result is Check's verdict.
 type Result struct {
-	// Verdict is porcupine.Ok, Illegal or Unknown (timed out).
+	// Verdict is porcupine.Ok, Illegal or Unknown: the search ran out of
+	// time (Options.Timeout), an inconclusive check that says nothing of
+	// the system whose history it is.
 	Verdict porcupine.CheckResult
 	// Info and Model are porcupine's, for Visualize.
 	Info  porcupine.LinearizationInfo
@@ -121,13 +123,14 @@ func Check(ops []history.Op, opts Options) Result {
 	for i := range ops {
 		op := &ops[i]
 		k := op.Key()
-		c.ins[i] = &input{id: i, op: op, key: k, kh: keyHash(k), gotHash: objHash(op.Got), ret: effectiveReturn(op)}
+		c.ins[i] = &input{id: i, op: op, key: k, kh: keyHash(k), gotHash: objHash(op.Got), ret: effectiveReturn(op), rev: writtenRevision(op)}
 	}
 	res := Result{Culprit: -1, Ops: ops, Actors: actors(ops)}
 	parts := [][]int{allOps(len(ops))}
 	if !opts.NoPartition {
 		parts = partition(ops)
 	}
+	c.chainRevisions(parts)
 	deadline := time.Time{}
 	if opts.Timeout > 0 {
 		deadline = time.Now().Add(opts.Timeout)
@@ -137,7 +140,7 @@ func Check(ops []history.Op, opts Options) Result {
 	res.Verdict, res.Info = porcupine.CheckOperationsVerbose(strict, c.operations(), remaining(deadline))
 	res.Model = strict
 	if res.Verdict == porcupine.Unknown {
-		res.Summary = fmt.Sprintf("Unknown: the check of %d operations ran out of time (%s).", len(ops), opts.Timeout)
+		res.Summary = fmt.Sprintf("Inconclusive: the checker could not decide within %s whether the %d operations are linearizable; this is no verdict on the system under test.", opts.Timeout, len(ops))
 		return res
 	}
 	if res.Verdict == porcupine.Ok {
@@ -151,7 +154,7 @@ func Check(ops []history.Op, opts Options) Result {
 	verdict, info := porcupine.CheckOperationsVerbose(lenient, c.operations(), remaining(deadline))
 	if verdict == porcupine.Unknown {
 		res.Verdict = porcupine.Unknown
-		res.Summary = fmt.Sprintf("Unknown: the history breaks a rule and the search for a linearization explained by known upstream races ran out of time (%s).", opts.Timeout)
+		res.Summary = fmt.Sprintf("Inconclusive: no linearization of the %d operations keeps every rule, and the checker could not decide within %s whether known upstream races explain the broken ones; this is no verdict on the system under test.", len(ops), opts.Timeout)
 		return res
 	}
 	res.Verdict, res.Info, res.Model = verdict, info, lenient

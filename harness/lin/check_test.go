@@ -120,7 +120,7 @@ func TestKnownOrphanRace(t *testing.T) {
 		b.del("client-0", o, 20*ms, 30*ms, "Orphan")
 		b.create("client-1", p, 25*ms, 35*ms, nil, b.ref(o, false, false))
 		gc := b.write("gc", o, 40*ms, 45*ms, withoutFinalizer(model.FinalizerOrphan))
-		expectKnown(t, b.check(), gc, "kubernetes#26120")
+		expectKnown(t, b.check(), gc, model.KnownUnobservedDependent)
 	})
 	t.Run("dependent long known", func(t *testing.T) {
 		b := newBuilder(t)
@@ -159,7 +159,7 @@ func TestKnownForegroundRace(t *testing.T) {
 		b.del("client-0", o, 20*ms, 30*ms, "Foreground")
 		b.create("client-1", p, 25*ms, 35*ms, nil, b.ref(o, true, false))
 		gc := b.write("gc", o, 40*ms, 45*ms, withoutFinalizer(model.FinalizerForeground))
-		expectKnown(t, b.check(), gc, "kubernetes#26120")
+		expectKnown(t, b.check(), gc, model.KnownUnobservedDependent)
 	})
 	t.Run("blocking dependent long known", func(t *testing.T) {
 		b := newBuilder(t)
@@ -197,7 +197,7 @@ func TestKnownPolicySwitchRace(t *testing.T) {
 		b.del("client-0", o, 30*ms, 40*ms, "Foreground")
 		b.del("client-1", o, 50*ms, 60*ms, "Orphan")
 		gc := b.del("gc", d, 65*ms, 70*ms, "Background")
-		expectKnown(t, b.check(), gc, "kubernetes#32339")
+		expectKnown(t, b.check(), gc, model.KnownPolicySwitch)
 	})
 	t.Run("orphan from the start", func(t *testing.T) {
 		b := newBuilder(t)
@@ -478,7 +478,7 @@ func TestDeleteFinalizerRace(t *testing.T) {
 		b := newBuilder(t)
 		dl, _ := racing(b, 20*ms, 60*ms, 30*ms, 40*ms, &history.DeleteOptions{})
 		r := b.check()
-		expectKnown(t, r, dl, "kubernetes#77988")
+		expectKnown(t, r, dl, model.KnownRemovalBeforeFinalizers)
 		if !contains(r.Known[0].Message, "finalizers [cascade.dev/hold] remained") || r.Known[0].Property != model.PropNoRemovalWithFinalizers {
 			t.Errorf("known finding: %+v", r.Known[0])
 		}
@@ -533,7 +533,7 @@ func TestDeleteFinalizerRace(t *testing.T) {
 		b.ops[dl].Got, b.ops[dl].Removed, b.ops[dl].Delete = &got, true, &history.DeleteOptions{}
 		delete(b.live, v)
 		r := b.check()
-		expectKnown(t, r, dl, "kubernetes#77988")
+		expectKnown(t, r, dl, model.KnownRemovalBeforeFinalizers)
 		if !contains(r.Known[0].Message, fmt.Sprintf("before op %d put them on", orphan)) {
 			t.Errorf("known finding: %+v", r.Known[0])
 		}
@@ -558,7 +558,7 @@ func TestDeleteFinalizerRace(t *testing.T) {
 		b.ops[dl].Got, b.ops[dl].Delete = &got, &history.DeleteOptions{}
 		delete(b.live, v)
 		nf := b.refused("client-0", history.Patch, v, 90*ms, 100*ms, 404, "NotFound")
-		expectKnown(t, b.check(), dl, "kubernetes#77988")
+		expectKnown(t, b.check(), dl, model.KnownRemovalBeforeFinalizers)
 		b.ops[nf].Call, b.ops[nf].Return = 42*ms, 43*ms // before the second DELETE: the object was live
 		expectIllegal(t, b.check(), nf, "NotFound while")
 	})

@@ -10,9 +10,11 @@ import (
 
 // This file mirrors the API server's deletion choices on real objects:
 // which GC finalizers a DELETE leaves on an object
-// (history.DeletionFinalizers) and how an ownerReference resolves
-// (model/properties.go solidOwner, danglingRef, neverCollected; upstream
-// garbagecollector.go classifyReferences and isDangling).
+// (history.DeletionFinalizers), how an ownerReference resolves and
+// whether deletion protection denies a DELETE. The last two the model
+// decides (model/spec.go: OwnerScope, ClassifyOwner, ProtectionDenial,
+// ActiveDependents; upstream garbagecollector.go classifyReferences and
+// isDangling); this file only finds the objects they read in the store.
 
 // deletionFinalizers returns the finalizers a DELETE with opts leaves on
 // o (history.DeletionFinalizers, which FromAudit also reads an answer
@@ -25,28 +27,28 @@ func deletionFinalizers(o *history.Object, opts *history.DeleteOptions) []string
 // finalizers and remove the object later (a Pod's grace period).
 func graceful(k model.KindID) bool { return k.Info().Kind == "Pod" }
 
-// refState is how an ownerReference resolves in a state.
-type refState uint8
+// refState is how an ownerReference resolves in a state: the model's
+// classification (model.RefClass), or refUncertain.
+type refState = model.RefClass
 
 const (
-	// refUnresolvable: the GC never acts on the reference: its kind is
-	// not served (a restMappingError, retried forever), or a
-	// cluster-scoped dependent names a namespaced owner kind
-	// (namespacedOwnerOfClusterScopedObjectErr, forgotten).
-	refUnresolvable refState = iota
+	// refUnresolvable: the GC never acts on the reference
+	// (model.RefUnresolvable): its kind is not served, or a
+	// cluster-scoped dependent names a namespaced owner kind.
+	refUnresolvable = model.RefUnresolvable
 	// refDangling: no live object with the reference's kind, name and UID
-	// in the dependent's namespace (namespaced owner kinds) or cluster
-	// scope.
-	refDangling
+	// where model.OwnerScope looks.
+	refDangling = model.RefDangling
 	// refWaiting: the owner is being deleted with foregroundDeletion
-	// (waitingForDependentsDeletion).
-	refWaiting
-	// refSolid: the owner is live and not waiting, an owner being deleted
-	// with orphan or a user finalizer included.
-	refSolid
+	// (model.RefWaiting, waitingForDependentsDeletion).
+	refWaiting = model.RefWaiting
+	// refSolid: any other live owner, one being deleted with orphan or a
+	// user finalizer included (model.RefSolid).
+	refSolid = model.RefSolid
 	// refUncertain: the owner's UID or content is unknown (an ambiguous
-	// write); no rule judges on it.
-	refUncertain
+	// write); no rule judges on it. Not one of the model's classes, which
+	// end at RefSolid.
+	refUncertain = model.RefSolid + 1
 )
 
 // ownerKey returns the store key an ownerReference of dependent d names,
@@ -56,13 +58,11 @@ func ownerKey(d *history.Object, r *history.Ref) (history.Key, bool) {
 	if !ok || apiGroupOf(r.APIVersion) != apiGroupOf(k.Info().APIVersion) {
 		return history.Key{}, false
 	}
-	if !k.Info().Namespaced {
-		return history.Key{Kind: k, Name: r.Name}, true
-	}
-	if d.Namespace == "" {
+	ns, ok := model.OwnerScope(k, d.Namespace)
+	if !ok {
 		return history.Key{}, false
 	}
-	return history.Key{Kind: k, Namespace: d.Namespace, Name: r.Name}, true
+	return history.Key{Kind: k, Namespace: ns, Name: r.Name}, true
 }
 
 func apiGroupOf(apiVersion string) string {
@@ -89,18 +89,44 @@ func resolve(s *store, d *history.Object, r *history.Ref) (refState, *entry) {
 		return refDangling, o
 	case !o.known():
 		return refUncertain, o
-	case o.obj.Deleting && o.obj.HasFinalizer(model.FinalizerForeground):
-		return refWaiting, o
 	}
-	return refSolid, o
+	v := viewOf(o.obj)
+	return model.ClassifyOwner(&v), o
 }
 
-// protected reports whether the deletion-protection webhook may deny a
-// DELETE of o (model/protection.go protectionDenies): o is not being
-// deleted and carries the label with a value that can deny.
-func protected(o *history.Object) bool {
-	v := o.Labels[model.ProtectionLabel]
-	return !o.Deleting && (v == model.ProtectAlways || v == model.ProtectCascading)
+// viewOf reduces a history's object to what the model's deletion
+// protection and reference classification read.
+func viewOf(o *history.Object) model.View {
+	return model.View{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, Deleting: o.Deleting,
+		Finalizers: o.Finalizers, Protection: o.Labels[model.ProtectionLabel], Replicas: o.Replicas}
+}
+
+// protectionDenial is model.ProtectionDenial of a DELETE of cur in s:
+// why the deletion-protection webhook denies it, or "". The dependents
+// counted are those s knows for certain (entries with known content, and
+// cur's UID known for references to it), so the count is a lower bound:
+// a denial this returns is one the webhook owes. "" when cur's content is
+// unknown.
+func protectionDenial(s *store, cur *entry) string {
+	if !cur.known() {
+		return ""
+	}
+	o := viewOf(cur.obj)
+	if !model.ProtectionMayDeny(&o) {
+		return ""
+	}
+	uidKnown := cur.flags&uidUnknown == 0
+	deps := func(yield func(*model.View, bool) bool) {
+		s.each(func(e *entry) bool {
+			if e == cur || !e.known() {
+				return true
+			}
+			_, refers := findRef(e.obj.Owners, cur.obj.UID)
+			v := viewOf(e.obj)
+			return yield(&v, refers && uidKnown)
+		})
+	}
+	return model.ProtectionDenial(&o, model.ActiveDependents(&o, deps))
 }
 
 // webhookDenial reports a refusal by a validating admission webhook.
@@ -114,7 +140,7 @@ func webhookDenial(op *history.Op) bool {
 // as known when an owner of d waited within the race window before in
 // was sent and stopped: it is still being deleted, switched to Orphan or
 // without foregroundDeletion now (stoppedWaiting), or it was removed
-// (KnownForegroundEnded), after the worker's GET of it showed it waiting.
+// (model.KnownForegroundEnded), after the worker's GET of it showed it waiting.
 // Found by cascade fuzz --target impl: a client deleted an owner in a
 // foreground cycle with Foreground and then with Orphan, or with
 // Background, which removed it, while the GC was breaking the cycle.
@@ -132,7 +158,7 @@ func (c *checker) waitEnded(s *store, d *history.Object, in *input, v *violation
 			}
 		case st == refDangling && !liveUID(s, r.UID):
 			if m := c.recentVersion(r.UID, in, waiting); m >= 0 {
-				v.known = KnownForegroundEnded
+				v.known = model.Excuse(model.KnownForegroundEnded)
 				v.message += fmt.Sprintf("; op %d answered the owner waiting for dependents within the race window before, and it was removed since", m)
 				return
 			}
@@ -153,7 +179,7 @@ func (c *checker) allStoppedWaiting(os []*entry, in *input) (known, why string) 
 		if k == "" {
 			return "", ""
 		}
-		if known == "" || k == "kubernetes#32339" && known != k {
+		if known == "" || k == model.KnownPolicySwitch && known != k {
 			known, why = k, w
 		}
 	}
@@ -164,7 +190,7 @@ func (c *checker) allStoppedWaiting(os []*entry, in *input) (known, why string) 
 // dependents now, waited until within the race window before in was
 // sent, so that a GC worker whose GET of o showed it waiting may have
 // decided in on it: a DELETE switched the deletion to Orphan
-// (kubernetes#32339) or foregroundDeletion went (KnownForegroundEnded;
+// (kubernetes#32339) or foregroundDeletion went (model.KnownForegroundEnded;
 // processDeletingDependentsItem removes it, and so does a DELETE with
 // Background). It returns the known race and the words to add, or "" for
 // neither (only in lenient mode).
@@ -172,9 +198,9 @@ func (c *checker) stoppedWaiting(o *entry, in *input) (known, why string) {
 	switch {
 	case !c.lenient || o.prov == nil || !o.prov.fgSeen || !o.obj.Deleting || o.obj.HasFinalizer(model.FinalizerForeground):
 	case o.obj.HasFinalizer(model.FinalizerOrphan) && c.racy(o.prov.orphan, in):
-		return "kubernetes#32339", "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
+		return model.Excuse(model.KnownPolicySwitch), "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
 	case c.racy(o.prov.fgGone, in):
-		return KnownForegroundEnded, fmt.Sprintf("; the owner waited for dependents when the GC decided, and op %d removed foregroundDeletion within the race window before", o.prov.fgGone)
+		return model.Excuse(model.KnownForegroundEnded), fmt.Sprintf("; the owner waited for dependents when the GC decided, and op %d removed foregroundDeletion within the race window before", o.prov.fgGone)
 	}
 	return "", ""
 }

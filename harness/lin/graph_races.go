@@ -14,7 +14,7 @@ import (
 // from a graph that is behind the store or that holds a node under
 // coordinates a dependent gave it.
 
-// KnownVirtualNamespace names a GC write through a cluster-scoped
+// model.KnownVirtualNamespace names a GC write through a cluster-scoped
 // object's reference to a namespaced owner kind, made while the GC held
 // the object as a virtual node that carries the namespace of the
 // dependent it was made from (GraphBuilder.addDependentToOwners gives
@@ -25,10 +25,9 @@ import (
 // with namespacedOwnerOfClusterScopedObjectErr. Once the object's own
 // event arrives the node takes its observed identity, so the window is
 // the GC's informer lag after the object was created.
-const KnownVirtualNamespace = model.KnownVirtualNamespace
 
 // borrowedNamespace marks v, a GC write through reference i of cur's
-// object that is unresolvable from it, as KnownVirtualNamespace when the
+// object that is unresolvable from it, as model.KnownVirtualNamespace when the
 // object is cluster-scoped and was created within the race window before
 // the write (its reference may have come later: the worker's GET answers
 // the object as it is), and a live object in a namespace N
@@ -54,14 +53,14 @@ func (c *checker) borrowedNamespace(s *store, cur *entry, i int, in *input, v *v
 		if st, _ := resolve(s, &virtual, r); st == refSolid || st == refUnresolvable {
 			return true
 		}
-		v.known = KnownVirtualNamespace
+		v.known = model.Excuse(model.KnownVirtualNamespace)
 		v.message += fmt.Sprintf("; the GC held it as a virtual node in namespace %s, made from %s, and looked the owner up there", e.obj.Namespace, e.key)
 		return false
 	})
 }
 
 // unblockedFromGraph marks v, a GC write that added reference r to d, as
-// KnownStaleGraph when r is non-blocking and d carried a reference to
+// model.KnownStaleGraph when r is non-blocking and d carried a reference to
 // r's UID, otherwise the same, within the race window before: the
 // cycle-breaking unblock patch (unblockOwnerReferencesStrategicMergePatch)
 // lists the graph's references to blocking owners, made non-blocking, and
@@ -79,7 +78,7 @@ func (c *checker) unblockedFromGraph(d *history.Object, r history.Ref, in *input
 		})
 	})
 	if m >= 0 {
-		v.known = KnownStaleGraph
+		v.known = model.Excuse(model.KnownStaleGraph)
 		v.message += fmt.Sprintf("; op %d answered the object with it within the race window before, and the unblock patch lists the graph's references", m)
 	}
 }
@@ -95,11 +94,10 @@ func (c *checker) createOf(uid string) mark {
 	return noMark
 }
 
-// KnownStaleGraph names a GC decision made on a graph behind the store:
+// model.KnownStaleGraph names a GC decision made on a graph behind the store:
 // attemptToDeleteItem reads an item's dependents, and whether they are
 // deleting their dependents, from the graph, which learns of a write only
 // when the informer's event arrives.
-const KnownStaleGraph = "garbagecollector.go attemptToDeleteItem (graph behind the store)"
 
 // cycleUnblocked: a GC DELETE with Foreground of an object not yet being
 // deleted (attemptToDeleteItem's waiting arm) while the object still
@@ -107,7 +105,7 @@ const KnownStaleGraph = "garbagecollector.go attemptToDeleteItem (graph behind t
 // reference to its UID, which the graph links whatever the namespace) is
 // deleting with foregroundDeletion. attemptToDeleteItem sends the
 // unblock patch first in that case, so the reference would be
-// non-blocking. Known as KnownStaleGraph when the dependent's
+// non-blocking. Known as model.KnownStaleGraph when the dependent's
 // foregroundDeletion or its reference, or the object's blocking
 // reference, was written within the race window before the DELETE: the
 // graph may not have had it. Not known, though, when the GC's recorded
@@ -152,7 +150,7 @@ func (c *checker) cycleUnblocked(s *store, cur *entry, in *input) *violation {
 				c.graphHad(e.obj.UID, read, e.prov.fg, e.prov.refs[j].by) && c.graphHad(d.UID, read, cur.prov.refs[block].by) {
 				w.message += "; the GC's graph had both before the worker read it (its recorded graph changes)"
 			} else {
-				w.known = KnownStaleGraph
+				w.known = model.Excuse(model.KnownStaleGraph)
 				w.message += "; the GC's graph may not have had it yet"
 			}
 		}

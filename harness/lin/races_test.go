@@ -14,7 +14,7 @@ import (
 // own behaviour when the removal came within the race window before it
 // (the GC's GET saw the finalizer), and a silent orphaning otherwise.
 func TestStaleOrphanPolicy(t *testing.T) {
-	inAndOutOfWindow(t, 50*ms, KnownStaleOrphanPolicy, []string{"put the orphan finalizer on it"}, func(b *builder, at int64) int {
+	inAndOutOfWindow(t, 50*ms, model.KnownStaleOrphanPolicy, []string{"put the orphan finalizer on it"}, func(b *builder, at int64) int {
 		o, d := key("cm", "o"), key("cm", "d")
 		b.create("client-0", o, 0, 10*ms, nil)
 		b.create("client-0", d, 11*ms, 20*ms, []string{"cascade.dev/hold"}, b.ref(o, false, false))
@@ -31,7 +31,7 @@ func TestStaleOrphanPolicy(t *testing.T) {
 // deletion to Foreground within the race window before the patch, the
 // patch is the known kubernetes#32339 race, and outside it a violation.
 func TestOrphanSwitchedToForeground(t *testing.T) {
-	inAndOutOfWindow(t, 40*ms, "kubernetes#32339", []string{"gc removed"}, func(b *builder, at int64) int {
+	inAndOutOfWindow(t, 40*ms, model.KnownPolicySwitch, []string{"gc removed"}, func(b *builder, at int64) int {
 		o, pv := key("rc", "o"), key("pv", "vol")
 		b.create("client-0", o, 0, 10*ms, []string{"cascade.dev/hold"})
 		b.create("client-0", pv, 11*ms, 20*ms, nil, b.ref(o, false, false))
@@ -84,7 +84,7 @@ func TestVirtualNamespace(t *testing.T) {
 			del := b.del("gc", a, tc.at*ms, (tc.at+5)*ms, "Foreground")
 			r := b.check()
 			if tc.known {
-				expectKnown(t, r, del, KnownVirtualNamespace)
+				expectKnown(t, r, del, model.KnownVirtualNamespace)
 			} else {
 				expectIllegal(t, r, del, "through its reference to v1/Secret c")
 			}
@@ -140,7 +140,7 @@ func TestCycleUnblocked(t *testing.T) {
 			case "":
 				expectOk(t, r)
 			case "known":
-				expectKnown(t, r, del, KnownStaleGraph)
+				expectKnown(t, r, del, model.KnownStaleGraph)
 			case "illegal":
 				words := []string{"still blocking, while its dependent"}
 				if tc.applied != 0 {
@@ -160,7 +160,7 @@ func TestCycleUnblocked(t *testing.T) {
 // fuzz --target impl --write-delay). Within the race window of the
 // finalizer's removal it is the known race, outside it a violation.
 func TestForegroundEndedBeforeDelete(t *testing.T) {
-	inAndOutOfWindow(t, 40*ms, KnownForegroundEnded, []string{"was live and not waiting for dependents"}, func(b *builder, at int64) int {
+	inAndOutOfWindow(t, 40*ms, model.KnownForegroundEnded, []string{"was live and not waiting for dependents"}, func(b *builder, at int64) int {
 		o, d := key("secret", "o"), key("rc", "d")
 		b.create("client-0", o, 0, 10*ms, []string{"cascade.dev/hold"})
 		b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, false))
@@ -179,8 +179,8 @@ func TestForegroundEndedBeforeDelete(t *testing.T) {
 // owner waits and the patch is illegal.
 func TestUnblockAfterWaitEnded(t *testing.T) {
 	for _, tc := range []struct{ then, known string }{
-		{"Orphan", "kubernetes#32339"},
-		{"Background", KnownForegroundEnded},
+		{"Orphan", model.KnownPolicySwitch},
+		{"Background", model.KnownForegroundEnded},
 	} {
 		t.Run(tc.then, func(t *testing.T) {
 			inAndOutOfWindow(t, 36*ms, tc.known, []string{"no owner of it was waiting for dependents"}, func(b *builder, at int64) int {
@@ -202,10 +202,10 @@ func TestUnblockAfterWaitEnded(t *testing.T) {
 // attemptToDeleteItem's solid arm removes a's reference to cm b; a
 // Background DELETE of cm b removes foregroundDeletion before the patch
 // lands (found by a bug-free cascade fuzz --target impl run). Within the
-// race window it is KnownForegroundEnded; long after, cm b is a solid
+// race window it is model.KnownForegroundEnded; long after, cm b is a solid
 // owner that is not orphaning, and the removal is illegal.
 func TestWaitingRefRemovedAfterWaitEnded(t *testing.T) {
-	inAndOutOfWindow(t, 36*ms, KnownForegroundEnded, []string{"a solid owner that is not orphaning"}, func(b *builder, at int64) int {
+	inAndOutOfWindow(t, 36*ms, model.KnownForegroundEnded, []string{"a solid owner that is not orphaning"}, func(b *builder, at int64) int {
 		rc, cm, pod := key("rc", "b"), key("cm", "b"), key("pod", "a")
 		b.create("client-0", rc, 0, 10*ms, nil)
 		b.create("client-0", cm, 11*ms, 20*ms, []string{"cascade.dev/hold"})
@@ -241,7 +241,7 @@ func inAndOutOfWindow(t *testing.T, early int64, known string, words []string, b
 // removal it is the graph behind the store; long after, the GC added a
 // reference.
 func TestUnblockPutsBackReference(t *testing.T) {
-	inAndOutOfWindow(t, 30*ms, KnownStaleGraph, []string{"gc added an ownerReference"}, func(b *builder, at int64) int {
+	inAndOutOfWindow(t, 30*ms, model.KnownStaleGraph, []string{"gc added an ownerReference"}, func(b *builder, at int64) int {
 		a, bk := key("pv", "a"), key("pv", "b")
 		b.create("client-0", a, 0, 10*ms, nil)
 		b.create("client-0", bk, 11*ms, 20*ms, nil, b.ref(a, true, false))
@@ -259,7 +259,7 @@ func TestUnblockPutsBackReference(t *testing.T) {
 // so within the race window it is kubernetes#32339; long after, the GC
 // acted on an unresolvable reference.
 func TestOrphanedAfterOwnerRemoved(t *testing.T) {
-	inAndOutOfWindow(t, 40*ms, "kubernetes#32339", []string{"gc removed"}, func(b *builder, at int64) int {
+	inAndOutOfWindow(t, 40*ms, model.KnownPolicySwitch, []string{"gc removed"}, func(b *builder, at int64) int {
 		o, pv := key("rc", "o"), key("pv", "vol")
 		b.create("client-0", o, 0, 10*ms, nil)
 		b.create("client-0", pv, 11*ms, 20*ms, nil, b.ref(o, false, false))

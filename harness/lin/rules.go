@@ -122,7 +122,7 @@ func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
 		// (processDeletingDependentsItem removes it once no dependent
 		// blocks, and a non-blocking one never does). The
 		// resourceVersion precondition guards the dependent, not its
-		// owner; the model counts no owner being deleted as solid.
+		// owner (the model's no solid owner collected finds the same).
 		v.known, why = c.allStoppedWaiting(solid, in)
 		v.message += why
 		if v.known == "" {
@@ -142,33 +142,13 @@ func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
 		// the DELETE puts it back and attemptToOrphan runs again.
 		orphanAsked := in.op.Delete != nil && in.op.Delete.Propagation == "Orphan"
 		if c.lenient && orphanAsked && d.Deleting && cur.prov != nil && c.racy(cur.prov.orphanGone, in) {
-			v.known = KnownStaleOrphanPolicy
+			v.known = model.Excuse(model.KnownStaleOrphanPolicy)
 			v.message += fmt.Sprintf("; op %d removed it within the race window before, and the GC asked for Orphan as its GET had seen", cur.prov.orphanGone)
 		}
 		return v
 	}
 	return nil
 }
-
-// KnownStaleOrphanPolicy names a GC DELETE with propagationPolicy Orphan
-// that puts back the orphan finalizer attemptToOrphan removed after the
-// DELETE's attemptToDeleteItem had read the object (garbagecollector.go
-// attemptToDeleteItem: "if an existing orphan finalizer is already on the
-// object, honor it"). Upstream's own behaviour, harmless: the finalizer's
-// return starts attemptToOrphan again. The model's GC decides and sends
-// from one state, so only a timed history shows it.
-const KnownStaleOrphanPolicy = "garbagecollector.go attemptToDeleteItem (Orphan from a GET before attemptToOrphan)"
-
-// KnownForegroundEnded names a GC DELETE of a dependent decided while its
-// owner waited for dependents (attemptToDeleteItem deletes the dependents
-// of a foreground deletion), which lands after foregroundDeletion went
-// from the owner, still being deleted: processDeletingDependentsItem
-// removes it as soon as no dependent blocks, or a client's Background
-// DELETE does. Upstream's own behaviour, with or without the
-// resourceVersion precondition, which guards the dependent only; the
-// model's no-solid-owner-collected counts no owner being deleted as
-// solid (found by cascade fuzz --target impl --write-delay).
-const KnownForegroundEnded = "garbagecollector.go attemptToDeleteItem (DELETE decided while the owner waited for dependents)"
 
 // retryRace classifies v, a GC DELETE that collected an object it may
 // not, as upstream's deleteObject retry (lenient mode only): when the
@@ -199,7 +179,7 @@ func (c *checker) retryRace(in *input, v *violation) *violation {
 	if prev == nil || prev.Code != 409 || prev.Delete == nil || prev.Delete.PreconditionRV == "" {
 		return v
 	}
-	v.known = model.KnownRetryWithoutRV
+	v.known = model.Excuse(model.KnownRetryWithoutRV)
 	v.message += "; its DELETE had failed its resourceVersion precondition, and deleteObject retried it without one after a GET that showed the same ownerReferences"
 	return v
 }
@@ -255,13 +235,13 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 				// the deletion to Foreground (removing it) before this
 				// patch landed
 				if m := switchedFromOrphan(s, r.UID); c.lenient && c.racy(m, in) {
-					v.known = "kubernetes#32339"
+					v.known = model.Excuse(model.KnownPolicySwitch)
 					v.message += fmt.Sprintf("; op %d switched the owner's orphan deletion to foreground after attemptToOrphan began", m)
 				} else if m := c.recentVersion(r.UID, in, orphaning); v.known == "" && c.lenient && m >= 0 && !liveUID(s, r.UID) {
 					// the same, the owner then removed (a DELETE with
 					// Background took the orphan finalizer off):
 					// attemptToOrphan holds the owner's node, removed or not
-					v.known = "kubernetes#32339"
+					v.known = model.Excuse(model.KnownPolicySwitch)
 					v.message += fmt.Sprintf("; op %d answered the owner with the orphan finalizer within the race window before, and it was removed since, as attemptToOrphan orphaned its dependents", m)
 				}
 				return v
@@ -319,7 +299,7 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 		// resource's watch (which nothing orders against the owner's),
 		// less than the race window before it.
 		if c.lenient && m >= 0 && all(deps, func(d depRef) bool { return c.unobserved(d, cur, m, late) }) {
-			v.known = "kubernetes#26120"
+			v.known = model.Excuse(model.KnownUnobservedDependent)
 			v.message += "; the GC had not observed it when it processed the deletion"
 		}
 		return v
@@ -360,7 +340,7 @@ func (c *checker) adoption(s *store, cur, next *entry, in *input) *violation {
 			v = &violation{PropAdoption, fmt.Sprintf("%s adopted %s to %s, which was being deleted", in.op.Actor, in.key, o.key), ""}
 			key = o.key
 			if c.lenient && !c.readsRecorded && o.prov != nil && c.racy(o.prov.delStart, in) {
-				v.known = "kubernetes#42938"
+				v.known = model.Excuse(model.KnownAdoptionRecheck)
 				v.message += "; the deletion started between the controller's recheck and its write"
 			}
 		case st == refDangling && c.readsRecorded:
@@ -374,7 +354,7 @@ func (c *checker) adoption(s *store, cur, next *entry, in *input) *violation {
 		}
 		live, why := c.recheck(key, r.UID, in)
 		if live != nil {
-			v.known = "kubernetes#42938"
+			v.known = model.Excuse(model.KnownAdoptionRecheck)
 			v.message += fmt.Sprintf("; the deletion came between the controller's recheck GET, which answered the owner live %s before the write, and its write",
 				time.Duration(in.op.Call-live.Return).Round(time.Millisecond))
 			return v

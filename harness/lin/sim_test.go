@@ -2,6 +2,7 @@ package lin
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -24,6 +25,8 @@ type sim struct {
 	uid  int
 	rv   uint64
 	ops  []history.Op
+	// watch: record a watch event of every write (observed_test.go).
+	watch *simWatch
 }
 
 const simHold = "cascade.dev/hold"
@@ -66,6 +69,10 @@ func (s *sim) run(n, clients int) []history.Op {
 				l = x
 			}
 		}
+		var before map[history.Key]*history.Object
+		if s.watch != nil {
+			before = maps.Clone(s.live)
+		}
 		var op *history.Op
 		if l.actor == history.ActorGC {
 			op = s.gc()
@@ -75,6 +82,9 @@ func (s *sim) run(n, clients int) []history.Op {
 		if op != nil {
 			op.Actor, op.Call, op.Return = l.actor, l.call, l.ret
 			s.ops = append(s.ops, *op)
+			if s.watch != nil {
+				s.watch.see(s, before, op.Key(), l.lin)
+			}
 		}
 		plan(l, l.ret)
 	}
@@ -453,5 +463,23 @@ func BenchmarkCheckIllegalWide400(b *testing.B) {
 		if r := Check(ops, Options{}); r.Verdict != "Illegal" {
 			b.Fatalf("%s: %s", r.Verdict, r.Summary)
 		}
+	}
+}
+
+// TestCheckTimeoutIsInconclusive: a check that runs out of time decides
+// nothing, and says so without blaming the system. In the history every
+// GC request went unanswered, so each may have taken effect any time
+// after the run began: its search takes far longer than the timeout.
+func TestCheckTimeoutIsInconclusive(t *testing.T) {
+	ops := newSim(1).run(2000, 4)
+	for i := range ops {
+		if ops[i].Actor == history.ActorGC {
+			ops[i].Call, ops[i].Code = 0, 0
+		}
+	}
+	r := Check(ops, Options{Timeout: 200 * time.Millisecond})
+	if r.Verdict != "Unknown" || r.Culprit != -1 || !strings.HasPrefix(r.Summary, "Inconclusive: ") ||
+		!strings.Contains(r.Summary, "the checker could not decide within 200ms") || !strings.Contains(r.Summary, "no verdict on the system under test") {
+		t.Fatalf("want Unknown, no culprit and an inconclusive summary, got %s (culprit %d): %s", r.Verdict, r.Culprit, r.Summary)
 	}
 }

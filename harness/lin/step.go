@@ -1,8 +1,10 @@
 package lin
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/cascade-k8s/cascade/harness/history"
@@ -19,6 +21,10 @@ type input struct {
 	kh      uint64
 	gotHash uint64
 	ret     int64 // Return, unbounded for ambiguous ops
+	// rev is the revision the op certainly wrote (writtenRevision), 0
+	// when unknown; prevRev the largest revision below it that another op
+	// of its partition certainly wrote (chainRevisions).
+	rev, prevRev uint64
 }
 
 // checker holds one check's history and mode.
@@ -105,7 +111,80 @@ outcomes:
 	if len(next) == 0 {
 		return nil, why
 	}
+	if in.rev != 0 {
+		// etcd numbers its writes in the order it applies them
+		switch {
+		case s.lastRev > in.prevRev:
+			return nil, fmt.Sprintf("it wrote rv %d after rv %d was written (etcd numbers writes in order)", in.rev, s.lastRev)
+		case s.lastRev < in.prevRev:
+			return nil, fmt.Sprintf("it wrote rv %d before rv %d was written (etcd numbers writes in order)", in.rev, in.prevRev)
+		}
+		for i, t := range next {
+			if t == s {
+				cp := *s
+				t = &cp
+			}
+			t.lastRev = in.rev
+			next[i] = t
+		}
+	}
 	return next, ""
+}
+
+// chainRevisions links the ops of each partition that certainly wrote a
+// revision (input.rev) in revision order: each must be linearized right
+// after the one before it in that order (input.prevRev), for every op is
+// linearized and etcd applied them in that order. The search then never
+// goes down an order that leaves a write of a smaller revision behind,
+// which it would otherwise find hopeless only once that write's Return
+// came, after trying every subset of the writes in between. A revision
+// two ops claim is no evidence of order, and neither op keeps it.
+func (c *checker) chainRevisions(parts [][]int) {
+	claims := map[uint64]int{}
+	for _, in := range c.ins {
+		if in.rev != 0 {
+			claims[in.rev]++
+		}
+	}
+	for _, part := range parts {
+		var chain []*input
+		for _, id := range part {
+			if in := c.ins[id]; in.rev != 0 && claims[in.rev] == 1 {
+				chain = append(chain, in)
+			} else {
+				in.rev = 0
+			}
+		}
+		slices.SortFunc(chain, func(a, b *input) int { return cmp.Compare(a.rev, b.rev) })
+		for i, in := range chain {
+			if i > 0 {
+				in.prevRev = chain[i-1].rev
+			}
+		}
+	}
+}
+
+// writtenRevision is the revision op certainly wrote, 0 when unknown:
+// an Observed op's (a watch event shows the revision its write made,
+// a DELETED event the deletion's), a successful create's, or that of a
+// successful write checked against a resourceVersion precondition that
+// answered a later one (had it changed nothing, it would have answered
+// the version it was checked against). Other answers may be no-ops that
+// show a revision another actor wrote earlier.
+func writtenRevision(op *history.Op) uint64 {
+	if !op.OK() || op.Got == nil || op.Got.RV == 0 {
+		return 0
+	}
+	switch {
+	case op.Verb == history.Observed, op.Verb == history.Create:
+		return op.Got.RV
+	case op.Removed:
+		return 0
+	}
+	if p := preconditionsOf(op); p.rvSet && op.Got.RV > p.rv {
+		return op.Got.RV
+	}
+	return 0
 }
 
 // entryFor builds the entry a write leaves: obj (hash h) with provenance

@@ -144,6 +144,10 @@ type store struct {
 	b    *[nBuckets][]*entry
 	n    int
 	hash uint64
+	// lastRev is the largest revision an op of the linearization leading
+	// here certainly wrote (input.rev). It is a function of the set of
+	// ops linearized, so it is neither compared nor hashed.
+	lastRev uint64
 	// found lists the known races the linearization leading here went
 	// through (only when collecting; never compared or hashed).
 	found *finding
@@ -189,7 +193,7 @@ func (s *store) with(k history.Key, kh uint64, e *entry) *store {
 	i := kh % nBuckets
 	old := s.b[i]
 	nb := make([]*entry, 0, len(old)+1)
-	t := &store{n: s.n, hash: s.hash, found: s.found}
+	t := &store{n: s.n, hash: s.hash, lastRev: s.lastRev, found: s.found}
 	placed := false
 	for _, x := range old {
 		if x.key == k {

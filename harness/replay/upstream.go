@@ -19,10 +19,17 @@ import (
 //
 // GCSync covers the one thing a window cannot see: the GC only monitors a
 // new CRD's resource from its next discovery sync (GarbageCollector.Sync,
-// every 30s in kube-controller-manager), so after the driver creates a CRD
-// Settle first waits that long (the model's `gc sync` step).
+// every 30s in kube-controller-manager, a constant without a flag), so
+// after the driver creates a CRD Settle first waits that long (the model's
+// `gc sync` step), or until Synced reports that sync, whichever is first.
 type Quiet struct {
 	Window, Interval, Timeout, GCSync time.Duration
+	// Synced, when set, reports whether the GC has taken in the CRD named
+	// (plural.group) that was created at since: a discovery sync that
+	// began after since has started the resource's monitor and the
+	// monitor has synced. Settle polls it every Interval during the GCSync
+	// wait and goes on to the quiet window as soon as it holds.
+	Synced func(crd string, since time.Time) bool
 }
 
 // DefaultQuiet is a one-second settle window.
@@ -31,7 +38,14 @@ var DefaultQuiet = Quiet{Window: time.Second, Interval: 50 * time.Millisecond, T
 // Settle implements Target.
 func (q Quiet) Settle(ctx context.Context, d *driver.Driver) error {
 	if at := d.LastCRD(); !at.IsZero() {
-		if wait := time.Until(at.Add(q.GCSync)); wait > 0 {
+		for end := at.Add(q.GCSync); time.Now().Before(end); {
+			if q.Synced != nil && q.Synced(d.LastCRDName(), at) {
+				break
+			}
+			wait := min(q.Interval, time.Until(end))
+			if q.Synced == nil {
+				wait = time.Until(end)
+			}
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

@@ -36,6 +36,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -244,6 +245,7 @@ type Target struct {
 	hasWebhook bool             // the cluster calls a deletion-protection webhook
 	probeNS    string           // kubeconfig: the namespace made for the webhook's probe
 	graph      *graphLog        // impl: its GC's applied graph events
+	kcmSyncs   *kcmSyncLog      // upstream: the GC's discovery syncs, from kube-controller-manager's log
 
 	// GCTap records the impl GC's writes that get no answer, on impl
 	// with a restart fault (Spec.RestartAPIServer, Spec.RestartGC): a
@@ -318,6 +320,7 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 			return nil, err
 		}
 		t.hasWebhook = true
+		t.kcmSyncs = newKCMSyncLog(t.CP.ControllerManagerLog())
 	case Impl:
 		seed := uint64(time.Now().UnixNano())
 		io := impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true,
@@ -450,15 +453,27 @@ func (t *Target) HasWebhook() bool { return t.hasWebhook }
 
 // Settler is how a trace's `settle` waits on this target:
 // replay.DefaultQuiet on upstream, impl and kubeconfig, which cannot be
-// asked for their queues. It is nil on model and impl-stepped, which
-// settle through the model and through each trace's stepped impl
-// (Stepped).
+// asked for their queues. After a CRD was created it waits for the GC's
+// next discovery sync: on upstream and impl until it sees that sync take
+// the CRD in (kube-controller-manager's log, impl's monitors; see
+// gcsync.go), at most DefaultQuiet.GCSync; on kubeconfig that long. It is
+// nil on model and impl-stepped, which settle through the model and
+// through each trace's stepped impl (Stepped).
 func (t *Target) Settler() replay.Target {
+	q := replay.DefaultQuiet
 	switch t.Spec.Name {
-	case Upstream, Impl, Kubeconfig:
-		return replay.DefaultQuiet
+	case Upstream:
+		q.Synced = t.kcmSyncs.Synced
+	case Impl:
+		q.Synced = func(crd string, since time.Time) bool {
+			plural, group, _ := strings.Cut(crd, ".")
+			return t.Impl.GC.MonitorSynced(schema.GroupResource{Group: group, Resource: plural}, since)
+		}
+	case Kubeconfig:
+	default:
+		return nil
 	}
-	return nil
+	return q
 }
 
 // StartStepped starts impl in Stepped mode on an impl-stepped target,

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -406,4 +407,32 @@ func TestCRDDeletion(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// MonitorSynced counts a discovery sync for a CRD only if its discovery
+// read began after the CRD was created, and only once the monitor it
+// started has synced: how harness/target sees the GC take a new CRD in.
+func TestMonitorSyncedCountsSyncsAfterTheCRD(t *testing.T) {
+	gear := crds.Def{Kind: "Gear", Plural: "gears", Singular: "gear", Namespaced: true,
+		Schema: map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+	gr := gear.GVR().GroupResource()
+	created := time.Now()
+	if err := crds.Install(context.Background(), env.Admin, gear); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Dyn.Resource(crds.CRDResource).Delete(context.Background(), gear.Name(), metav1.DeleteOptions{})
+	})
+	WaitFor(t, "the GC to monitor gears", func() error { // SyncPeriod is 1s here
+		if !collector.MonitorSynced(gr, created) {
+			return errorf("not yet")
+		}
+		return nil
+	})
+	if collector.MonitorSynced(gr, time.Now()) {
+		t.Error("a monitor started before a CRD's creation counted for it")
+	}
+	if collector.MonitorSynced(schema.GroupResource{Group: gr.Group, Resource: "cogs"}, created) {
+		t.Error("a resource no CRD serves counted as monitored")
+	}
 }

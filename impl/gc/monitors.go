@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -33,6 +34,9 @@ type monitor struct {
 	informer cache.SharedIndexInformer
 	stop     chan struct{}
 	done     chan struct{}
+	// discovered is when the discovery read that started the monitor
+	// began.
+	discovered time.Time
 }
 
 // deletableResources is GetDeletableResources: the preferred version of
@@ -65,6 +69,7 @@ func (gc *GarbageCollector) Resync(ctx context.Context) error {
 	gc.syncMu.Lock()
 	defer gc.syncMu.Unlock()
 	log := ctrllog.FromContext(ctx)
+	readAt := time.Now()
 	found, err := deletableResources(gc.discovery)
 	if len(found) == 0 {
 		if err == nil {
@@ -84,7 +89,7 @@ func (gc *GarbageCollector) Resync(ctx context.Context) error {
 		return nil
 	}
 	gc.mapper.Reset()
-	if err := gc.syncMonitors(ctx, found); err != nil {
+	if err := gc.syncMonitors(ctx, found, readAt); err != nil {
 		// gc.resources stays as it was, so the next sync retries
 		return fmt.Errorf("gc: failed to sync resource monitors: %w", err)
 	}
@@ -95,7 +100,7 @@ func (gc *GarbageCollector) Resync(ctx context.Context) error {
 
 // syncMonitors starts a monitor for every new resource and stops those of
 // resources that went away (syncMonitors plus startMonitors).
-func (gc *GarbageCollector) syncMonitors(ctx context.Context, resources map[schema.GroupVersionResource]bool) error {
+func (gc *GarbageCollector) syncMonitors(ctx context.Context, resources map[schema.GroupVersionResource]bool, discovered time.Time) error {
 	gc.monitorMu.Lock()
 	var errs []error
 	current := map[schema.GroupVersionResource]*monitor{}
@@ -120,6 +125,7 @@ func (gc *GarbageCollector) syncMonitors(ctx context.Context, resources map[sche
 			errs = append(errs, err)
 			continue
 		}
+		m.discovered = discovered
 		current[r] = m
 		gc.workers.Add(1)
 		go func() {
@@ -219,6 +225,21 @@ func (gc *GarbageCollector) resourceSynced(r schema.GroupVersionResource) bool {
 	defer gc.monitorMu.Unlock()
 	m, ok := gc.monitors[r]
 	return ok && m.informer.HasSynced()
+}
+
+// MonitorSynced reports whether the GC monitors a version of the
+// resource gr with a monitor that has synced and was started by a
+// discovery sync whose discovery read began at or after since: after a CRD
+// created at since, that the GC has taken it in (the model's `gc sync`).
+func (gc *GarbageCollector) MonitorSynced(gr schema.GroupResource, since time.Time) bool {
+	gc.monitorMu.Lock()
+	defer gc.monitorMu.Unlock()
+	for r, m := range gc.monitors {
+		if r.GroupResource() == gr && !m.discovered.Before(since) && m.informer.HasSynced() {
+			return true
+		}
+	}
+	return false
 }
 
 // IsSynced reports whether there are monitors and all have synced.

@@ -108,11 +108,15 @@ func TestCounterexamplesAreShortest(t *testing.T) {
 // TestUpstreamHolds: in upstream mode every safety and liveness property
 // holds in every preset, except the documented upstream races, which are
 // found and reported as known; every expected reachability property is
-// witnessed, so no preset is vacuous.
+// witnessed, so no preset is vacuous. all-policies finds two: a DELETE
+// switching a foreground deletion to orphan after the GC decided to
+// delete the dependent (orphan respected), and a Background DELETE
+// ending it so (no solid owner collected: the owner, still held by its
+// finalizer, is solid for classifyReferences when the GC's DELETE lands).
 func TestUpstreamHolds(t *testing.T) {
-	known := map[string]string{
-		"orphan-unseen": "kubernetes#26120",
-		"all-policies":  "kubernetes#32339",
+	known := map[string][]string{
+		"orphan-unseen": {"kubernetes#26120"},
+		"all-policies":  {"kubernetes#32339", model.KnownForegroundEnded},
 	}
 	for _, p := range Presets {
 		t.Run(p.Name, func(t *testing.T) {
@@ -126,13 +130,17 @@ func TestUpstreamHolds(t *testing.T) {
 			if why := res.VacuousScope(); why != "" {
 				t.Errorf("vacuous: %s", why)
 			}
+			found := map[string]bool{}
 			for _, v := range res.Violations {
-				if v.Known == "" || v.Known != known[p.Name] {
+				if v.Known == "" || !slices.Contains(known[p.Name], v.Known) {
 					t.Errorf("unexpected violation of %q (%s):\n%s", v.Property, v.Known, v.Trace)
 				}
+				found[v.Known] = true
 			}
-			if want := known[p.Name]; want != "" && len(res.Violations) == 0 {
-				t.Errorf("the known race %s was not found", want)
+			for _, want := range known[p.Name] {
+				if !found[want] {
+					t.Errorf("the known race %s was not found", want)
+				}
 			}
 		})
 	}
@@ -140,10 +148,14 @@ func TestUpstreamHolds(t *testing.T) {
 
 // TestDistinctStatesPinned guards the size of every preset's state space
 // (with symmetry reduction) against unnoticed model changes.
+// foreground-cycle (123 before) and all-policies (202486 before) grew
+// when GC deletes began to record the owners they were decided on while
+// waiting (Write.Waited): a delete decided while its owner waited and one
+// decided otherwise no longer share a state.
 func TestDistinctStatesPinned(t *testing.T) {
 	pinned := map[string]int64{
-		"orphan-adoption": 59, "orphan-unseen": 340, "foreground-cycle": 123, "mixed-owners": 12380,
-		"all-policies": 202486, "cross-namespace": 164, "cluster-scoped": 61, "owner-swap": 74,
+		"orphan-adoption": 59, "orphan-unseen": 340, "foreground-cycle": 127, "mixed-owners": 12380,
+		"all-policies": 203486, "cross-namespace": 164, "cluster-scoped": 61, "owner-swap": 74,
 		"refinalize": 58, "lost-update": 1383, "deep-cascade": 28, "relist": 46, "protection": 152,
 		"late-finalizer": 42,
 	}

@@ -42,7 +42,7 @@ func (p Progress) StatesPerSecond() float64 {
 // Counterexample is the shortest path found to a property violation.
 type Counterexample struct {
 	Property string
-	Known    string // upstream issue of a documented race
+	Known    string // ID of the known-race registry entry (model.KnownRaces) of a documented race
 	Message  string
 	Steps    []string // client ops and internal steps after the setup
 	Trace    string   // a replayable trace file

@@ -1,0 +1,265 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+)
+
+// This file is the one registry of known upstream races: every excuse the
+// model's properties and harness/lin give a broken rule names an entry
+// here (Excuse), and each entry says where upstream the race lives, which
+// properties it relaxes, what evidence admits it, and which fixtures show
+// it in and out of the race.
+
+// Evidence is what admits a known race: what a checker reads to tell the
+// race from a bug.
+type Evidence uint8
+
+// Evidence kinds.
+const (
+	// EvidenceModelState: the model's own state records the race's cause
+	// (an in-flight write's decision, the GC's graph), exactly.
+	EvidenceModelState Evidence = iota
+	// EvidenceAuditOrder: the order of the history's operations shows
+	// it (a write returned after another was sent, a refused request
+	// before its retry).
+	EvidenceAuditOrder
+	// EvidenceRecordedReads: the components' recorded GETs show what
+	// they read (lin.Options.Reads).
+	EvidenceRecordedReads
+	// EvidenceGraphChanges: the GC's recorded graph changes show what
+	// its graph held (lin.Options.GraphChanges, impl only).
+	EvidenceGraphChanges
+	// EvidenceWindow: a write within the race window (lin's
+	// Options.RaceWindow, 1 s by default) before the judged one; the
+	// entry's Window says why nothing better admits it.
+	EvidenceWindow
+)
+
+var evidenceNames = [...]string{"model-state", "audit-order", "recorded-reads", "graph-changes", "window"}
+
+func (e Evidence) String() string { return evidenceNames[e] }
+
+// Known race IDs. A violation's Known (and harness/lin's Known.Issue) is
+// one of these, through Excuse; KnownRaces describes each.
+const (
+	// KnownUnobservedDependent: the GC had not observed a dependent.
+	KnownUnobservedDependent = "kubernetes#26120"
+	// KnownPolicySwitch: a DELETE switched a deletion under way.
+	KnownPolicySwitch = "kubernetes#32339"
+	// KnownAdoptionRecheck: a deletion between a recheck and an adoption.
+	KnownAdoptionRecheck = "kubernetes#42938"
+	// KnownRemovalBeforeFinalizers: a DELETE removed what it read bare.
+	KnownRemovalBeforeFinalizers = "kubernetes#77988"
+	// KnownVirtualNamespace: a virtual node's borrowed namespace.
+	KnownVirtualNamespace = "kubernetes#124378"
+	// KnownForegroundEnded: a write decided while an owner waited.
+	KnownForegroundEnded = "foreground-ended"
+	// KnownRetryWithoutRV: deleteObject's retry without resourceVersion.
+	KnownRetryWithoutRV = "retry-without-rv"
+	// KnownStaleOrphanPolicy: Orphan asked from a GET before attemptToOrphan.
+	KnownStaleOrphanPolicy = "stale-orphan-policy"
+	// KnownStaleGraph: a decision on a graph behind the store.
+	KnownStaleGraph = "stale-graph"
+	// KnownStaleDuplicateRef: stale references to a duplicated UID.
+	KnownStaleDuplicateRef = "stale-duplicate-ref"
+	// KnownForegroundCycle: a cycle of foreground deletions.
+	KnownForegroundCycle = "foreground-cycle"
+	// KnownClusterScopedBlocker: a cluster-scoped blocker the GC gives up on.
+	KnownClusterScopedBlocker = "cluster-scoped-blocker"
+)
+
+// harness/lin's own rules (lin.Prop*), which entries relax by name, and
+// the words several entries share.
+const (
+	knownLinAdoption             = "no adoption by an owner being deleted"
+	knownLinGCWrites             = "the GC writes only what it may"
+	knownLinResolvable           = "the GC never acts on an unresolvable reference"
+	knownLinCycleUnblocked       = "the GC unblocks a foreground cycle before deleting into it"
+	knownWindowGCRead            = "the history does not show when the GC worker read the object it decided on; on envtest targets its GET is in the recorded reads, which this rule does not read yet"
+	knownWindowInformer          = "the history does not show when the GC's informer delivered the event; impl's recorded graph changes could, which this rule does not read yet, and upstream's graph is not observable"
+	knownWindowNoReads           = "a kubeconfig target records no controller GETs, so nothing shows whether the controller rechecked"
+	knownWindowStaleGraph        = "upstream's GC graph lives inside kube-controller-manager and is not observable; on impl the recorded graph changes refute it in cycleUnblocked (unblockedFromGraph does not read them yet)"
+	knownFixtureTrace            = "traces/"
+	knownFixtureLin              = "harness/lin."
+	knownSiteModel, knownSiteLin = "model ", "lin "
+)
+
+// KnownRace is one entry of the registry.
+type KnownRace struct {
+	// ID is stable: the upstream issue, or a name for a race cascade
+	// found that no upstream issue reports.
+	ID string
+	// Upstream is the issue, pull request or code path of the race.
+	Upstream string
+	// Relaxes lists the properties (model.Prop* and harness/lin's own
+	// rules, by name) a violation of which the race may explain.
+	Relaxes []string
+	// Evidence lists what admits the race, over all its sites.
+	Evidence []Evidence
+	// Window says why nothing better than a timing window admits it,
+	// where Evidence holds EvidenceWindow; "" otherwise.
+	Window string
+	// Sites are the checks that name it: "model checkSolidOwner",
+	// "lin gcDelete", ...
+	Sites []string
+	// Fixtures show it in and out of the race: traces under
+	// traces/races/ (the model's sites) and harness/lin tests,
+	// "harness/lin.TestName" (lin's). Each fails with the entry disabled.
+	Fixtures []string
+	// Doc explains it.
+	Doc string
+}
+
+// KnownRaces is the registry, in the order `cascade check --list-known`
+// prints it.
+var KnownRaces = []KnownRace{
+	{ID: KnownUnobservedDependent, Upstream: "kubernetes#26120 item 1 (open): the GC's watches of different resources are not ordered",
+		Relaxes:  []string{PropOrphanRespected, PropForegroundWaits},
+		Evidence: []Evidence{EvidenceModelState, EvidenceAuditOrder, EvidenceWindow},
+		Window:   "for a dependent of another resource whose reference was written before the owner's finalizer: " + knownWindowInformer,
+		Sites:    []string{"model checkOrphanRespected", "lin gcPatch"},
+		Fixtures: []string{"traces/races/kubernetes-26120.trace", "harness/lin.TestKnownOrphanRace", "harness/lin.TestKnownForegroundRace"},
+		Doc:      "The GC processes an owner's orphan or foreground deletion before it has observed a dependent's reference, so attemptToOrphan or processDeletingDependentsItem misses the dependent."},
+	{ID: KnownPolicySwitch, Upstream: "kubernetes#32339, fixed by #32354 on the update path only: a DELETE still re-chooses the GC finalizer of a deletion under way",
+		Relaxes:  []string{PropOrphanRespected, PropNoSolidOwnerCollected, knownLinGCWrites, knownLinResolvable},
+		Evidence: []Evidence{EvidenceModelState, EvidenceWindow},
+		Window:   knownWindowGCRead,
+		Sites:    []string{"model checkSolidOwner", "model checkOrphanRespected", "lin stoppedWaiting", "lin gcPatch (orphan switched to foreground)", "lin gcPatch (orphaning owner removed)"},
+		Fixtures: []string{"traces/races/policy-switch-foreground-to-orphan.trace", "harness/lin.TestKnownPolicySwitchRace", "harness/lin.TestOrphanSwitchedToForeground",
+			"harness/lin.TestOrphanedAfterOwnerRemoved", "harness/lin.TestUnblockAfterWaitEnded/Orphan"},
+		Doc: "A DELETE switches a deletion under way between foreground and orphan after the GC decided a write on the old policy, which then lands."},
+	{ID: KnownAdoptionRecheck, Upstream: "kubernetes#42938 (RecheckDeletionTimestamp, pkg/controller/controller_ref_manager.go): the window between the recheck GET and the adoption",
+		Relaxes:  []string{knownLinAdoption},
+		Evidence: []Evidence{EvidenceRecordedReads, EvidenceWindow},
+		Window:   "only without recorded reads: " + knownWindowNoReads,
+		Sites:    []string{"lin adoption (reads recorded)", "lin adoption (no reads)"},
+		Fixtures: []string{"harness/lin.TestKnownAdoptionRace"},
+		Doc:      "A controller's recheck GET answers the owner live, the owner's deletion starts, and the adoption lands."},
+	{ID: KnownRemovalBeforeFinalizers, Upstream: "kubernetes#77988 (fix #129768 reverted by #133979): registry Store.Delete reads the object, then etcd3 conditionalDelete removes whatever version is current",
+		Relaxes:  []string{PropNoRemovalWithFinalizers},
+		Evidence: []Evidence{EvidenceAuditOrder},
+		Sites:    []string{"lin removal"},
+		Fixtures: []string{"harness/lin.TestDeleteFinalizerRace"},
+		Doc:      "A DELETE that read a bare object removes it with finalizers a write added after the DELETE was sent (or, on a Pod deleted without grace, a GC finalizer another DELETE added)."},
+	{ID: KnownVirtualNamespace, Upstream: "kubernetes#124378: GraphBuilder.addDependentToOwners gives a virtual node its dependent's namespace",
+		Relaxes:  []string{PropNoSolidOwnerCollected, knownLinResolvable},
+		Evidence: []Evidence{EvidenceModelState, EvidenceWindow},
+		Window:   "from the object's create: " + knownWindowInformer,
+		Sites:    []string{"model checkSolidOwner", "lin borrowedNamespace"},
+		Fixtures: []string{"traces/races/virtual-namespace.trace", "harness/lin.TestVirtualNamespace"},
+		Doc:      "attemptToDeleteItem runs on a cluster-scoped object's virtual node before the object's event arrives, and resolves its references to namespaced owners in the borrowed namespace."},
+	{ID: KnownForegroundEnded, Upstream: "garbagecollector.go attemptToDeleteItem, processDeletingDependentsItem (found by cascade fuzz --target impl --write-delay and the all-policies preset)",
+		Relaxes:  []string{PropNoSolidOwnerCollected, knownLinGCWrites},
+		Evidence: []Evidence{EvidenceModelState, EvidenceWindow},
+		Window:   knownWindowGCRead,
+		Sites:    []string{"model checkSolidOwner", "lin stoppedWaiting", "lin waitEnded"},
+		Fixtures: []string{"traces/races/foreground-ended.trace", "harness/lin.TestForegroundEndedBeforeDelete", "harness/lin.TestUnblockAfterWaitEnded/Background",
+			"harness/lin.TestWaitingRefRemovedAfterWaitEnded"},
+		Doc: "A GC write decided while the owner waited for dependents lands after foregroundDeletion went from the owner, still being deleted and so solid; the resourceVersion precondition guards the dependent only."},
+	{ID: KnownRetryWithoutRV, Upstream: "garbagecollector.go deleteObject (kubernetes#132632): a DELETE refused on its resourceVersion is retried without one when the ownerReferences are unchanged",
+		Relaxes:  []string{PropForegroundWaits, PropNoSolidOwnerCollected},
+		Evidence: []Evidence{EvidenceModelState, EvidenceAuditOrder},
+		Sites:    []string{"model checkForegroundWaits", "lin retryRace"},
+		Fixtures: []string{"traces/races/gc-background-overrides-foreground.trace", "harness/lin.TestRetryWithoutRV"},
+		Doc:      "The retried DELETE misses a client write that landed between deleteObject's GET and the retry: a Foreground deletion it overrides, or a reference removed or added."},
+	{ID: KnownStaleOrphanPolicy, Upstream: "garbagecollector.go attemptToDeleteItem: \"if an existing orphan finalizer is already on the object, honor it\"",
+		Relaxes:  []string{PropNeverSilentlyOrphaned},
+		Evidence: []Evidence{EvidenceWindow},
+		Window:   knownWindowGCRead + " (the model needs no excuse: its in-flight write records the orphan finalizer its decision saw, so checkSilentOrphan passes such a DELETE by rule)",
+		Sites:    []string{"lin gcDelete"},
+		Fixtures: []string{"harness/lin.TestStaleOrphanPolicy"},
+		Doc:      "A GC DELETE asking for Orphan, as its GET saw the finalizer, puts back the orphan finalizer attemptToOrphan removed since; harmless, attemptToOrphan runs again."},
+	{ID: KnownStaleGraph, Upstream: "garbagecollector.go attemptToDeleteItem and unblockOwnerReferencesStrategicMergePatch read the GC's graph, behind the store",
+		Relaxes:  []string{knownLinCycleUnblocked, knownLinGCWrites},
+		Evidence: []Evidence{EvidenceGraphChanges, EvidenceWindow},
+		Window:   knownWindowStaleGraph,
+		Sites:    []string{"lin cycleUnblocked", "lin unblockedFromGraph"},
+		Fixtures: []string{"harness/lin.TestCycleUnblocked", "harness/lin.TestUnblockPutsBackReference"},
+		Doc:      "A GC decision reads dependents, references or deletion state from a graph that has not yet applied a recent write."},
+	{ID: KnownStaleDuplicateRef, Upstream: "graph_builder.go referencesDiffs keys old references by UID (no upstream issue)",
+		Relaxes:  []string{PropNoStuckFinalizer, PropGraphAgrees},
+		Evidence: []Evidence{EvidenceModelState},
+		Sites:    []string{"model checkStuckFinalizer", "model checkGraphAgrees"},
+		Fixtures: []string{"traces/races/dedup-stale-blocking-ref.trace", "traces/scenarios/owner-dedup-on-update.trace"},
+		Doc:      "When a write collapses several references to one UID, the graph keeps the stale ones, a blocking one included, and a foreground owner waits on it. checkGraphAgrees tolerates the stale references without a violation (a carve-out the entry governs: owner-dedup-on-update fails with it disabled); checkStuckFinalizer names the entry."},
+	{ID: KnownForegroundCycle, Upstream: "garbagecollector.go processDeletingDependentsItem and attemptToDeleteItem's unblock (no upstream issue; found by stepped fuzzing of the model)",
+		Relaxes:  []string{PropNoStuckFinalizer},
+		Evidence: []Evidence{EvidenceModelState},
+		Sites:    []string{"model checkStuckFinalizer"},
+		Fixtures: []string{"traces/races/foreground-cycle-waiter.trace", "traces/races/foreground-self-block.trace"},
+		Doc:      "A cycle whose members all delete their dependents in the foreground is never unblocked, nor is anything waiting on it."},
+	{ID: KnownClusterScopedBlocker, Upstream: "garbagecollector.go namespacedOwnerOfClusterScopedObjectErr (no upstream issue; found by stepped fuzzing of the model)",
+		Relaxes:  []string{PropNoStuckFinalizer},
+		Evidence: []Evidence{EvidenceModelState},
+		Sites:    []string{"model checkStuckFinalizer"},
+		Fixtures: []string{"traces/races/cluster-scoped-blocker.trace", "traces/races/protected-blocker-retry.trace"},
+		Doc:      "A foreground owner waits forever on a cluster-scoped blocking dependent naming a namespaced owner, which the GC gives up on."},
+}
+
+// KnownRaceByID finds an entry.
+func KnownRaceByID(id string) (*KnownRace, bool) {
+	for i := range KnownRaces {
+		if KnownRaces[i].ID == id {
+			return &KnownRaces[i], true
+		}
+	}
+	return nil, false
+}
+
+// disabledKnown is the ID DisableKnownRace switched off, "" for none.
+var disabledKnown atomic.Value
+
+// Excuse returns id, the label a violation the race explains carries, or
+// "" while the entry is disabled (DisableKnownRace): the violation then
+// stands unexcused. Every known-race label goes through it. It panics on
+// an id the registry does not hold.
+func Excuse(id string) string {
+	if _, ok := KnownRaceByID(id); !ok {
+		panic(fmt.Sprintf("model.Excuse: %q is not in the known-race registry", id))
+	}
+	if d, _ := disabledKnown.Load().(string); d == id {
+		return ""
+	}
+	return id
+}
+
+// DisableKnownRace switches entry id off until restore is called, so
+// that a fixture can show that it fails without the excuse. For tests
+// only; it affects every checker in the process.
+func DisableKnownRace(id string) (restore func(), err error) {
+	if _, ok := KnownRaceByID(id); !ok {
+		return nil, fmt.Errorf("no known race %q", id)
+	}
+	disabledKnown.Store(id)
+	return func() { disabledKnown.Store("") }, nil
+}
+
+// FixtureKind says which checker a fixture exercises: "trace" for
+// traces/*/*.trace (the model), "lin" for harness/lin tests, "" for
+// neither.
+func FixtureKind(f string) string {
+	switch {
+	case strings.HasPrefix(f, knownFixtureTrace) && strings.HasSuffix(f, ".trace"):
+		return "trace"
+	case strings.HasPrefix(f, knownFixtureLin+"Test"):
+		return "lin"
+	}
+	return ""
+}
+
+// LinFixtureTest is the test name (with any subtest) of a harness/lin
+// fixture.
+func LinFixtureTest(f string) string { return strings.TrimPrefix(f, knownFixtureLin) }
+
+// SiteChecker is the checker a site belongs to: "model" or "lin".
+func SiteChecker(site string) string {
+	switch {
+	case strings.HasPrefix(site, knownSiteModel):
+		return "model"
+	case strings.HasPrefix(site, knownSiteLin):
+		return "lin"
+	}
+	return ""
+}
