@@ -12,8 +12,11 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"pgregory.net/rapid"
 
+	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/driver"
+	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/harness/target"
+	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/model"
 )
 
@@ -36,7 +39,20 @@ type Restart struct {
 	Ready func() bool
 	// Do restarts it and returns once it serves again.
 	Do func(ctx context.Context) error
+	// Rewatch is how long its clients may take, after Do, to list and
+	// watch again: the run waits that long before it settles, since a
+	// settle window that sees no change cannot tell a GC that is done
+	// from one whose informers are still backing off.
+	Rewatch time.Duration
 }
+
+// APIServerRewatch bounds how long a client-go informer takes to list and
+// watch again once kube-apiserver serves after a restart of a few
+// seconds: its reflector retries with a jittered exponential backoff
+// (0.8 s doubling, each delay drawn up to twice its base: k8s.io/client-go
+// tools/cache/reflector.go), so the last delay that began while the
+// server was down ends at most about 7 s after it serves again.
+const APIServerRewatch = 10 * time.Second
 
 // aimWait bounds how long a restart waits for its Ready.
 const aimWait = 5 * time.Second
@@ -45,21 +61,33 @@ const aimWait = 5 * time.Second
 func Restarts(t *target.Target) []Restart {
 	var out []Restart
 	if d := t.Spec.RestartAPIServer; d > 0 && t.CP != nil {
-		out = append(out, Restart{Name: "kube-apiserver", Within: d, Do: func(ctx context.Context) error {
-			_, err := t.CP.RestartAPIServer(ctx)
-			return err
-		}})
+		out = append(out, APIServerRestart(t.CP, d))
 	}
 	if d := t.Spec.RestartGC; d > 0 && t.Impl != nil {
-		r := Restart{Name: "impl's GC", Within: d, Do: t.Impl.RestartGC}
-		if tap := t.GCTap; tap != nil {
-			// restart it while a write of it is in flight, when it sends
-			// one soon: the case a restart can get wrong
-			r.Ready = func() bool { return tap.InFlight() > 0 }
-		}
-		out = append(out, r)
+		out = append(out, GCRestart(t.Impl, t.GCTap, d))
 	}
 	return out
+}
+
+// APIServerRestart restarts cp's kube-apiserver (RestartAPIServer) at a
+// time up to within, and lets the clients' informers list and watch
+// again before the run settles.
+func APIServerRestart(cp *controlplane.ControlPlane, within time.Duration) Restart {
+	return Restart{Name: "kube-apiserver", Within: within, Rewatch: APIServerRewatch, Do: func(ctx context.Context) error {
+		_, err := cp.RestartAPIServer(ctx)
+		return err
+	}}
+}
+
+// GCRestart restarts impl's GC (impl.Target.RestartGC) at a time up to
+// within, aimed, when tap records the GC's writes, at a moment one of
+// them is in flight: the case a restart can get wrong.
+func GCRestart(it *impl.Target, tap *history.Tap, within time.Duration) Restart {
+	r := Restart{Name: "impl's GC", Within: within, Do: it.RestartGC}
+	if tap != nil {
+		r.Ready = func() bool { return tap.InFlight() > 0 }
+	}
+	return r
 }
 
 // drawRestarts draws when in the run each restart happens.
@@ -98,6 +126,12 @@ func startRestarts(ctx context.Context, rs []Restart, at []time.Duration) (wait 
 			begin := time.Now()
 			err := r.Do(ctx)
 			done[i] = restartDone{name: r.Name, took: time.Since(begin), err: err}
+			if err == nil && r.Rewatch > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(r.Rewatch):
+				}
+			}
 		})
 	}
 	return func() []restartDone {

@@ -31,7 +31,7 @@ func restartEnv(t *testing.T, restarts func(*impl.Target, *history.Tap) []fuzz.R
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = closeAudit() })
-	return fuzz.ConcurrentEnv{Target: "impl", Admin: cp.Config, Settler: replay.DefaultQuiet, Audit: audit, LinTimeout: time.Minute,
+	return fuzz.ConcurrentEnv{Target: "impl", Admin: cp.Config, Settler: fuzz.ImplSettler(it, replay.DefaultQuiet), Audit: audit, LinTimeout: time.Minute,
 		Protection: true, GCTap: tap, Restarts: restarts(it, tap)}
 }
 
@@ -65,10 +65,7 @@ func expectSurvived(t *testing.T, env fuzz.ConcurrentEnv) {
 func TestConcurrentSurvivesAPIServerRestart(t *testing.T) {
 	needControlPlane(t)
 	env := restartEnv(t, func(*impl.Target, *history.Tap) []fuzz.Restart {
-		return []fuzz.Restart{{Name: "kube-apiserver", Within: 200 * time.Millisecond, Do: func(ctx context.Context) error {
-			_, err := cp.RestartAPIServer(ctx)
-			return err
-		}}}
+		return []fuzz.Restart{fuzz.APIServerRestart(cp, 200*time.Millisecond)}
 	})
 	expectSurvived(t, env)
 }
@@ -80,8 +77,7 @@ func TestConcurrentSurvivesAPIServerRestart(t *testing.T) {
 func TestConcurrentSurvivesGCRestart(t *testing.T) {
 	needControlPlane(t)
 	env := restartEnv(t, func(it *impl.Target, tap *history.Tap) []fuzz.Restart {
-		return []fuzz.Restart{{Name: "impl's GC", Within: 300 * time.Millisecond, Do: it.RestartGC,
-			Ready: func() bool { return tap.InFlight() > 0 }}}
+		return []fuzz.Restart{fuzz.GCRestart(it, tap, 300*time.Millisecond)}
 	})
 	expectSurvived(t, env)
 }
