@@ -165,6 +165,17 @@ func (m *Model) create(s *State, rq request, o Object) Result {
 	o.RV = 1
 	s.put(o)
 	s.notify(Added, &o)
+	if o.Kind == crdKind() {
+		// apiextensions' naming controller (NamesAccepted) and then its
+		// establishing controller (Established) each write the new
+		// CRD's status before it serves its resources, which a client
+		// waits for: two more events for every watcher of CRDs
+		for range 2 {
+			o.RV++
+			s.put(o)
+			s.notify(Modified, &o)
+		}
+	}
 	return ok(201)
 }
 

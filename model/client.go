@@ -9,7 +9,8 @@ import (
 // owner, or of the most recent incarnation of that key, or a symbolic UID
 // (allocated on first use).
 func (s *State) resolveOwner(o OwnerSpec) (OwnerRef, error) {
-	ref := OwnerRef{Kind: o.Kind, Name: o.Name, Controller: o.Controller, Block: o.Block}
+	ref := OwnerRef{Kind: o.Kind, Name: o.Name, Controller: o.Controller, Block: o.Block,
+		ControllerUnset: o.ControllerUnset, BlockUnset: o.BlockUnset}
 	switch {
 	case o.UIDSym == "-":
 		// uid= left empty on purpose: validation rejects it

@@ -80,14 +80,35 @@ func (s *State) FormatRef(d *Object, r OwnerRef) string {
 			natural = s.UIDLabel(live.UID) // a newer incarnation is the natural one
 		}
 	}
-	if r.Controller {
-		key += " controller"
-	}
-	if r.Block {
-		key += " block"
-	}
+	key += refFlags(r.Controller, r.ControllerUnset, r.Block, r.BlockUnset)
 	if l := s.UIDLabel(r.UID); l != natural {
 		key += " uid=" + l
 	}
 	return key
+}
+
+// refFlags renders a reference's controller and blockOwnerDeletion fields
+// as a dump shows them: " controller" and " block" when true,
+// " controller=unset" and " block=unset" when left out, nothing when false.
+func refFlags(controller, controllerUnset, block, blockUnset bool) string {
+	var out string
+	switch {
+	case controller:
+		out += " controller"
+	case controllerUnset:
+		out += " controller=unset"
+	}
+	switch {
+	case block:
+		out += " block"
+	case blockUnset:
+		out += " block=unset"
+	}
+	return out
+}
+
+// RefFlags is refFlags for a reference read from a real API server, whose
+// fields are pointers: the driver's dump spells them as the model's does.
+func RefFlags(controller, block *bool) string {
+	return refFlags(controller != nil && *controller, controller == nil, block != nil && *block, block == nil)
 }

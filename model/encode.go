@@ -281,7 +281,9 @@ const (
 	refController = 1 << iota
 	refBlock
 	refImplied // kind and name are those of the object the UID was made for
-	refBits    = 3
+	refControllerUnset
+	refBlockUnset
+	refBits = 5
 )
 
 func (s *State) encRefs(b []byte, rs []OwnerRef) []byte {
@@ -294,6 +296,12 @@ func (s *State) encRefs(b []byte, rs []OwnerRef) []byte {
 		}
 		if r.Block {
 			f |= refBlock
+		}
+		if r.ControllerUnset {
+			f |= refControllerUnset
+		}
+		if r.BlockUnset {
+			f |= refBlockUnset
 		}
 		in := s.madeFor(r.UID)
 		implied := in != nil && r.Kind == Kinds[in.Kind].Kind && r.Name == in.Name
@@ -948,7 +956,8 @@ func (d *Decoder) refList() []OwnerRef {
 	rs := d.cur.refs.take(d.count())
 	for i := range rs {
 		v := d.uvarint()
-		r := OwnerRef{UID: UID(v >> refBits), Controller: v&refController != 0, Block: v&refBlock != 0}
+		r := OwnerRef{UID: UID(v >> refBits), Controller: v&refController != 0, Block: v&refBlock != 0,
+			ControllerUnset: v&refControllerUnset != 0, BlockUnset: v&refBlockUnset != 0}
 		if v&refImplied != 0 {
 			in := d.madeFor(r.UID)
 			r.Kind, r.Name = Kinds[in.Kind].Kind, in.Name

@@ -27,7 +27,8 @@ func TestEncodeRoundTrip(t *testing.T) {
 			"create deploy/d selector=app=a labels=policy.kruise.io/delete-protection=Cascading",
 			"create pod/p finalizers=a.io/h labels=app=a,b=c owner=rc/o,block", "create pv/v",
 			"create cm/ns1/c owner=pv/v owner=widget/w,uid=widget/w", "create secret/ns2/x owner=cm/ns1/c",
-			"create cm/g owner=Frob/f,uid=ghost owner=rc/o,controller")
+			"create cm/g owner=Frob/f,uid=ghost owner=rc/o,controller",
+			"create cm/u owner=rc/o,controller=unset,block=unset owner=rc/o owner=pv/v,block=unset")
 		clients := []string{"delete rc/o propagation=Foreground", "delete rc/o propagation=Orphan", "delete deploy/d propagation=Orphan",
 			"delete pv/v", "remove-finalizer pod/p a.io/h", "label pod/p x=y", "delete crd/widgets.cascade.dev", "create pod/q labels=app=a",
 			"scale deploy/d 0", "delete cm/ns1/c if-uid=stale"}

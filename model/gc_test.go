@@ -59,6 +59,7 @@ func TestStepTextRoundTrip(t *testing.T) {
 		"add-finalizer cm/x a.io/b if-rv=2",
 		"remove-owner cm/x cm/o",
 		"add-owner cm/x pv/disk,block",
+		"create cm/x owner=cm/o,controller=unset,block=unset owner=cm/p,controller,block=unset",
 		"label cm/x a=b", "unlabel cm/x a", "scale rs/x 3",
 		"gc attemptToDelete pv/ns1/disk", "gc unblock cm/a uid=cm/a#2", "gc deliver-virtual UnknownKind/x",
 		"controller adopt rs/r by=deploy/d", "apiextensions cleanup crd/widgets.cascade.dev",

@@ -68,6 +68,8 @@ const (
 	KnownForegroundCycle = "foreground-cycle"
 	// KnownClusterScopedBlocker: a cluster-scoped blocker the GC gives up on.
 	KnownClusterScopedBlocker = "cluster-scoped-blocker"
+	// KnownStoppedMonitor: a stopped monitor's nodes outlive their objects.
+	KnownStoppedMonitor = "stopped-monitor"
 )
 
 // harness/lin's own rules (lin.Prop*), which entries relax by name, and
@@ -196,6 +198,12 @@ var KnownRaces = []KnownRace{
 		Sites:    []string{"model checkStuckFinalizer"},
 		Fixtures: []string{"traces/races/cluster-scoped-blocker.trace", "traces/races/protected-blocker-retry.trace"},
 		Doc:      "A foreground owner waits forever on a cluster-scoped blocking dependent naming a namespaced owner, which the GC gives up on."},
+	{ID: KnownStoppedMonitor, Upstream: "graph_builder.go syncMonitors closes a removed resource's monitor and leaves its nodes in the graph (no upstream issue; found by stepped fuzzing of the model once runs deleted CRDs)",
+		Relaxes:  []string{PropGraphAgrees},
+		Evidence: []Evidence{EvidenceModelState},
+		Sites:    []string{"model checkGraphAgrees"},
+		Fixtures: []string{"traces/races/stopped-monitor-keeps-node.trace"},
+		Doc:      "A discovery sync that finds a CRD gone stops its resource's monitor before the custom resources' deletion events reach the graph; the events go with the informer and their nodes stay in the graph for good."},
 }
 
 // KnownRaceByID finds an entry.

@@ -510,6 +510,13 @@ func (m *Model) heldOutsideGC(s *State, x *Object, visiting []UID) bool {
 		if !d.Deleting && m.protectionDenies(s, d) != "" {
 			return true
 		}
+		// a dependent with a reference the GC cannot map to a resource
+		// is never deleted: classifyReferences fails on it and the item
+		// is retried for ever (restMappingError), so the reference, not
+		// the GC, holds the owner
+		if !d.Deleting && slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { _, e := apiResource(s, r.Kind); return e != errNone }) {
+			return true
+		}
 		for _, f := range d.Finalizers {
 			if d.Deleting && f != FinalizerOrphan && f != FinalizerForeground {
 				return true
@@ -540,12 +547,33 @@ func checkGraphAgrees(m *Model, s *State) *Violation {
 			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("%s is in foreground deletion but its node is not deletingDependents (kubernetes#115570)", o.Key())}
 		}
 	}
+	var stopped *Violation
 	for _, n := range s.GC.Nodes {
 		if !n.Virtual && s.Get(n.UID) == nil {
-			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("the graph still has %s, which left storage", identKey(n.Identity))}
+			v := &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("the graph still has %s, which left storage", identKey(n.Identity))}
+			if k, served := KindByName(n.Kind); served && k.Info().Custom && crdOutlived(s, k, n.UID) {
+				if known := Excuse(KnownStoppedMonitor); known != "" {
+					if stopped == nil {
+						v.Known = known
+						v.Message += "; its resource's monitor stopped before the deletion event reached the graph"
+						stopped = v
+					}
+					continue
+				}
+			}
+			return v
 		}
 	}
-	return nil
+	return stopped
+}
+
+// crdOutlived reports whether the CRD that served the custom kind k when
+// the object of UID u was created is gone: none is live, or the live one
+// was created after the object (UIDs are allocated in creation order).
+// Its monitor may then have stopped, or stopped and started again.
+func crdOutlived(s *State, k KindID, u UID) bool {
+	crd := s.Lookup(crdKind(), "", k.Info().CRDName)
+	return crd == nil || crd.UID > u
 }
 
 // waitsOnForegroundCycle returns an object on a foreground cycle (see

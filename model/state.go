@@ -20,6 +20,11 @@ type OwnerRef struct {
 	UID        UID
 	Controller bool
 	Block      bool // blockOwnerDeletion
+	// ControllerUnset and BlockUnset record a field left out (nil) rather
+	// than false. Every reader takes an unset field for false, as
+	// upstream's do; the API server's dedup and the GC's referencesDiffs
+	// compare the fields, so nil and false references differ there.
+	ControllerUnset, BlockUnset bool
 }
 
 // Object is one API object as the store holds it.

@@ -58,6 +58,9 @@ type OwnerSpec struct {
 	UIDSym     string // uid=SYM: a symbolic UID instead of the live one
 	Controller bool
 	Block      bool
+	// ControllerUnset and BlockUnset leave the field out of the reference
+	// (controller=unset, block=unset) instead of sending false.
+	ControllerUnset, BlockUnset bool
 }
 
 // Step is one transition. Client fields are unresolved specs: owner keys
@@ -283,6 +286,14 @@ func identKey(id Identity) string {
 			return identTarget(id).String() // spelled apart from the default namespace (Target.String)
 		}
 		k = kid.Info().Short
+	} else {
+		// a kind nobody serves has no known scope: its namespace, the
+		// dependent's, is always written, kind//name when it has none,
+		// so that a real target can tell the two apart
+		if id.Namespace == "" {
+			return k + "//" + id.Name
+		}
+		return k + "/" + id.Namespace + "/" + id.Name
 	}
 	if id.Namespace == "" || id.Namespace == DefaultNamespace {
 		return k + "/" + id.Name

@@ -346,7 +346,7 @@ func insertLabel(ls []Label, l Label) []Label {
 	return ls
 }
 
-// parseOwner reads KEY[,controller][,block][,uid=SYM].
+// parseOwner reads KEY[,controller|,controller=unset][,block|,block=unset][,uid=SYM].
 func parseOwner(t token) (OwnerSpec, error) {
 	parts := strings.Split(t.text, ",")
 	key, err := parseKey(token{parts[0], t.col}, true)
@@ -369,14 +369,18 @@ func parseOwner(t token) (OwnerSpec, error) {
 		switch {
 		case p == "controller":
 			o.Controller = true
+		case p == "controller=unset":
+			o.ControllerUnset = true
 		case p == "block":
 			o.Block = true
+		case p == "block=unset":
+			o.BlockUnset = true
 		case p == "uid=":
 			o.UIDSym = "-"
 		case strings.HasPrefix(p, "uid="):
 			o.UIDSym = p[4:]
 		default:
-			return OwnerSpec{}, &SyntaxError{Col: col, Msg: fmt.Sprintf("unknown owner flag %q (known: controller, block, uid=SYMBOL)", p)}
+			return OwnerSpec{}, &SyntaxError{Col: col, Msg: fmt.Sprintf("unknown owner flag %q (known: controller, controller=unset, block, block=unset, uid=SYMBOL)", p)}
 		}
 		col += len(p) + 1
 	}
@@ -487,12 +491,7 @@ func (o OwnerSpec) String() string {
 	} else {
 		key = o.Kind + "/" + o.Name
 	}
-	if o.Controller {
-		key += ",controller"
-	}
-	if o.Block {
-		key += ",block"
-	}
+	key += strings.ReplaceAll(refFlags(o.Controller, o.ControllerUnset, o.Block, o.BlockUnset), " ", ",")
 	switch o.UIDSym {
 	case "":
 	case "-":

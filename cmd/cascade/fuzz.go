@@ -23,7 +23,7 @@ type fuzzFlags struct {
 	checks, steps, clients                              int
 	shrinkTime, informerLag, informerRelist, writeDelay time.Duration
 	restartAPIServer, restartGC                         time.Duration
-	json                                                bool
+	json, coverage                                      bool
 }
 
 func newFuzzCmd() *cobra.Command {
@@ -98,6 +98,11 @@ must still be linearizable and, once quiet, live. Each run's progress line
 names its restarts, their time and its ops maybe applied; the --json
 summary totals them (restarts, restart_seconds, maybe_applied).
 
+--coverage prints, after the summary, what the runs that passed exercised of
+the trace language: client verbs × kinds, request and owner-reference options,
+delete policies and (stepped runs) internal steps, each with its step count,
+and the rows no step reached (to stderr with --json).
+
 A run whose history the checker cannot decide within a minute is
 inconclusive: no verdict on the target, so it is neither shrunk nor counted
 as passed, and fuzzing goes on.
@@ -133,6 +138,7 @@ decide some run's history, 130 interrupted.`,
 	fl.StringVar(&f.context, "context", "", "context of the kubeconfig target (default: the current one)")
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager for envtest targets")
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
+	fl.BoolVar(&f.coverage, "coverage", false, "print the coverage table: verbs × kinds, options, policies and internal steps the passing runs hit")
 	return cmd
 }
 
@@ -183,6 +189,9 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	defer func() { _ = t.Close() }()
 	cfg := fuzz.Config{Checks: f.checks, Steps: f.steps, Seed: f.seed, Clients: f.clients, ShrinkTime: f.shrinkTime,
 		Universe: u, Out: f.out, Progress: cmd.ErrOrStderr(), FailFile: f.failFile}
+	if f.coverage {
+		cfg.Coverage = fuzz.NewCoverage()
+	}
 	rep, err := fuzz.OnTarget(ctx, t, cfg)
 	if ctx.Err() != nil && (rep == nil || rep.Failure == nil) {
 		// the run the signal cut short has no verdict: no summary that
@@ -200,6 +209,15 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	}
 	if err := printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed), rep, f.json); err != nil {
 		return err
+	}
+	if cfg.Coverage != nil {
+		w := cmd.OutOrStdout()
+		if f.json {
+			w = cmd.ErrOrStderr()
+		}
+		if err := cfg.Coverage.Write(w); err != nil {
+			return err
+		}
 	}
 	if ctx.Err() != nil {
 		return errInterrupted

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
@@ -64,11 +65,16 @@ func (f *targetFlags) spec(log io.Writer) (target.Spec, error) {
 }
 
 // quietLogs discards controller-runtime's log (impl's GC and the webhook
-// server log through it): the verdicts report what went wrong, and
+// server log through it) and klog's (client-go's reflectors report there,
+// for example "Failed to watch" while a deleted CRD's informer waits for
+// the GC's next discovery sync): the verdicts report what went wrong, and
 // progress on stderr stays readable. 'cascade gc -v N' shows impl's log.
 // A logger without a sink discards everything, and setting one stops
 // controller-runtime's warning that none was set.
-func quietLogs() { ctrllog.SetLogger(klog.NewKlogr().WithSink(nil)) }
+func quietLogs() {
+	ctrllog.SetLogger(klog.NewKlogr().WithSink(nil))
+	klog.SetLogger(logr.Discard())
+}
 
 // startTarget starts a target; problems with what the flags name (a bad
 // kubeconfig, an unreachable cluster, missing binaries) are usage errors.

@@ -193,8 +193,11 @@ func run(ctx context.Context, c config, w io.Writer) int {
 	fmt.Fprintf(w, "conform: built in %s; running %s, %d at a time; logs and reports in %s/\n", built.Round(100*time.Millisecond), names(ps), c.jobs, c.out)
 	runAll(ctx, ps, c.jobs, c.timeout, w)
 	for _, p := range ps {
-		if p.summary != "" {
+		switch {
+		case p.summary != "":
 			p.counts = readCounts(p.summary, strings.TrimPrefix(p.name, "suite "), p.start)
+		case strings.HasPrefix(p.name, "fuzz "):
+			p.counts = readFuzzCounts(p.stdout, p.start)
 		}
 	}
 	interrupted := ctx.Err() != nil
@@ -341,6 +344,30 @@ func readCounts(path, target string, since time.Time) map[string]int {
 		out[k] = int(all[target][k])
 	}
 	return out
+}
+
+// readFuzzCounts reads a fuzz run's counts from its --json summary (nil
+// when it did not get to write one in this run): passed are the runs that
+// passed, failed the failing run, errors the runs the checker could not
+// decide (inconclusive_runs); the schema is README's "Machine-readable
+// summaries".
+func readFuzzCounts(path string, since time.Time) map[string]int {
+	if fi, err := os.Stat(path); err != nil || fi.ModTime().Before(since) {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var s struct {
+		Runs         *int     `json:"runs"`
+		Passed       int      `json:"runs_passed"`
+		Inconclusive []string `json:"inconclusive_runs"`
+	}
+	if json.Unmarshal(data, &s) != nil || s.Runs == nil {
+		return nil
+	}
+	return map[string]int{"passed": s.Passed, "failed": *s.Runs - s.Passed - len(s.Inconclusive), "errors": len(s.Inconclusive)}
 }
 
 // printTable prints one row per phase and, for each that did not pass,

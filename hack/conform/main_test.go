@@ -97,3 +97,25 @@ func TestCountsComeFromThisRun(t *testing.T) {
 		t.Errorf("an earlier run's summary counted: %v", c)
 	}
 }
+
+// A fuzz row's counts come from its --json summary: runs passed, the
+// failing run, the inconclusive ones; none from an earlier run's file or
+// from output that is not a summary.
+func TestFuzzCounts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fuzz-impl.json")
+	if err := os.WriteFile(path, []byte(`{"command": "fuzz", "result": "fail", "runs": 7, "runs_passed": 5, "inconclusive_runs": ["run 3 (9 steps, 20 ops): ..."]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := readFuzzCounts(path, time.Now().Add(-time.Minute)); c["passed"] != 5 || c["failed"] != 1 || c["errors"] != 1 {
+		t.Errorf("counts: %v", c)
+	}
+	if c := readFuzzCounts(path, time.Now().Add(time.Minute)); c != nil {
+		t.Errorf("an earlier run's summary counted: %v", c)
+	}
+	if err := os.WriteFile(path, []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := readFuzzCounts(path, time.Now().Add(-time.Minute)); c != nil {
+		t.Errorf("counts from no summary: %v", c)
+	}
+}

@@ -170,6 +170,12 @@ func (d *Driver) Prefix() string { return d.prefix }
 func (d *Driver) realNS(ns string) string { return d.prefix + "-" + ns }
 
 // realName maps a trace name of a kind to the real object name.
+// unservedName is the real name of an owner of a kind nobody serves: a
+// run's own, as a cluster-scoped name is, since the GC keeps a virtual
+// node it cannot resolve queued for ever and a later run on the same GC
+// must not meet it under the same key.
+func (d *Driver) unservedName(name string) string { return d.prefix + "-" + name }
+
 func (d *Driver) realName(k model.KindID, name string) string {
 	switch {
 	case k.Info().Namespaced, k.Info().Short == "crd":
@@ -217,6 +223,20 @@ func (d *Driver) ensureNamespace(ctx context.Context, traceNS string) error {
 	d.mu.Lock()
 	d.nsMade[real] = true
 	d.mu.Unlock()
+	return nil
+}
+
+// EnsureNamespaces creates the real namespaces of trace namespaces up
+// front, as the first object placed in each would. A stepped run calls
+// it before it settles impl, so that the namespaces' events reach impl's
+// GC before the run's first step: the model has no events for namespaces
+// a trace never created.
+func (d *Driver) EnsureNamespaces(ctx context.Context, traceNSs []string) error {
+	for _, ns := range traceNSs {
+		if err := d.ensureNamespace(ctx, ns); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -283,8 +303,15 @@ func (d *Driver) labelOf(u types.UID) string {
 // else the most recent incarnation of that key the driver created.
 func (d *Driver) resolveOwner(ctx context.Context, o model.OwnerSpec) (metav1.OwnerReference, error) {
 	ref := metav1.OwnerReference{Kind: o.Kind, Name: o.Name, Controller: &o.Controller, BlockOwnerDeletion: &o.Block}
+	if o.ControllerUnset {
+		ref.Controller = nil
+	}
+	if o.BlockUnset {
+		ref.BlockOwnerDeletion = nil
+	}
 	k, served := model.KindByName(o.Kind)
 	ref.APIVersion = "cascade.dev/v1"
+	ref.Name = d.unservedName(o.Name)
 	if served {
 		ref.APIVersion = k.Info().APIVersion
 		ref.Name = d.realName(k, o.Name)

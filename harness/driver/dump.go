@@ -122,11 +122,12 @@ func (d *Driver) dumpObject(ctx context.Context, inc incarnation, u *unstructure
 	return b.String(), nil
 }
 
-// selectorOf prints a workload's adoption selector the way the trace gave
-// it; the driver's default selector (no selector= in the trace) is not
-// printed, as the model prints none.
+// selectorOf prints the selector of a workload or an adopting kind the
+// way the trace gave it (a StatefulSet's too, though no controller here
+// adopts for it); the driver's default selector (no selector= in the
+// trace) is not printed, as the model prints none.
 func selectorOf(k model.KindID, u *unstructured.Unstructured) string {
-	if k.Info().Adopts == "" {
+	if k.Info().Adopts == "" && !k.Info().Workload {
 		return ""
 	}
 	m, _, _ := unstructured.NestedStringMap(u.Object, "spec", "selector", "matchLabels")
@@ -145,7 +146,7 @@ func selectorOf(k model.KindID, u *unstructured.Unstructured) string {
 // uid=LABEL when the UID is not the natural one for that key.
 func (d *Driver) formatRef(ctx context.Context, dep incarnation, r metav1.OwnerReference) string {
 	k, served := model.KindByName(r.Kind)
-	key := r.Kind + "/" + r.Name
+	key := r.Kind + "/" + strings.TrimPrefix(r.Name, d.prefix+"-")
 	natural := ""
 	if served {
 		ns := dep.ns
@@ -161,12 +162,7 @@ func (d *Driver) formatRef(ctx context.Context, dep incarnation, r metav1.OwnerR
 			}
 		}
 	}
-	if r.Controller != nil && *r.Controller {
-		key += " controller"
-	}
-	if r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion {
-		key += " block"
-	}
+	key += model.RefFlags(r.Controller, r.BlockOwnerDeletion)
 	if l := d.labelOf(r.UID); l != natural {
 		key += " uid=" + l
 	}

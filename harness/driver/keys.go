@@ -27,11 +27,14 @@ func (d *Driver) RealKey(key string) (string, error) {
 		ns = parts[1]
 	}
 	if !ok {
-		// an unserved kind: only its namespace can be mapped
-		if ns != "" {
-			return parts[0] + "/" + d.realNS(ns) + "/" + name, nil
+		// an unserved kind: its namespace, and its name (unservedName)
+		if len(parts) == 3 && ns != "" {
+			return parts[0] + "/" + d.realNS(ns) + "/" + d.unservedName(name), nil
 		}
-		return key, nil
+		if len(parts) == 3 {
+			return parts[0] + "//" + d.unservedName(name), nil
+		}
+		return parts[0] + "/" + d.unservedName(name), nil
 	}
 	short := k.Info().Short
 	switch {

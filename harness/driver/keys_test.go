@@ -16,7 +16,9 @@ func TestRealKey(t *testing.T) {
 		"pv/ns1/disk":             "pv/cascade-x-ns1/cascade-x-disk",
 		"ns/team":                 "ns/cascade-x-team",
 		"crd/widgets.cascade.dev": "crd/widgets.cascade.dev",
-		"UnknownKind/thing":       "UnknownKind/thing",
+		"UnknownKind/thing":       "UnknownKind/cascade-x-thing",
+		"Frob/default/d":          "Frob/cascade-x-default/cascade-x-d",
+		"Frob//d":                 "Frob//cascade-x-d",
 	} {
 		got, err := d.RealKey(in)
 		if err != nil || got != want {

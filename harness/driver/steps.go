@@ -190,7 +190,7 @@ func (d *Driver) update(ctx context.Context, st model.Step, r interface {
 				}
 			} else {
 				k, _ := model.KindByName(st.Owner.Kind)
-				real := st.Owner.Name
+				real := d.unservedName(st.Owner.Name)
 				if k != model.NoKind {
 					real = d.realName(k, st.Owner.Name)
 				}

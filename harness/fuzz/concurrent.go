@@ -68,6 +68,9 @@ type ConcurrentEnv struct {
 	// owners (gen.fleeting), and the race search lets the model's
 	// informers coalesce events too (model.OpCoalesce).
 	Relist bool
+	// Limited is the configuration of a principal without update on
+	// */finalizers: runs then send some steps as=limited. nil: none.
+	Limited *rest.Config
 	// Lag says the target's GC sees events late (impl's informer-lag
 	// fault): runs then also draw namespaced dependents of cluster-scoped
 	// owners (gen.scoped).
@@ -215,6 +218,7 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			rep.Undecided = append(rep.Undecided, fmt.Sprintf("run %d (%d steps, %d ops): %s", n, len(r.sent), r.ops, r.undecided))
 			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops INCONCLUSIVE (the checker could not decide them in %s), quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Microsecond), took)
 		default:
+			cfg.Coverage.record(slices.Concat(r.program...))
 			rep.Checks++
 			rep.MaybeApplied += r.maybe
 			for _, x := range r.restarts {
@@ -398,9 +402,20 @@ func (r *concurrentRun) race(kind, summary string, lines []string) *runFailure {
 // run draws a program, runs it with one goroutine per client, waits for
 // quiet, and checks the history and the final state.
 func (r *concurrentRun) run(t *rapid.T) {
-	g := &gen{u: r.cfg.Universe}
+	r.draw(t)
+	r.exec(t)
+}
+
+// draw draws the run's program: every rapid draw of a concurrent run
+// happens here, before anything reaches the cluster, so DrawConcurrent
+// draws the same programs without one.
+func (r *concurrentRun) draw(t *rapid.T) {
+	g := &gen{u: r.cfg.Universe, limited: r.env.Limited != nil}
 	actions := map[string]func(*rapid.T){}
 	for verb, draw := range g.verbs() {
+		if verb == "crd" {
+			continue // crdFamily below, in few runs
+		}
 		actions[verb] = func(t *rapid.T) {
 			c := rapid.IntRange(0, r.cfg.Clients-1).Draw(t, "client")
 			r.program[c] = append(r.program[c], draw(t))
@@ -426,9 +441,18 @@ func (r *concurrentRun) run(t *rapid.T) {
 	if r.env.Lag {
 		actions["scoped"] = compound(g.scoped)
 	}
+	// a CRD and custom resources in one run of eight: on upstream the
+	// run then waits out the GC's 30-second discovery sync to settle
+	if len(g.u.customKinds()) > 0 && rapid.IntRange(0, 7).Draw(t, "crds") == 0 {
+		actions["crd"] = compound(g.crdFamily)
+	}
 	t.Repeat(actions)
 	r.restartAt = drawRestarts(t, r.env.Restarts)
+}
 
+// exec runs the drawn program on the cluster and checks its history and
+// final state.
+func (r *concurrentRun) exec(t *rapid.T) {
 	prefix := "cascade-" + driver.NewRunID()
 	scope := history.Scope{Prefix: prefix}
 	// The driver's writes are recorded client side on every target: the
@@ -450,7 +474,14 @@ func (r *concurrentRun) run(t *rapid.T) {
 		}
 		defer func() { _ = obs.Stop() }()
 	}
-	d, err := driver.New(admin, nil, prefix)
+	var limitedCfg *rest.Config
+	if r.env.Limited != nil {
+		limitedCfg = r.env.Limited
+		if rec != nil {
+			limitedCfg = rec.Wrap(r.env.Limited, history.ClientActor(0))
+		}
+	}
+	d, err := driver.New(admin, limitedCfg, prefix)
 	if err != nil {
 		r.fatal(t, err)
 	}
@@ -461,6 +492,13 @@ func (r *concurrentRun) run(t *rapid.T) {
 	}()
 	if r.env.GraphChanges != nil {
 		r.env.GraphChanges() // the earlier runs' and their cleanups'
+	}
+	if r.env.Audit != nil {
+		// the earlier run's cleanup: its deletes of CRDs, whose names no
+		// run prefix scopes, would otherwise fall into this history
+		if _, err := r.env.Audit(r.ctx); err != nil {
+			t.Fatalf("error: %v", err)
+		}
 	}
 	r.execute(d)
 	if err := r.env.Settler.Settle(r.ctx, d); err != nil {

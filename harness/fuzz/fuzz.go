@@ -68,6 +68,9 @@ type Config struct {
 	// Deadline, if set, ends fuzzing: runs that would start after it
 	// pass at once without taking a step.
 	Deadline time.Time
+	// Coverage, if set, counts the steps of every run that passed (a
+	// failing run and rapid's shrinking of it are not counted).
+	Coverage *Coverage
 }
 
 // expired reports whether cfg's deadline has passed.

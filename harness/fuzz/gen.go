@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"pgregory.net/rapid"
@@ -24,14 +25,29 @@ type Universe struct {
 	Protection bool
 }
 
+// customKinds are the kinds of Kinds served by a CRD: a run creates them
+// only after the crd action created their CRD.
+func (u Universe) customKinds() []string {
+	var out []string
+	for _, k := range u.Kinds {
+		if kind, _ := model.KindByShort(k); kind.Info().Custom {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // DefaultUniverse is the universe of `cascade fuzz` when none is given:
-// namespaced kinds without and with a workload controller, a kind that
-// orphans by default (rc), a cluster-scoped kind (pv), two namespaces for
-// cross-namespace references.
+// every kind of the trace language. Namespaced kinds without and with a
+// workload controller, kinds that orphan by default (rc, job), Events
+// (never owners), cluster-scoped kinds (pv, ns, and the custom gizmo),
+// custom resources (created after their CRD, by the crd action), and
+// three namespaces for cross-namespace references. Each run keeps a
+// random part of the kinds (gen.swarm).
 var DefaultUniverse = Universe{
-	Kinds:      []string{"cm", "secret", "pod", "rc", "pv"},
-	Names:      []string{"a", "b", "c"},
-	Namespaces: []string{"default", "ns2"},
+	Kinds:      []string{"cm", "secret", "pod", "rc", "rs", "deploy", "sts", "job", "cronjob", "event", "pv", "ns", "herd", "widget", "gizmo"},
+	Names:      []string{"a", "b", "c", "d"},
+	Namespaces: []string{"default", "ns2", "ns3"},
 	Protection: true,
 }
 
@@ -41,13 +57,16 @@ func (u Universe) Validate() error {
 		return errors.New("fuzz: the universe needs kinds, names and namespaces")
 	}
 	for _, k := range u.Kinds {
-		kind, ok := model.KindByShort(k)
+		_, ok := model.KindByShort(k)
 		switch {
 		case !ok:
 			return fmt.Errorf("fuzz: unknown kind %q (short names as in traces: cm, secret, pod, rc, rs, deploy, pv, ...)", k)
-		case kind.Info().Custom, k == "crd", k == "ns", k == "event":
-			return fmt.Errorf("fuzz: kind %q cannot be fuzzed: random runs leave CRDs, namespaces and events to setup", k)
+		case k == "crd":
+			return fmt.Errorf("fuzz: kind %q is not fuzzed by itself: name a custom kind (herd, widget, gizmo) and runs create its CRD", k)
 		}
+	}
+	if len(u.customKinds()) == len(u.Kinds) {
+		return errors.New("fuzz: the universe needs a kind that is not custom (custom resources come after their CRD)")
 	}
 	return nil
 }
@@ -75,6 +94,12 @@ type gen struct {
 	// kinds and namespaces are those this run creates in: the
 	// universe's, or a swarm subset of them.
 	kinds, namespaces []string
+	// limited: the target has a limited principal, so steps may be
+	// sent as=limited.
+	limited bool
+	// crds: the run offers the crd action (in few runs: on a real GC a
+	// new resource waits for the 30-second discovery sync).
+	crds bool
 }
 
 // swarm draws the run's configuration as swarm testing does (Groce et
@@ -86,13 +111,30 @@ type gen struct {
 // mix in which each shape is rare. It returns the verbs the run keeps.
 func (g *gen) swarm(t *rapid.T, verbs map[string]func(*rapid.T) string) map[string]func(*rapid.T) string {
 	g.kinds = nil
+	custom := g.u.customKinds()
+	// custom resources in one stepped run of four: the GC's discovery
+	// sync is a step here (concurrent runs, which wait out the real
+	// one's 30 seconds, draw them in one run of eight)
+	g.crds = len(custom) > 0 && rapid.IntRange(0, 3).Draw(t, "swarm-crds") == 0
 	for _, k := range g.u.Kinds {
+		if slices.Contains(custom, k) && !g.crds {
+			continue
+		}
 		if rapid.Bool().Draw(t, "swarm-kind-"+k) {
 			g.kinds = append(g.kinds, k)
 		}
 	}
 	if len(g.kinds) == 0 {
-		g.kinds = []string{rapid.SampledFrom(g.u.Kinds).Draw(t, "swarm-only-kind")}
+		var plain []string
+		for _, k := range g.u.Kinds {
+			if !slices.Contains(custom, k) {
+				plain = append(plain, k)
+			}
+		}
+		if len(plain) == 0 {
+			plain = g.u.Kinds
+		}
+		g.kinds = []string{rapid.SampledFrom(plain).Draw(t, "swarm-only-kind")}
 	}
 	// one namespace in half the runs: objects then meet as owners,
 	// dependents and adoption candidates more often; both in the others,
@@ -102,6 +144,9 @@ func (g *gen) swarm(t *rapid.T, verbs map[string]func(*rapid.T) string) map[stri
 		g.namespaces = []string{rapid.SampledFrom(g.u.Namespaces).Draw(t, "swarm-namespace")}
 	}
 	kept := map[string]func(*rapid.T) string{"create": verbs["create"], "delete": verbs["delete"]}
+	if g.crds {
+		kept["crd"] = verbs["crd"]
+	}
 	for _, v := range []string{"finalizer", "owner", "label", "scale"} {
 		if rapid.Bool().Draw(t, "swarm-verb-"+v) {
 			kept[v] = verbs[v]
@@ -116,6 +161,10 @@ func (g *gen) key(t *rapid.T, label string) string {
 	kinds := g.kinds
 	if len(kinds) == 0 {
 		kinds = g.u.Kinds
+	}
+	kinds = slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return !g.served(k) })
+	if len(kinds) == 0 {
+		kinds = []string{g.u.Kinds[0]}
 	}
 	k := rapid.SampledFrom(kinds).Draw(t, label+"-kind")
 	return g.keyOf(t, k, label)
@@ -156,7 +205,8 @@ func (g *gen) existing(t *rapid.T, label string) string {
 }
 
 // ownerRef draws an owner= value naming a created object, with the
-// dependent's namespace for namespaced owners in its own namespace.
+// dependent's namespace for namespaced owners in its own namespace; in
+// one reference of six with an explicit UID (uidOf).
 func (g *gen) ownerRef(t *rapid.T, dep string) string {
 	owner := ""
 	if g.state != nil {
@@ -165,11 +215,15 @@ func (g *gen) ownerRef(t *rapid.T, dep string) string {
 	if owner == "" {
 		owner = g.existing(t, "owner")
 	}
-	return g.refTo(t, owner, dep)
+	ref := g.refTo(t, owner, dep)
+	if rapid.IntRange(0, 5).Draw(t, "explicit-uid") == 0 {
+		ref += ",uid=" + g.uidOf(t, owner)
+	}
+	return ref
 }
 
 // refTo draws an owner= value naming owner from dep: controller and
-// blockOwnerDeletion at random.
+// blockOwnerDeletion at random (refFlags).
 func (g *gen) refTo(t *rapid.T, owner, dep string) string {
 	ok, ons, oname := split(owner)
 	_, dns, _ := split(dep)
@@ -177,13 +231,7 @@ func (g *gen) refTo(t *rapid.T, owner, dep string) string {
 	if ons != "" && ons != dns {
 		ref = ok + "/" + ons + "/" + oname // a cross-namespace reference, on purpose
 	}
-	if rapid.Bool().Draw(t, "controller") {
-		ref += ",controller"
-	}
-	if rapid.Bool().Draw(t, "block") {
-		ref += ",block"
-	}
-	return ref
+	return ref + g.refFlags(t)
 }
 
 // fleeting draws an owner that lives only while a dependent naming it is
@@ -217,7 +265,7 @@ func (g *gen) fleeting(t *rapid.T) []string {
 // plain create.
 func (g *gen) scoped(t *rapid.T) []string {
 	var cluster, ns []string
-	for _, k := range g.u.Kinds {
+	for _, k := range g.servedKinds() {
 		if namespaced(k + "/x") {
 			ns = append(ns, k)
 		} else {
@@ -249,7 +297,7 @@ func (g *gen) ring(t *rapid.T) []string {
 	a := g.key(t, "ring-a")
 	_, ans, _ := split(a)
 	var peers []string
-	for _, k := range g.u.Kinds {
+	for _, k := range g.servedKinds() {
 		if namespaced(k+"/x") == namespaced(a) {
 			peers = append(peers, k)
 		}
@@ -316,8 +364,10 @@ func (g *gen) verbs() map[string]func(*rapid.T) string {
 			if len(workloads) == 0 {
 				return g.create(t) // nothing to scale yet
 			}
-			return fmt.Sprintf("scale %s %d", rapid.SampledFrom(workloads).Draw(t, "target"), rapid.IntRange(0, 1).Draw(t, "replicas"))
+			key := rapid.SampledFrom(workloads).Draw(t, "target")
+			return fmt.Sprintf("scale %s %d", key, rapid.IntRange(0, 2).Draw(t, "replicas")) + g.updateOptions(t, key)
 		},
+		"crd": g.crd,
 	}
 }
 
@@ -337,38 +387,45 @@ func (g *gen) onKey(t *rapid.T, key string) string {
 
 func (g *gen) deleteOf(t *rapid.T, key string) string {
 	line := "delete " + key
-	if p := rapid.IntRange(0, 3).Draw(t, "policy"); p > 0 {
-		line += " propagation=" + [...]string{"", "Background", "Foreground", "Orphan"}[p]
+	// the legacy orphanDependents in one delete of eight
+	switch p := rapid.IntRange(0, 7).Draw(t, "policy"); {
+	case p == 0:
+	case p <= 6:
+		line += " propagation=" + [...]string{"Background", "Foreground", "Orphan"}[(p-1)%3]
+	default:
+		line += " orphan=" + strconv.FormatBool(rapid.Bool().Draw(t, "orphan"))
 	}
-	return line
+	return line + g.deleteOptions(t, key) + g.principal(t)
 }
 
 func (g *gen) finalizerOf(t *rapid.T, key string) string {
 	verb := rapid.SampledFrom([]string{"add-finalizer", "remove-finalizer"}).Draw(t, "finalizer-verb")
-	return verb + " " + key + " " + Finalizer
+	return verb + " " + key + " " + Finalizer + g.updateOptions(t, key)
 }
 
 // ownerOf draws an add-owner or remove-owner step on key; a stepped run
 // removes one of the references the object has.
 func (g *gen) ownerOf(t *rapid.T, key string) string {
 	if rapid.Bool().Draw(t, "add") {
-		return "add-owner " + key + " " + g.ownerRef(t, key)
+		return "add-owner " + key + " " + g.ownerRef(t, key) + g.updateOptions(t, key)
 	}
 	if g.state != nil {
 		if o := lookupKey(g.state(), key); o != nil && len(o.Owners) > 0 {
 			r := rapid.SampledFrom(o.Owners).Draw(t, "owner-ref")
-			return "remove-owner " + key + " " + r.Kind + "/" + r.Name
+			return "remove-owner " + key + " " + r.Kind + "/" + r.Name + g.updateOptions(t, key)
 		}
 	}
 	ok, _, oname := split(g.existing(t, "owner"))
 	kind, _ := model.KindByShort(ok)
-	return "remove-owner " + key + " " + kind.Info().Kind + "/" + oname
+	return "remove-owner " + key + " " + kind.Info().Kind + "/" + oname + g.updateOptions(t, key)
 }
 
 // create draws a create step: labels, a finalizer, owners, and for
-// workloads a selector.
-func (g *gen) create(t *rapid.T) string {
-	key := g.key(t, "target")
+// workloads a selector and replicas.
+func (g *gen) create(t *rapid.T) string { return g.createKey(t, g.key(t, "target")) }
+
+// createKey draws a create step of key.
+func (g *gen) createKey(t *rapid.T, key string) string {
 	k, _, _ := split(key)
 	var b strings.Builder
 	b.WriteString("create " + key)
@@ -384,9 +441,14 @@ func (g *gen) create(t *rapid.T) string {
 		b.WriteString(" labels=" + strings.Join(labels, ","))
 	}
 	if workload(k) {
-		// replicas stay 0: the model keeps no pods for its workloads, and
+		// the model keeps no pods for its workloads: kube-controller-
+		// manager's ReplicaSet and ReplicationController controllers
+		// create theirs, which the histories judge as controller writes;
 		// protection's Cascading judgement reads the count
 		b.WriteString(" selector=" + selectorLabel + "=web")
+		if n := rapid.IntRange(0, 2).Draw(t, "replicas"); n > 0 {
+			b.WriteString(" replicas=" + strconv.Itoa(n))
+		}
 	}
 	if rapid.IntRange(0, 3).Draw(t, "hold") == 0 {
 		b.WriteString(" finalizers=" + Finalizer)
@@ -394,23 +456,29 @@ func (g *gen) create(t *rapid.T) string {
 	for n := rapid.IntRange(0, 2).Draw(t, "owners"); n > 0 && len(g.created) > 0; n-- {
 		b.WriteString(" owner=" + g.ownerRef(t, key))
 	}
+	if rapid.IntRange(0, 19).Draw(t, "unserved-owner") == 0 {
+		// an owner of a kind nobody serves: the GC's lookup fails with
+		// no such resource, and it deletes the dependent
+		b.WriteString(" owner=Frob/" + rapid.SampledFrom(g.u.Names).Draw(t, "unserved-name") + ",uid=frob")
+	}
 	if !slices.Contains(g.created, key) {
 		g.created = append(g.created, key)
 	}
-	return b.String()
+	return b.String() + g.principal(t)
 }
 
 // label draws a label or unlabel step: protection on and off, or the
 // selector label that makes an object adoptable.
 func (g *gen) label(t *rapid.T, key string) string {
+	opts := g.updateOptions(t, key)
 	if g.u.Protection && rapid.Bool().Draw(t, "protection-label") {
 		if rapid.Bool().Draw(t, "unlabel") {
-			return "unlabel " + key + " " + model.ProtectionLabel
+			return "unlabel " + key + " " + model.ProtectionLabel + opts
 		}
-		return "label " + key + " " + model.ProtectionLabel + "=" + rapid.SampledFrom([]string{"Always", "Cascading"}).Draw(t, "protection")
+		return "label " + key + " " + model.ProtectionLabel + "=" + rapid.SampledFrom([]string{"Always", "Cascading"}).Draw(t, "protection") + opts
 	}
 	if rapid.Bool().Draw(t, "unlabel") {
-		return "unlabel " + key + " " + selectorLabel
+		return "unlabel " + key + " " + selectorLabel + opts
 	}
-	return "label " + key + " " + selectorLabel + "=web"
+	return "label " + key + " " + selectorLabel + "=web" + opts
 }

@@ -123,3 +123,29 @@ func TestScoped(t *testing.T) {
 		}
 	})
 }
+
+// TestImplTakesItsAdoptersEvents: a stepped run hands impl the controller
+// events of the kinds its adopter manages and of what they adopt; the
+// model's controller, which watches every adopting kind, takes the rest
+// alone (found by fuzzing: impl's adopter has no informer for Herds).
+func TestImplTakesItsAdoptersEvents(t *testing.T) {
+	with := implSystem{&steppedRun{env: SteppedEnv{AdopterKinds: SteppedAdopterKinds}}}
+	without := implSystem{&steppedRun{}}
+	for line, want := range map[string][2]bool{
+		"controller deliver herd/h":           {false, false},
+		"controller deliver pod/p":            {true, false},
+		"controller deliver rs/r":             {true, false},
+		"controller deliver deploy/d":         {true, false},
+		"controller adopt pod/p by=rs/r":      {true, false},
+		"gc deliver herd/h":                   {true, true},
+		"controller release rs/r by=deploy/d": {true, false},
+	} {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := [2]bool{with.takes(st), without.takes(st)}; got != want {
+			t.Errorf("takes(%q) with and without the adopter = %v, want %v", line, got, want)
+		}
+	}
+}

@@ -135,6 +135,7 @@ func storeState(objs []realObject) *model.State {
 			ref := model.OwnerRef{Kind: r.Kind, Name: r.Name, UID: uidOf(string(r.UID), model.UIDInfo{Kind: model.NoKind, Symbol: "uid:" + string(r.UID)})}
 			ref.Controller = r.Controller != nil && *r.Controller
 			ref.Block = r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion
+			ref.ControllerUnset, ref.BlockUnset = r.Controller == nil, r.BlockOwnerDeletion == nil
 			mo.Owners = append(mo.Owners, ref)
 		}
 		for k, v := range o.u.GetLabels() {

@@ -75,6 +75,19 @@ func (l *lockstep) client(line string) {
 	}
 	l.steps = append(l.steps, line)
 	l.taken(st, line, want, got, next)
+	l.cleanupCRDs()
+}
+
+// cleanupCRDs takes, right after a client step, the apiextensions
+// cleanup of every CRD being deleted. A real apiextensions-apiserver
+// deletes a terminating CRD's resources by itself at once and cannot be
+// stepped, so the model takes its step as the next one.
+func (l *lockstep) cleanupCRDs() {
+	for _, st := range l.m.Enabled(l.s, l.opts) {
+		if st.Actor == model.ActorAPIExtensions {
+			l.take(st)
+		}
+	}
 }
 
 // take takes an internal step the model has enabled on both.

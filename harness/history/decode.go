@@ -73,7 +73,8 @@ func fromWire(k model.KindID, w *wireObject) (*Object, error) {
 	}
 	for _, r := range m.OwnerReferences {
 		o.Owners = append(o.Owners, Ref{APIVersion: r.APIVersion, Kind: r.Kind, Name: r.Name, UID: r.UID,
-			Controller: r.Controller != nil && *r.Controller, Block: r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion})
+			Controller: r.Controller != nil && *r.Controller, Block: r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion,
+			ControllerUnset: r.Controller == nil, BlockUnset: r.BlockOwnerDeletion == nil})
 	}
 	if k.Info().Workload && len(w.Spec.Replicas) > 0 && string(w.Spec.Replicas) != "null" {
 		n, err := strconv.Atoi(string(w.Spec.Replicas))

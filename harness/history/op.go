@@ -41,6 +41,10 @@ type Ref struct {
 	UID        string
 	Controller bool
 	Block      bool // blockOwnerDeletion
+	// ControllerUnset and BlockUnset: the field was absent (nil), which
+	// reads as false but is a different reference to the API server's
+	// dedup.
+	ControllerUnset, BlockUnset bool
 }
 
 // Object is an API object reduced to what deletion reads and writes.

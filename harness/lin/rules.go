@@ -201,7 +201,7 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 				c.unblockedFromGraph(d, r, in, v)
 				return v
 			case prev == r:
-			case prev.Block && !r.Block && prev.Controller == r.Controller && prev.Kind == r.Kind && prev.Name == r.Name && prev.APIVersion == r.APIVersion:
+			case prev.Block && !r.Block && !r.BlockUnset && prev.Controller == r.Controller && prev.ControllerUnset == r.ControllerUnset && prev.Kind == r.Kind && prev.Name == r.Name && prev.APIVersion == r.APIVersion:
 				if !hasWaitingOwner(s, d) {
 					v := &violation{PropGCWrites, fmt.Sprintf("gc set blockOwnerDeletion=false on %s's reference to %s, and no owner of it was waiting for dependents", in.key, r.Name), ""}
 					c.waitEnded(s, d, in, v)

@@ -327,7 +327,7 @@ func objHash(o *history.Object) uint64 {
 		h = hashString(h, r.Kind)
 		h = hashString(h, r.Name)
 		h = hashString(h, r.UID)
-		h = mix(h, b2u(r.Controller)<<1|b2u(r.Block))
+		h = mix(h, b2u(r.ControllerUnset)<<3|b2u(r.BlockUnset)<<2|b2u(r.Controller)<<1|b2u(r.Block))
 	}
 	h = mix(h, uint64(len(o.Finalizers)))
 	for _, f := range o.Finalizers {

@@ -180,6 +180,12 @@ func (t *Target) replayTrace(ctx context.Context, tr *traces.Trace) (outs [][]st
 		if usesWorkloads(tr) {
 			kinds = SteppedAdopterKinds
 		}
+		// the namespaces exist before impl starts, so that their events
+		// are behind its GC before the first step (the model has none
+		// for namespaces a trace never created)
+		if err := d.EnsureNamespaces(ctx, traceNamespaces(tr)); err != nil {
+			return nil, "", nil, err
+		}
 		it, err := t.startStepped(ctx, bs, kinds, usesProtection(tr))
 		if err != nil {
 			return nil, "", nil, err
@@ -339,6 +345,9 @@ func steppedUnsupported(tr *traces.Trace) string {
 // the adopter has nothing to do and is not started.
 func usesWorkloads(tr *traces.Trace) bool {
 	watched := func(k model.KindID) bool {
+		if k == model.NoKind {
+			return false // a GC step on an owner of a kind nobody serves
+		}
 		switch k.Info().Short {
 		case "pod", "rs", "rc", "deploy":
 			return true
@@ -381,6 +390,35 @@ func createdCRDs(tr *traces.Trace) []string {
 		}
 	}
 	return out
+}
+
+// traceNamespaces lists the namespaces a trace's client steps place
+// objects in or look owners up in, but does not create as objects.
+func traceNamespaces(tr *traces.Trace) []string {
+	var out []string
+	add := func(k model.KindID, ns string) {
+		if k != model.NoKind && k.Info().Namespaced && ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	anyCommand(tr, func(c traces.Command) bool {
+		if c.Settle || c.Step.Actor != model.ActorClient {
+			return false
+		}
+		add(c.Step.Target.Kind, c.Step.Target.Namespace)
+		for _, o := range append(slices.Clone(c.Step.Owners), c.Step.Owner) {
+			if k, ok := model.KindByName(o.Kind); ok {
+				add(k, o.Namespace)
+			}
+		}
+		return false
+	})
+	created := func(ns string) bool {
+		return anyCommand(tr, func(c traces.Command) bool {
+			return !c.Settle && c.Step.Op == model.OpCreate && c.Step.Target.Kind.Info().Kind == "Namespace" && c.Step.Target.Name == ns
+		})
+	}
+	return slices.DeleteFunc(out, created)
 }
 
 func anyCommand(tr *traces.Trace, f func(traces.Command) bool) bool {
