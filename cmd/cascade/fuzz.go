@@ -94,7 +94,10 @@ and starts a new one with an empty graph, aimed at a moment when a GC write
 is in flight (within 5 s of the drawn time). Clients resend a step that got
 no answer, as a real client does; each write whose answer was lost and that
 the audit log does not hold is in the history as maybe applied. The run
-must still be linearizable and, once quiet, live. Each run's progress line
+must still be linearizable and, once quiet, live; after a kube-apiserver
+restart it settles again, a second apart, until its state is live or 150 s
+have passed (client-go's informer and work-item back-offs after the
+outage, see README). Each run's progress line
 names its restarts, their time and its ops maybe applied; the --json
 summary totals them (restarts, restart_seconds, maybe_applied).
 

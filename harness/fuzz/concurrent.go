@@ -501,9 +501,11 @@ func (r *concurrentRun) exec(t *rapid.T) {
 		}
 	}
 	r.execute(d)
-	if err := r.env.Settler.Settle(r.ctx, d); err != nil {
-		r.fail("liveness", fmt.Sprintf("the cluster did not go quiet: %v", err), nil)
+	dyn, err := dynamic.NewForConfig(r.env.Admin)
+	if err != nil {
+		r.fail("error", err.Error(), nil)
 	}
+	r.settle(d, dyn, prefix)
 
 	var ops []history.Op
 	opts := lin.Options{Timeout: r.env.LinTimeout, Protection: r.env.Protection}
@@ -553,16 +555,43 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	}
 	r.judge(res)
 
-	dyn, err := dynamic.NewForConfig(r.env.Admin)
-	if err != nil {
-		r.fail("error", err.Error(), nil)
-	}
 	objs, err := listRun(r.ctx, dyn, prefix)
 	if err != nil {
 		r.fail("error", err.Error(), nil)
 	}
 	if v := checkLiveness(objs); v != nil {
 		r.fail("liveness", fmt.Sprintf("once quiet: %s", v), nil)
+	}
+}
+
+// settle waits until the cluster is quiet. After a restart it settles
+// again and again, a second apart, until the run's state is live or the
+// restarts' Rewatch bounds have passed (APIServerRewatch derives the
+// bound for kube-apiserver): a quiet window cannot tell a GC that is done
+// from one whose informers or work items are still backing off after the
+// restart, and a fixed wait long enough for the worst back-off would cost
+// every run it. A normal run settles once.
+func (r *concurrentRun) settle(d *driver.Driver, dyn dynamic.Interface, prefix string) {
+	until := rewatchUntil(r.restarts)
+	for {
+		if err := r.env.Settler.Settle(r.ctx, d); err != nil {
+			r.fail("liveness", fmt.Sprintf("the cluster did not go quiet: %v", err), nil)
+		}
+		if !time.Now().Before(until) {
+			return
+		}
+		objs, err := listRun(r.ctx, dyn, prefix)
+		if err != nil {
+			r.fail("error", err.Error(), nil)
+		}
+		if checkLiveness(objs) == nil {
+			return
+		}
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
 	}
 }
 

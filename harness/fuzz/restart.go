@@ -39,20 +39,41 @@ type Restart struct {
 	Ready func() bool
 	// Do restarts it and returns once it serves again.
 	Do func(ctx context.Context) error
-	// Rewatch is how long its clients may take, after Do, to list and
-	// watch again: the run waits that long before it settles, since a
-	// settle window that sees no change cannot tell a GC that is done
-	// from one whose informers are still backing off.
+	// Rewatch bounds how long its clients may take, once Do returns, to
+	// list and watch again and finish the work they missed: after a run
+	// with this restart has settled, its state is checked for liveness
+	// again and again, each time after another settle, until it is live
+	// or Rewatch has passed since Do returned (awaitLive). 0: once.
 	Rewatch time.Duration
 }
 
-// APIServerRewatch bounds how long a client-go informer takes to list and
-// watch again once kube-apiserver serves after a restart of a few
-// seconds: its reflector retries with a jittered exponential backoff
-// (0.8 s doubling, each delay drawn up to twice its base: k8s.io/client-go
-// tools/cache/reflector.go), so the last delay that began while the
-// server was down ends at most about 7 s after it serves again.
-const APIServerRewatch = 10 * time.Second
+// APIServerRewatch bounds how long kube-controller-manager's GC (or
+// impl's) takes, once kube-apiserver serves again after a restart, to
+// finish the work the restart held up. It is derived from client-go's
+// back-offs (k8s.io/client-go v0.36 and apimachinery wait), each bounding
+// a wait that may begin while the server is down or not yet whole:
+//
+//   - 60 s: an informer whose watch broke lists and watches again after
+//     its reflector's back-off (tools/cache/reflector.go: 0.8 s doubling,
+//     capped at 30 s, each delay jittered up to twice its base). The
+//     back-off resets only 2 min after its last reset, not when a list
+//     succeeds, so in a fuzz session that restarts kube-apiserver every
+//     run its delays reach the cap: measured, kube-controller-manager's
+//     informers were populated again up to 30 s after a restart, and
+//     garbage was collected up to 88 s after it (a fixed 10 s wait, which
+//     this bound replaces, failed 3 runs of 4 on upstream).
+//   - 30 s: the GC takes in a resource its discovery lost only at its next
+//     discovery sync (GarbageCollector.Sync, every 30 s): a kube-apiserver
+//     that has just started serves the custom resources late, so the first
+//     sync after a restart drops their monitors and the next restores them.
+//   - 60 s: a work item that failed all that time waits out its workqueue
+//     back-off (workqueue.DefaultTypedControllerRateLimiter: 5 ms doubling
+//     up to 1000 s per item), whose last wait is at most the sum of the
+//     earlier ones, the time it kept failing.
+//
+// It is a bound, not a wait: the run goes on as soon as its state is
+// live, and a run whose GC never finishes fails once it has passed.
+const APIServerRewatch = 150 * time.Second
 
 // aimWait bounds how long a restart waits for its Ready.
 const aimWait = 5 * time.Second
@@ -105,6 +126,10 @@ type restartDone struct {
 	name string
 	took time.Duration
 	err  error
+	// until is when the run stops waiting for the restart's clients to
+	// rewatch (Restart.Rewatch after it ended); zero when it has no
+	// Rewatch
+	until time.Time
 }
 
 // startRestarts runs each restart at its time, from now; wait returns
@@ -127,10 +152,7 @@ func startRestarts(ctx context.Context, rs []Restart, at []time.Duration) (wait 
 			err := r.Do(ctx)
 			done[i] = restartDone{name: r.Name, took: time.Since(begin), err: err}
 			if err == nil && r.Rewatch > 0 {
-				select {
-				case <-ctx.Done():
-				case <-time.After(r.Rewatch):
-				}
+				done[i].until = time.Now().Add(r.Rewatch)
 			}
 		})
 	}
@@ -138,6 +160,18 @@ func startRestarts(ctx context.Context, rs []Restart, at []time.Duration) (wait 
 		wg.Wait()
 		return done
 	}
+}
+
+// rewatchUntil is when the last of a run's restarts stops bounding its
+// wait for liveness (zero when none does).
+func rewatchUntil(done []restartDone) time.Time {
+	var until time.Time
+	for _, r := range done {
+		if r.until.After(until) {
+			until = r.until
+		}
+	}
+	return until
 }
 
 // retryWait bounds how long a client goes on resending a step that got
