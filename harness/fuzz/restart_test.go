@@ -35,13 +35,14 @@ func restartEnv(t *testing.T, restarts func(*impl.Target, *history.Tap) []fuzz.R
 		Protection: true, GCTap: tap, Restarts: restarts(it, tap)}
 }
 
-// expectSurvived runs two concurrent runs and checks that each restarted
-// once, passed the linearizability and liveness checks, and that the
+// expectSurvived runs three concurrent runs and checks that at least two
+// were drawn with steps (a run drawn empty is not counted), that each of
+// those restarted once, passed the linearizability and liveness checks, and that the
 // history held writes whose answer was lost, taken as maybe applied.
 func expectSurvived(t *testing.T, env fuzz.ConcurrentEnv) {
 	t.Helper()
 	rep, err := fuzz.RunConcurrent(context.Background(), env, fuzz.Config{
-		Checks: 2, Steps: 30, Clients: 3, Seed: 5, Universe: fuzz.DefaultUniverse, ShrinkTime: 10 * time.Second, Progress: testWriter{t},
+		Checks: 3, Steps: 30, Clients: 3, Seed: 6, Universe: fuzz.DefaultUniverse, ShrinkTime: 10 * time.Second, Progress: testWriter{t},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +50,8 @@ func expectSurvived(t *testing.T, env fuzz.ConcurrentEnv) {
 	if !rep.OK() {
 		t.Fatalf("%s: %s", rep.Failure.Kind, rep.Failure.Summary)
 	}
-	if rep.Checks != 2 || rep.Restarts != 2 {
-		t.Fatalf("expected 2 passing runs with one restart each, got %d runs and %d restarts", rep.Checks, rep.Restarts)
+	if rep.Checks < 2 || rep.Restarts != rep.Checks {
+		t.Fatalf("expected at least 2 passing runs with one restart each, got %d runs and %d restarts", rep.Checks, rep.Restarts)
 	}
 	if rep.MaybeApplied == 0 {
 		t.Fatalf("no write was in flight at a restart: the history holds no op maybe applied (%d ops)", rep.Ops)
