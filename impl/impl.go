@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -70,6 +71,10 @@ type Options struct {
 	Webhook bool
 	// WebhookOptions tunes the webhook; its Bugs are overridden.
 	WebhookOptions webhook.Options
+	// GCConfig, when set, turns the configuration the GC is built from
+	// into the one it uses (a harness wraps its transport to record the
+	// GC's writes, as history.Tap does).
+	GCConfig func(*rest.Config) *rest.Config
 }
 
 // Target is a running impl: the GC, and as asked the adopter and webhook.
@@ -80,6 +85,16 @@ type Target struct {
 
 	cancel context.CancelFunc
 	done   []chan error
+
+	// the GC runs under a context of its own, so that RestartGC can stop
+	// it alone
+	cfg      *rest.Config
+	gcOpts   gc.Options
+	gcConfig func(*rest.Config) *rest.Config
+	runCtx   context.Context
+	gcMu     sync.Mutex
+	gcCancel context.CancelFunc
+	gcDone   chan error
 }
 
 // Start starts the components on the cluster cfg points at and returns
@@ -87,7 +102,7 @@ type Target struct {
 // nothing it started keeps running.
 func Start(ctx context.Context, cfg *rest.Config, opts Options) (_ *Target, retErr error) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	t := &Target{cancel: cancel}
+	t := &Target{cancel: cancel, cfg: cfg, runCtx: rctx}
 	defer func() {
 		if retErr != nil {
 			_ = t.Stop()
@@ -122,18 +137,71 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (_ *Target, retE
 			return nil, err
 		}
 	}
-	g := opts.GC
-	g.Mode, g.Bugs = opts.Mode, opts.Bugs
-	collector, err := gc.New(cfg, g)
-	if err != nil {
-		return nil, err
-	}
-	t.GC = collector
-	run(collector.Run)
-	if err := collector.WaitForSync(ctx); err != nil {
+	t.gcOpts, t.gcConfig = opts.GC, opts.GCConfig
+	t.gcOpts.Mode, t.gcOpts.Bugs = opts.Mode, opts.Bugs
+	if err := t.startGC(ctx); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// startGC builds a GC from the target's options, runs it under a context
+// of its own and waits until its informers have synced.
+func (t *Target) startGC(ctx context.Context) error {
+	cfg := t.cfg
+	if t.gcConfig != nil {
+		cfg = t.gcConfig(cfg)
+	}
+	collector, err := gc.New(cfg, t.gcOpts)
+	if err != nil {
+		return err
+	}
+	gctx, cancel := context.WithCancel(t.runCtx)
+	done := make(chan error, 1)
+	go func() { done <- collector.Run(gctx) }()
+	t.gcMu.Lock()
+	t.GC, t.gcCancel, t.gcDone = collector, cancel, done
+	t.gcMu.Unlock()
+	return collector.WaitForSync(ctx)
+}
+
+// stopGC stops the running GC and waits for its goroutines.
+func (t *Target) stopGC() error {
+	t.gcMu.Lock()
+	cancel, done := t.gcCancel, t.gcDone
+	t.gcCancel, t.gcDone = nil, nil
+	t.gcMu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(60 * time.Second):
+		return errors.New("impl: the GC did not stop within 60s")
+	}
+}
+
+// RestartGC restarts the garbage collector in Auto mode as a process
+// restart would: the running GC stops (its informers and workers end, and
+// a request it has in flight is cancelled: the client gives up on it,
+// whether or not the API server applied it), and a new one starts with
+// the same options and an empty graph, lists every resource again and
+// rebuilds the graph from what the API server holds, before its workers
+// start. Work the old GC had queued is found again from the lists: an
+// object being deleted with foregroundDeletion or orphan, or one whose
+// owners are gone. It returns once the new GC's informers have synced.
+// The adopter and the webhook run on. It must not run concurrently with
+// itself, Stop or Idle.
+func (t *Target) RestartGC(ctx context.Context) error {
+	if t.gcOpts.Mode != step.Auto {
+		return errors.New("impl: only an Auto-mode GC restarts (a stepped GC is restarted by starting another target)")
+	}
+	if err := t.stopGC(); err != nil {
+		return err
+	}
+	return t.startGC(ctx)
 }
 
 // Stop stops every component, waits for their goroutines and removes the
@@ -141,6 +209,9 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (_ *Target, retE
 func (t *Target) Stop() error {
 	t.cancel()
 	var errs []error
+	if err := t.stopGC(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, ch := range t.done {
 		select {
 		case err := <-ch:

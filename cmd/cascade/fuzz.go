@@ -22,6 +22,7 @@ type fuzzFlags struct {
 	seed                                                uint64
 	checks, steps, clients                              int
 	shrinkTime, informerLag, informerRelist, writeDelay time.Duration
+	restartAPIServer, restartGC                         time.Duration
 	json, coverage                                      bool
 }
 
@@ -84,6 +85,22 @@ decision read from its graph (the cycle-breaking unblock) is excused as a
 graph behind the store only when the graph had not yet applied the writes
 it needed.
 
+Two faults restart a component once in every concurrent run, at a random
+time up to D after its clients start (rapid draws it, so --seed fixes it):
+--restart-apiserver D (upstream, impl) stops kube-apiserver gracefully and
+starts it again on the same etcd, port, certificates and audit log, and
+--restart-gc D (impl) stops impl's GC, cancelling what it has in flight,
+and starts a new one with an empty graph, aimed at a moment when a GC write
+is in flight (within 5 s of the drawn time). Clients resend a step that got
+no answer, as a real client does; each write whose answer was lost and that
+the audit log does not hold is in the history as maybe applied. The run
+must still be linearizable and, once quiet, live; after a kube-apiserver
+restart it settles again, a second apart, until its state is live or 150 s
+have passed (client-go's informer and work-item back-offs after the
+outage, see README). Each run's progress line
+names its restarts, their time and its ops maybe applied; the --json
+summary totals them (restarts, restart_seconds, maybe_applied).
+
 --coverage prints, after the summary, what the runs that passed exercised of
 the trace language: client verbs × kinds, request and owner-reference options,
 delete policies and (stepped runs) internal steps, each with its step count,
@@ -115,6 +132,8 @@ decide some run's history, 130 interrupted.`,
 	fl.DurationVar(&f.informerLag, "informer-lag", 0, "impl: delay each of the GC's informer events by a random time up to this, each resource's in order, and each event of impl's adopter's watch streams (with adopt-without-recheck), each stream's in order (a fault; 0: none; unset: what an injected bug's race needs, see above)")
 	fl.DurationVar(&f.informerRelist, "informer-relist", 0, "impl: break each of the GC's watches now and then and relist up to this later, handing on each object's last state only (a fault; 0: none; unset: what an injected bug's race needs, see above)")
 	fl.DurationVar(&f.writeDelay, "write-delay", 0, "impl: hold each GC write a random time up to this before sending it (a fault; 0: none; unset: what an injected bug's race needs, see above)")
+	fl.DurationVar(&f.restartAPIServer, "restart-apiserver", 0, "upstream, impl: restart kube-apiserver on the same etcd once per run, at a random time up to this after the run's clients start (a fault; 0: none)")
+	fl.DurationVar(&f.restartGC, "restart-gc", 0, "impl: restart impl's GC (an empty graph, rebuilt from fresh lists) once per run, at a random time up to this after the run's clients start, aimed at a GC write in flight (a fault; 0: none)")
 	fl.StringSliceVar(&f.kinds, "kinds", fuzz.DefaultUniverse.Kinds, "kinds random steps create (short names)")
 	fl.StringVar(&f.out, "out", "out/fuzz", "directory for failure artifacts")
 	fl.StringVar(&f.failFile, "failfile", "", "replay a rapid fail file written by an earlier failure")
@@ -147,7 +166,8 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		return usageErr("%v", err)
 	}
 	spec := target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Log: cmd.ErrOrStderr(),
-		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay}
+		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay,
+		RestartAPIServer: f.restartAPIServer, RestartGC: f.restartGC}
 	if f.target != target.Kubeconfig {
 		spec.Audit = true
 	}
@@ -238,6 +258,12 @@ type fuzzSummary struct {
 	// HistoryOps are the history operations checked (concurrent runs).
 	HistoryOps int      `json:"history_ops"`
 	Known      []string `json:"known_races"`
+	// Restarts are the restarts the passed runs did (--restart-apiserver,
+	// --restart-gc), RestartSeconds their total time, and MaybeApplied
+	// the history operations those runs checked with no known outcome.
+	Restarts       int     `json:"restarts"`
+	RestartSeconds float64 `json:"restart_seconds"`
+	MaybeApplied   int     `json:"maybe_applied"`
 	// Inconclusive are the runs whose history the checker could not
 	// decide in time, one line each: no verdict on the target.
 	Inconclusive []string `json:"inconclusive_runs"`
@@ -275,7 +301,8 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 		s.Result = summaryPass
 	}
 	out := fuzzSummary{summary: s, Mode: rep.Mode, Inject: append([]string{}, rep.Inject...), Runs: rep.Runs, Passed: rep.Checks,
-		Steps: rep.Steps, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...), Inconclusive: append([]string{}, rep.Undecided...)}
+		Steps: rep.Steps, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...), Inconclusive: append([]string{}, rep.Undecided...),
+		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied}
 	if f := rep.Failure; f != nil {
 		out.Failure = &fuzzFailure{Kind: f.Kind, Summary: f.Summary, Steps: f.Steps, Run: f.Run, FoundAfter: f.FoundAfter.Seconds(),
 			Attributed: f.Attributed, Trace: f.Trace, History: f.History, FailFile: f.FailFile, Replay: replayCommand(rep)}
@@ -313,6 +340,9 @@ func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
 		fmt.Fprintf(w, ", %d history operations checked", rep.Ops)
 	}
 	fmt.Fprintf(w, " in %s, seed %d\n", rep.Elapsed.Round(time.Millisecond), rep.Seed)
+	if rep.Restarts > 0 {
+		fmt.Fprintf(w, "%d restarts in %s, %d history operations maybe applied\n", rep.Restarts, rep.RestartTime.Round(time.Millisecond), rep.MaybeApplied)
+	}
 	for _, k := range rep.Known {
 		fmt.Fprintf(w, "known upstream race: %s\n", k)
 	}

@@ -126,6 +126,29 @@ func TestFuzzTextSummary(t *testing.T) {
 	}
 }
 
+// TestFuzzSummaryRestarts: runs with restarts name them, their total
+// time and the operations maybe applied, as text and as JSON.
+func TestFuzzSummaryRestarts(t *testing.T) {
+	rep := &fuzz.Report{Target: "impl", Mode: "concurrent", Seed: 3, Runs: 2, Checks: 2, Steps: 30, Ops: 90, Elapsed: 9 * time.Second,
+		Restarts: 2, RestartTime: 2500 * time.Millisecond, MaybeApplied: 3}
+	s := summary{Command: "fuzz", Target: "impl", Seed: 3, Reproduce: "cascade fuzz --target impl --restart-gc 3s --seed 3"}
+	var b strings.Builder
+	if err := printFuzz(&b, s, rep, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); !strings.Contains(got, "2 restarts in 2.5s, 3 history operations maybe applied\n") {
+		t.Errorf("text summary:\n%s", got)
+	}
+	b.Reset()
+	if err := printFuzz(&b, s, rep, true); err != nil {
+		t.Fatal(err)
+	}
+	m := sharedSummary(t, "fuzz", b.String())
+	if m["restarts"] != 2.0 || m["restart_seconds"] != 2.5 || m["maybe_applied"] != 3.0 {
+		t.Errorf("JSON summary: %s", b.String())
+	}
+}
+
 // TestConformOutHoldsJUnit: --out holds junit.xml even when --junit
 // writes it elsewhere too.
 func TestConformOutHoldsJUnit(t *testing.T) {

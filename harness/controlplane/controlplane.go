@@ -184,6 +184,11 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	api := cp.env.ControlPlane.GetAPIServer().Configure()
 	api.Set("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	api.Set("disable-admission-plugins", "ServiceAccount,StorageObjectInUseProtection")
+	// A graceful stop (RestartAPIServer) ends the watches it serves at
+	// once, so that its HTTP server closes its connections as soon as
+	// the requests in flight are done; without this kube-apiserver waits
+	// up to its request timeout (60 s) for informers' watches to end.
+	api.Set("shutdown-watch-termination-grace-period", "2s")
 	if opts.Audit {
 		cp.audit = filepath.Join(dir, "audit.log")
 		if err := configureAudit(cp.env.ControlPlane.GetAPIServer(), dir, cp.audit); err != nil {

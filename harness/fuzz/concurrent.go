@@ -75,6 +75,12 @@ type ConcurrentEnv struct {
 	// fault): runs then also draw namespaced dependents of cluster-scoped
 	// owners (gen.scoped).
 	Lag bool
+	// Restarts are restarted once in every run, each at a random time
+	// (restart.go).
+	Restarts []Restart
+	// GCTap, when set, records into each run's history the writes of the
+	// target's GC that got no answer (target.Target.GCTap).
+	GCTap *history.Tap
 }
 
 // sent is one client step of a concurrent run as it was executed: sent
@@ -117,6 +123,11 @@ type concurrentRun struct {
 	fail    func(kind, summary string, write func(string) (string, error))
 	ops     int
 	known   []string
+	// maybe counts the history's ops whose outcome is unknown; restarts
+	// are the run's restarts (restart.go)
+	maybe     int
+	restartAt []time.Duration
+	restarts  []restartDone
 	// undecided is the checker's summary when it could not decide the
 	// run's history in time ("" when it did).
 	undecided string
@@ -209,7 +220,16 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		default:
 			cfg.Coverage.record(slices.Concat(r.program...))
 			rep.Checks++
-			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable (checked in %s), quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Microsecond), took)
+			rep.MaybeApplied += r.maybe
+			for _, x := range r.restarts {
+				rep.Restarts++
+				rep.RestartTime += x.took
+			}
+			extra := ""
+			if len(r.restarts) > 0 {
+				extra = fmt.Sprintf("; %s, %d ops maybe applied", restartSummary(r.restarts), r.maybe)
+			}
+			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable (checked in %s), quiet state live (%s)%s", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Microsecond), took, extra)
 		}
 	}
 	msg, failFile, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
@@ -427,6 +447,7 @@ func (r *concurrentRun) draw(t *rapid.T) {
 		actions["crd"] = compound(g.crdFamily)
 	}
 	t.Repeat(actions)
+	r.restartAt = drawRestarts(t, r.env.Restarts)
 }
 
 // exec runs the drawn program on the cluster and checks its history and
@@ -434,12 +455,16 @@ func (r *concurrentRun) draw(t *rapid.T) {
 func (r *concurrentRun) exec(t *rapid.T) {
 	prefix := "cascade-" + driver.NewRunID()
 	scope := history.Scope{Prefix: prefix}
-	admin := r.env.Admin
-	var rec *history.Recorder
+	// The driver's writes are recorded client side on every target: the
+	// history of a target without an audit log, and on one with it, the
+	// writes that got no answer and have no audit record (maybe applied).
+	rec := history.NewRecorder(scope)
+	admin := rec.Wrap(r.env.Admin, history.ClientActor(0))
+	if r.env.GCTap != nil {
+		defer r.env.GCTap.Attach(rec)()
+	}
 	var obs *history.Observer
 	if r.env.Audit == nil {
-		rec = history.NewRecorder(scope)
-		admin = rec.Wrap(r.env.Admin, history.ClientActor(0))
 		var err error
 		if obs, err = history.NewObserver(r.env.Admin, scope); err != nil {
 			r.fatal(t, err)
@@ -476,9 +501,11 @@ func (r *concurrentRun) exec(t *rapid.T) {
 		}
 	}
 	r.execute(d)
-	if err := r.env.Settler.Settle(r.ctx, d); err != nil {
-		r.fail("liveness", fmt.Sprintf("the cluster did not go quiet: %v", err), nil)
+	dyn, err := dynamic.NewForConfig(r.env.Admin)
+	if err != nil {
+		r.fail("error", err.Error(), nil)
 	}
+	r.settle(d, dyn, prefix)
 
 	var ops []history.Op
 	opts := lin.Options{Timeout: r.env.LinTimeout, Protection: r.env.Protection}
@@ -498,6 +525,11 @@ func (r *concurrentRun) exec(t *rapid.T) {
 			r.fail("error", fmt.Sprintf("history: %v", err), nil)
 		}
 		opts.ReadsRecorded = true
+		// writes whose answer was lost, and which the server never
+		// recorded: maybe applied (a restart's)
+		if lost := rec.Unanswered(recs); len(lost) > 0 {
+			ops = history.Merge(ops, lost)
+		}
 	} else {
 		if err := obs.Stop(); err != nil {
 			r.fail("error", fmt.Sprintf("watch: %v", err), nil)
@@ -510,6 +542,11 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	}
 	history.AssignLanes(ops)
 	r.ops = len(ops)
+	for i := range ops {
+		if ops[i].Ambiguous() {
+			r.maybe++
+		}
+	}
 	began := time.Now()
 	res := interruptible(r.ctx, func() lin.Result { return lin.Check(ops, opts) })
 	r.checked = time.Since(began)
@@ -518,16 +555,43 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	}
 	r.judge(res)
 
-	dyn, err := dynamic.NewForConfig(r.env.Admin)
-	if err != nil {
-		r.fail("error", err.Error(), nil)
-	}
 	objs, err := listRun(r.ctx, dyn, prefix)
 	if err != nil {
 		r.fail("error", err.Error(), nil)
 	}
 	if v := checkLiveness(objs); v != nil {
 		r.fail("liveness", fmt.Sprintf("once quiet: %s", v), nil)
+	}
+}
+
+// settle waits until the cluster is quiet. After a restart it settles
+// again and again, a second apart, until the run's state is live or the
+// restarts' Rewatch bounds have passed (APIServerRewatch derives the
+// bound for kube-apiserver): a quiet window cannot tell a GC that is done
+// from one whose informers or work items are still backing off after the
+// restart, and a fixed wait long enough for the worst back-off would cost
+// every run it. A normal run settles once.
+func (r *concurrentRun) settle(d *driver.Driver, dyn dynamic.Interface, prefix string) {
+	until := rewatchUntil(r.restarts)
+	for {
+		if err := r.env.Settler.Settle(r.ctx, d); err != nil {
+			r.fail("liveness", fmt.Sprintf("the cluster did not go quiet: %v", err), nil)
+		}
+		if !time.Now().Before(until) {
+			return
+		}
+		objs, err := listRun(r.ctx, dyn, prefix)
+		if err != nil {
+			r.fail("error", err.Error(), nil)
+		}
+		if checkLiveness(objs) == nil {
+			return
+		}
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
 	}
 }
 
@@ -555,8 +619,18 @@ func (r *concurrentRun) judge(res lin.Result) {
 	}
 }
 
-// execute runs every client's steps in order, the clients at once.
+// execute runs every client's steps in order, the clients at once, and
+// the run's restarts at their times; it returns once all are done.
 func (r *concurrentRun) execute(d *driver.Driver) {
+	waitRestarts := startRestarts(r.ctx, r.env.Restarts, r.restartAt)
+	defer func() {
+		r.restarts = waitRestarts()
+		for _, x := range r.restarts {
+			if x.err != nil && r.ctx.Err() == nil {
+				r.fail("error", fmt.Sprintf("restart %s: %v", x.name, x.err), nil)
+			}
+		}
+	}()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for c, steps := range r.program {
@@ -570,7 +644,7 @@ func (r *concurrentRun) execute(d *driver.Driver) {
 					continue // cannot happen: the generator writes trace syntax
 				}
 				s := sent{client: c, line: line, step: st, at: time.Now()}
-				s.res, s.err = d.Do(ctx, st, nil)
+				s.res, s.err = doRetrying(ctx, d, st)
 				s.done = time.Now()
 				mu.Lock()
 				r.sent = append(r.sent, s)

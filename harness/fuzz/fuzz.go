@@ -130,6 +130,14 @@ type Report struct {
 	Known   []string
 	Elapsed time.Duration
 	Failure *Failure
+	// Restarts counts the restarts runs did (--restart-apiserver,
+	// --restart-gc) and RestartTime their total time, each from its
+	// start until the component served again; MaybeApplied counts the
+	// history operations checked whose outcome was unknown (no answer,
+	// or a server error), which the checker took as maybe applied.
+	Restarts     int
+	RestartTime  time.Duration
+	MaybeApplied int
 	// Interrupted: the context was cancelled. The run it cancelled has no
 	// verdict and is neither passed nor failed; nothing was shrunk or
 	// written.

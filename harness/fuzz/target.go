@@ -39,9 +39,9 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 		return RunStepped(ctx, env, cfg)
 	case target.Upstream, target.Impl, target.Kubeconfig:
 		env := ConcurrentEnv{Target: t.Spec.Name, Admin: t.Admin, Limited: t.Limited, Settler: t.Settler(), Inject: inject, LinTimeout: time.Minute,
-			Protection: t.HasWebhook()}
+			Protection: t.HasWebhook(), Restarts: Restarts(t), GCTap: t.GCTap}
 		if t.Impl != nil {
-			env.Settler = implQuiet{it: t.Impl, then: t.Settler()}
+			env.Settler = ImplSettler(t.Impl, t.Settler())
 			surrogate, err := ModelBugs(t.Spec.Inject)
 			if err != nil {
 				return nil, err
@@ -122,6 +122,13 @@ func ModelFaults(set bugs.Set) model.BugSet {
 type implQuiet struct {
 	it   *impl.Target
 	then replay.Target
+}
+
+// ImplSettler settles a concurrent run on impl in Auto mode: until impl's
+// queues are empty and each of the run's back-offs has been retried once
+// (RetryWait at most), then as then settles.
+func ImplSettler(it *impl.Target, then replay.Target) replay.Target {
+	return implQuiet{it: it, then: then}
 }
 
 // RetryWait bounds how long settling waits for the run's back-offs.

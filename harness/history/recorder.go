@@ -24,9 +24,10 @@ import (
 type Recorder struct {
 	scope Scope
 
-	mu   sync.Mutex
-	ops  []Op
-	errs []error
+	mu         sync.Mutex
+	ops        []Op
+	errs       []error
+	unanswered []unanswered // the ops of ops that got no answer
 }
 
 // NewRecorder returns a recorder of the writes to objects in scope.
@@ -85,6 +86,9 @@ type recordingTransport struct {
 	r     *Recorder
 	actor string
 	next  http.RoundTripper
+	// onlyUnanswered records only the requests that get no answer,
+	// leaving answers undecoded (a Tap: the audit log has the answered)
+	onlyUnanswered bool
 }
 
 func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -165,20 +169,26 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		op.Delete = opts
 	}
 
+	id := newAuditID()
+	req = req.Clone(req.Context())
+	req.Header.Set(AuditIDHeader, id)
 	op.Call = time.Now().UnixNano()
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
 		// No response: the server may or may not have applied it.
 		op.Return = time.Now().UnixNano()
-		t.r.add(op, nil)
+		t.r.addUnanswered(op, id, !t.onlyUnanswered)
 		return resp, err
+	}
+	if t.onlyUnanswered {
+		return resp, nil
 	}
 	respBody, readErr := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	op.Return = time.Now().UnixNano()
 	resp.Body = io.NopCloser(bytes.NewReader(respBody))
 	if readErr != nil {
-		t.r.add(op, nil) // the response was cut short: ambiguous (Code 0)
+		t.r.addUnanswered(op, id, true) // the response was cut short: ambiguous (Code 0)
 		return resp, readErr
 	}
 	if err := op.outcome(resp.StatusCode, respBody); err != nil {

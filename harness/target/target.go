@@ -42,6 +42,7 @@ import (
 
 	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/driver"
+	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/harness/replay"
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/bugs"
@@ -128,6 +129,15 @@ type Spec struct {
 	// (gc.Options.WriteDelay): a fault under which a client write lands
 	// between the GC's GET and its DELETE.
 	WriteDelay time.Duration
+	// RestartAPIServer, on upstream and impl, asks a concurrent fuzz run
+	// to restart kube-apiserver on the same etcd once per run, at a
+	// random time up to it after the run's clients start
+	// (controlplane.ControlPlane.RestartAPIServer; harness/fuzz).
+	RestartAPIServer time.Duration
+	// RestartGC, on impl, asks a concurrent fuzz run to restart impl's
+	// GC once per run, at a random time up to it after the run's clients
+	// start (impl.Target.RestartGC).
+	RestartGC time.Duration
 	// Log receives one-line progress messages (nil: none).
 	Log io.Writer
 	// TraceTimeout bounds one trace replay; zero means three minutes.
@@ -200,6 +210,12 @@ func (s Spec) Validate() error {
 			return inputErr("%s is a fault of impl's GC running by itself (target impl), and positive; not %s with %s", f.name, s.Name, f.d)
 		}
 	}
+	switch {
+	case s.RestartAPIServer < 0 || (s.RestartAPIServer > 0 && s.Name != Upstream && s.Name != Impl):
+		return inputErr("an API server restart is a fault of an envtest target's kube-apiserver (upstream, impl), and positive; not %s with %s", s.Name, s.RestartAPIServer)
+	case s.RestartGC < 0 || (s.RestartGC > 0 && s.Name != Impl):
+		return inputErr("a GC restart is a fault of impl's GC running by itself (target impl), and positive; not %s with %s", s.Name, s.RestartGC)
+	}
 	if s.History && s.Name != Upstream && s.Name != Impl {
 		return inputErr("checking the history needs the audit log of an envtest target that runs a GC by itself (upstream, impl), not %s", s.Name)
 	}
@@ -230,6 +246,11 @@ type Target struct {
 	probeNS    string           // kubeconfig: the namespace made for the webhook's probe
 	graph      *graphLog        // impl: its GC's applied graph events
 	kcmSyncs   *kcmSyncLog      // upstream: the GC's discovery syncs, from kube-controller-manager's log
+
+	// GCTap records the impl GC's writes that get no answer, on impl
+	// with a restart fault (Spec.RestartAPIServer, Spec.RestartGC): a
+	// concurrent run attaches its recorder (nil otherwise).
+	GCTap *history.Tap
 
 	closeOnce sync.Once
 	closeErr  error
@@ -306,6 +327,10 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 			GC: gc.Options{InformerLag: s.InformerLag, InformerRelist: s.InformerRelist, LagSeed: seed, WriteDelay: s.WriteDelay}}
 		t.graph = &graphLog{}
 		io.GC.OnGraphChange = t.graph.add
+		if s.RestartAPIServer > 0 || s.RestartGC > 0 {
+			t.GCTap = &history.Tap{}
+			io.GCConfig = func(cfg *rest.Config) *rest.Config { return t.GCTap.Wrap(cfg, history.ActorGC) }
+		}
 		if s.InformerLag > 0 {
 			t.logf("impl: the GC's informer events lag by up to %s each", s.InformerLag)
 		}

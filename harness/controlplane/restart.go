@@ -1,0 +1,69 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+)
+
+// Restart is what RestartAPIServer measured.
+type Restart struct {
+	// Stopped is how long kube-apiserver took to stop after SIGTERM: its
+	// graceful shutdown, which finishes the requests it has received (and
+	// writes their audit records) before it exits.
+	Stopped time.Duration
+	// Down is how long nothing listened: from the stop's end until the
+	// new process answered /healthz.
+	Down time.Duration
+}
+
+// RestartAPIServer stops kube-apiserver and starts it again on the same
+// etcd, port, certificates, flags and audit log, as a rolling restart of
+// a control-plane node does: etcd keeps every object, clients keep their
+// configurations and credentials, and the new process appends to the
+// audit log (its log backend opens the file for appending), so a reader
+// following the log (FollowAudit) reads on across the restart.
+//
+// The stop is graceful (SIGTERM, then SIGKILL after 20 s): kube-apiserver
+// stops accepting connections, finishes the requests it has received and
+// writes their audit records, then exits. A request that reaches it in
+// between, or while it is down, fails at the client with a connection
+// error and no answer; the server never saw it. Watches end and their
+// clients (informers, kube-controller-manager) relist and watch again.
+//
+// It returns once the new process serves (its /healthz answers ok).
+// Processes lists the new process afterwards. It must not run
+// concurrently with itself or with Stop.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context) (Restart, error) {
+	var r Restart
+	if err := ctx.Err(); err != nil {
+		return r, fmt.Errorf("controlplane: restart kube-apiserver: %w", err)
+	}
+	api := cp.env.ControlPlane.APIServer
+	begin := time.Now()
+	if err := api.Stop(); err != nil {
+		return r, fmt.Errorf("controlplane: restart kube-apiserver: stop: %s", oneLine(err.Error()))
+	}
+	r.Stopped = time.Since(begin)
+	// Start closed the log file it gave the first process (the child
+	// holds its own descriptor); the new one appends to the same log.
+	log, err := os.OpenFile(cp.APIServerLog(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return r, fmt.Errorf("controlplane: restart kube-apiserver: %w", err)
+	}
+	defer log.Close()
+	api.Out, api.Err = log, log
+	down := time.Now()
+	if err := api.Start(); err != nil {
+		return r, fmt.Errorf("controlplane: restart kube-apiserver: start: %s; last kube-apiserver log line: %s",
+			oneLine(err.Error()), lastLine(cp.APIServerLog()))
+	}
+	r.Down = time.Since(down)
+	procs := findProcesses(map[string]string{APIServerBinary: "--cert-dir=" + api.CertDir})
+	// keep the old process in the list: Survivors then reports it should
+	// it have outlived its stop
+	cp.procs = append(slices.Clone(cp.procs), procs...)
+	return r, nil
+}

@@ -1,0 +1,239 @@
+package fuzz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"pgregory.net/rapid"
+
+	"github.com/cascade-k8s/cascade/harness/controlplane"
+	"github.com/cascade-k8s/cascade/harness/driver"
+	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/harness/target"
+	"github.com/cascade-k8s/cascade/impl"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// Restart is a component a concurrent run restarts once, at a random
+// time up to Within after its clients start (drawn by rapid, so a seed
+// fixes it): kube-apiserver (`--restart-apiserver`) or impl's GC
+// (`--restart-gc`). The run waits for its restarts before it settles,
+// and is judged as any other: its history must be linearizable, with the
+// writes whose answer was lost taken as maybe applied, and once quiet its
+// state must be live, so the restarted GC must finish the work the old
+// one left.
+type Restart struct {
+	// Name names the component in reports.
+	Name string
+	// Within bounds the time from the run's start to the restart.
+	Within time.Duration
+	// Ready, when set, aims the restart: from its drawn time it waits
+	// (up to aimWait) for Ready to hold, such as the GC having a write
+	// in flight.
+	Ready func() bool
+	// Do restarts it and returns once it serves again.
+	Do func(ctx context.Context) error
+	// Rewatch bounds how long its clients may take, once Do returns, to
+	// list and watch again and finish the work they missed: after a run
+	// with this restart has settled, its state is checked for liveness
+	// again and again, each time after another settle, until it is live
+	// or Rewatch has passed since Do returned (awaitLive). 0: once.
+	Rewatch time.Duration
+}
+
+// APIServerRewatch bounds how long kube-controller-manager's GC (or
+// impl's) takes, once kube-apiserver serves again after a restart, to
+// finish the work the restart held up. It is derived from client-go's
+// back-offs (k8s.io/client-go v0.36 and apimachinery wait), each bounding
+// a wait that may begin while the server is down or not yet whole:
+//
+//   - 60 s: an informer whose watch broke lists and watches again after
+//     its reflector's back-off (tools/cache/reflector.go: 0.8 s doubling,
+//     capped at 30 s, each delay jittered up to twice its base). The
+//     back-off resets only 2 min after its last reset, not when a list
+//     succeeds, so in a fuzz session that restarts kube-apiserver every
+//     run its delays reach the cap: measured, kube-controller-manager's
+//     informers were populated again up to 30 s after a restart, and
+//     garbage was collected up to 88 s after it (a fixed 10 s wait, which
+//     this bound replaces, failed 3 runs of 4 on upstream).
+//   - 30 s: the GC takes in a resource its discovery lost only at its next
+//     discovery sync (GarbageCollector.Sync, every 30 s): a kube-apiserver
+//     that has just started serves the custom resources late, so the first
+//     sync after a restart drops their monitors and the next restores them.
+//   - 60 s: a work item that failed all that time waits out its workqueue
+//     back-off (workqueue.DefaultTypedControllerRateLimiter: 5 ms doubling
+//     up to 1000 s per item), whose last wait is at most the sum of the
+//     earlier ones, the time it kept failing.
+//
+// It is a bound, not a wait: the run goes on as soon as its state is
+// live, and a run whose GC never finishes fails once it has passed.
+const APIServerRewatch = 150 * time.Second
+
+// aimWait bounds how long a restart waits for its Ready.
+const aimWait = 5 * time.Second
+
+// Restarts are the restart faults target t's Spec asks for.
+func Restarts(t *target.Target) []Restart {
+	var out []Restart
+	if d := t.Spec.RestartAPIServer; d > 0 && t.CP != nil {
+		out = append(out, APIServerRestart(t.CP, d))
+	}
+	if d := t.Spec.RestartGC; d > 0 && t.Impl != nil {
+		out = append(out, GCRestart(t.Impl, t.GCTap, d))
+	}
+	return out
+}
+
+// APIServerRestart restarts cp's kube-apiserver (RestartAPIServer) at a
+// time up to within, and lets the clients' informers list and watch
+// again before the run settles.
+func APIServerRestart(cp *controlplane.ControlPlane, within time.Duration) Restart {
+	return Restart{Name: "kube-apiserver", Within: within, Rewatch: APIServerRewatch, Do: func(ctx context.Context) error {
+		_, err := cp.RestartAPIServer(ctx)
+		return err
+	}}
+}
+
+// GCRestart restarts impl's GC (impl.Target.RestartGC) at a time up to
+// within, aimed, when tap records the GC's writes, at a moment one of
+// them is in flight: the case a restart can get wrong.
+func GCRestart(it *impl.Target, tap *history.Tap, within time.Duration) Restart {
+	r := Restart{Name: "impl's GC", Within: within, Do: it.RestartGC}
+	if tap != nil {
+		r.Ready = func() bool { return tap.InFlight() > 0 }
+	}
+	return r
+}
+
+// drawRestarts draws when in the run each restart happens.
+func drawRestarts(t *rapid.T, rs []Restart) []time.Duration {
+	var at []time.Duration
+	for _, r := range rs {
+		ms := rapid.Int64Range(0, r.Within.Milliseconds()).Draw(t, "restart "+r.Name+" after ms")
+		at = append(at, time.Duration(ms)*time.Millisecond)
+	}
+	return at
+}
+
+// restartDone is one restart a run did.
+type restartDone struct {
+	name string
+	took time.Duration
+	err  error
+	// until is when the run stops waiting for the restart's clients to
+	// rewatch (Restart.Rewatch after it ended); zero when it has no
+	// Rewatch
+	until time.Time
+}
+
+// startRestarts runs each restart at its time, from now; wait returns
+// what they did once all are done.
+func startRestarts(ctx context.Context, rs []Restart, at []time.Duration) (wait func() []restartDone) {
+	var wg sync.WaitGroup
+	done := make([]restartDone, len(rs))
+	for i, r := range rs {
+		wg.Go(func() {
+			select {
+			case <-ctx.Done():
+				done[i] = restartDone{name: r.Name, err: ctx.Err()}
+				return
+			case <-time.After(at[i]):
+			}
+			for aim := time.Now().Add(aimWait); r.Ready != nil && !r.Ready() && time.Now().Before(aim) && ctx.Err() == nil; {
+				time.Sleep(time.Millisecond)
+			}
+			begin := time.Now()
+			err := r.Do(ctx)
+			done[i] = restartDone{name: r.Name, took: time.Since(begin), err: err}
+			if err == nil && r.Rewatch > 0 {
+				done[i].until = time.Now().Add(r.Rewatch)
+			}
+		})
+	}
+	return func() []restartDone {
+		wg.Wait()
+		return done
+	}
+}
+
+// rewatchUntil is when the last of a run's restarts stops bounding its
+// wait for liveness (zero when none does).
+func rewatchUntil(done []restartDone) time.Time {
+	var until time.Time
+	for _, r := range done {
+		if r.until.After(until) {
+			until = r.until
+		}
+	}
+	return until
+}
+
+// retryWait bounds how long a client goes on resending a step that got
+// no answer: longer than any restart.
+const retryWait = 90 * time.Second
+
+// doRetrying performs a client step as a real client does when the API
+// server is unreachable: it sends the step again, after a growing pause,
+// until it gets an answer (or retryWait passes). Each attempt that got
+// none is in the run's history as a write maybe applied; a create that
+// was applied after all is answered AlreadyExists on its retry, a delete
+// NotFound.
+func doRetrying(ctx context.Context, d *driver.Driver, st model.Step) (model.Result, error) {
+	deadline := time.Now().Add(retryWait)
+	pause := 50 * time.Millisecond
+	for {
+		res, err := d.Do(ctx, st, nil)
+		if !unanswered(res, err) || time.Now().After(deadline) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// unanswered reports whether a step's request got no answer from the API
+// server: a connection refused, reset or cut short (driver.Do reports
+// such a write as a Result with Code 0 and reason ClientError, and a
+// failed preparatory request as an error).
+func unanswered(res model.Result, err error) bool {
+	if err == nil {
+		return res.Code == 0 && res.Reason == "ClientError" && networkMessage(res.Message)
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return false
+	}
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		utilnet.IsHTTP2ConnectionLost(err) || networkMessage(err.Error())
+}
+
+// networkMessage reports whether a client error's message is one of a
+// connection that failed or broke (the driver's Result keeps only the
+// message).
+func networkMessage(msg string) bool {
+	for _, m := range []string{"connection refused", "connection reset", "broken pipe", "EOF", "http2: client connection lost", "server closed"} {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// restartSummary is a run's restarts on one line, "" when none.
+func restartSummary(done []restartDone) string {
+	var parts []string
+	for _, r := range done {
+		parts = append(parts, fmt.Sprintf("%s restarted in %s", r.name, r.took.Round(time.Millisecond)))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,84 @@
+package fuzz_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/cascade-k8s/cascade/harness/fuzz"
+	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/harness/replay"
+	"github.com/cascade-k8s/cascade/impl"
+	"github.com/cascade-k8s/cascade/impl/step"
+)
+
+// restartEnv starts impl's GC in Auto mode, its writes tapped, and
+// returns a concurrent environment on it with the given restarts.
+func restartEnv(t *testing.T, restarts func(*impl.Target, *history.Tap) []fuzz.Restart) fuzz.ConcurrentEnv {
+	t.Helper()
+	ctx := context.Background()
+	tap := &history.Tap{}
+	it, err := impl.Start(ctx, cp.Config, impl.Options{Mode: step.Auto, Webhook: true,
+		GCConfig: func(c *rest.Config) *rest.Config { return tap.Wrap(c, history.ActorGC) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = it.Stop() })
+	audit, closeAudit, err := fuzz.AuditFollower(cp, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = closeAudit() })
+	return fuzz.ConcurrentEnv{Target: "impl", Admin: cp.Config, Settler: fuzz.ImplSettler(it, replay.DefaultQuiet), Audit: audit, LinTimeout: time.Minute,
+		Protection: true, GCTap: tap, Restarts: restarts(it, tap)}
+}
+
+// expectSurvived runs three concurrent runs and checks that at least two
+// were drawn with steps (a run drawn empty is not counted), that each of
+// those restarted once, passed the linearizability and liveness checks, and that the
+// history held writes whose answer was lost, taken as maybe applied.
+func expectSurvived(t *testing.T, env fuzz.ConcurrentEnv) {
+	t.Helper()
+	rep, err := fuzz.RunConcurrent(context.Background(), env, fuzz.Config{
+		Checks: 3, Steps: 30, Clients: 3, Seed: 6, Universe: fuzz.DefaultUniverse, ShrinkTime: 10 * time.Second, Progress: testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("%s: %s", rep.Failure.Kind, rep.Failure.Summary)
+	}
+	if rep.Checks < 2 || rep.Restarts != rep.Checks {
+		t.Fatalf("expected at least 2 passing runs with one restart each, got %d runs and %d restarts", rep.Checks, rep.Restarts)
+	}
+	if rep.MaybeApplied == 0 {
+		t.Fatalf("no write was in flight at a restart: the history holds no op maybe applied (%d ops)", rep.Ops)
+	}
+	t.Logf("%d runs, %d ops, %d maybe applied, %d restarts in %s", rep.Checks, rep.Ops, rep.MaybeApplied, rep.Restarts, rep.RestartTime)
+}
+
+// A concurrent run survives a restart of kube-apiserver on the same etcd
+// while its clients send: the writes sent while it was down are in the
+// history as maybe applied, the clients send them again once it serves,
+// the GC relists, and the history and the quiet state pass.
+func TestConcurrentSurvivesAPIServerRestart(t *testing.T) {
+	needControlPlane(t)
+	env := restartEnv(t, func(*impl.Target, *history.Tap) []fuzz.Restart {
+		return []fuzz.Restart{fuzz.APIServerRestart(cp, 200*time.Millisecond)}
+	})
+	expectSurvived(t, env)
+}
+
+// A concurrent run survives a restart of impl's GC while a write of the
+// GC is in flight: the cancelled write is in the history as maybe
+// applied, and the new GC, starting from an empty graph, finishes the
+// work so that the quiet state is live.
+func TestConcurrentSurvivesGCRestart(t *testing.T) {
+	needControlPlane(t)
+	env := restartEnv(t, func(it *impl.Target, tap *history.Tap) []fuzz.Restart {
+		return []fuzz.Restart{fuzz.GCRestart(it, tap, 300*time.Millisecond)}
+	})
+	expectSurvived(t, env)
+}
