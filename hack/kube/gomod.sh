@@ -25,8 +25,6 @@ version=$1 dir=$2
 staging="v0.${BASH_REMATCH[1]}.${BASH_REMATCH[2]}"
 
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$dir"
-dir=$(cd "$dir" && pwd)
 
 info=$(cd "$here" && go mod download -json "k8s.io/kubernetes@$version") || { echo "gomod: the module proxy does not serve k8s.io/kubernetes@$version" >&2; exit 2; }
 upstream=$(sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p' <<<"$info")
@@ -46,6 +44,8 @@ etcd=$linked
 mapfile -t modules < <(sed -n 's/^\t\(k8s\.io\/[^ ]*\) => \.\/staging\/src\/.*$/\1/p' "$upstream")
 [[ -n $golang && -n $linked && $shipped != v && ${#modules[@]} -gt 0 ]] || { echo "gomod: cannot read go, etcd server or staging modules from $upstream" >&2; exit 1; }
 
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
 {
 	echo "// Module kubebuild builds the control-plane binaries cascade runs against"
 	echo "// (etcd, kube-apiserver, kube-controller-manager) of Kubernetes $version from"
