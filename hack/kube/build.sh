@@ -28,7 +28,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
 # pins FILE: true when module file FILE requires k8s.io/kubernetes $version.
-pins() { [[ -f $1 ]] && grep -qE "^[[:space:]]*k8s\.io/kubernetes $version( |\$)" "$1"; }
+pins() { [[ -f $1 ]] && grep -qE "^[[:space:]]*k8s\.io/kubernetes ${version//./\\.}( |\$)" "$1"; }
 
 modfile=$here/v1.$minor/go.mod
 if ! pins "$modfile"; then
