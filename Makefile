@@ -5,6 +5,9 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
+# The Kubernetes release `make kube` builds and the targets run against; any
+# release the Go module proxy serves, for example
+# `make kube test KUBE_VERSION=v1.37.2` (hack/kube/README.md lists the tried ones).
 KUBE_VERSION := v1.36.3
 # The harness takes binaries from KUBEBUILDER_ASSETS when it is set, else
 # from bin/kube/$(KUBE_VERSION), which `make kube` fills. The make targets
@@ -20,16 +23,16 @@ TEST_TIMEOUT ?= 30m
 
 help: ## list the targets
 	@echo "cascade make targets:"
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/' | expand -t 18
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/; s/[$$][(]KUBE_VERSION[)]/$(KUBE_VERSION)/g' | expand -t 18
 
-kube: ## build etcd, kube-apiserver, kube-controller-manager v1.36.3 into bin/kube/ (skipped when KUBEBUILDER_ASSETS holds all three)
+kube: ## build etcd, kube-apiserver, kube-controller-manager $(KUBE_VERSION) into bin/kube/$(KUBE_VERSION)/ (another release: KUBE_VERSION=vX.Y.Z; skipped when KUBEBUILDER_ASSETS holds all three)
 ifneq ($(KUBE_ASSETS_OK),)
 	@echo "kube: using KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS), not building"
 else
 ifdef KUBEBUILDER_ASSETS
 	@echo "kube: KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) lacks some of $(KUBE_BINARIES): building them into bin/kube/$(KUBE_VERSION), which the make targets then use; for cascade run by hand, unset KUBEBUILDER_ASSETS or point it there"
 endif
-	bash hack/kube/build.sh
+	KUBE_VERSION=$(KUBE_VERSION) bash hack/kube/build.sh
 endif
 
 test: kube fmt-check vet model-imports ## gofmt, go vet, the import rules (model, impl), then go test -race ./... (all packages, smoke tests included)
