@@ -131,6 +131,15 @@ func storeState(objs []realObject) *model.State {
 			UID: uids[string(o.u.GetUID())], Kind: o.kind, Namespace: o.u.GetNamespace(), Name: o.u.GetName(),
 			Finalizers: o.u.GetFinalizers(), Deleting: o.u.GetDeletionTimestamp() != nil,
 		}
+		if o.kind.Info().Kind == "Namespace" {
+			// The model keeps a Namespace's spec.finalizers ("kubernetes",
+			// the namespace lifecycle's) with its metadata.finalizers
+			// (model.FinalizerNamespace); a Terminating Namespace is held
+			// by it, outside the GC, until the namespace controller has
+			// emptied it (cascade's control planes run none).
+			spec, _, _ := unstructured.NestedStringSlice(o.u.Object, "spec", "finalizers")
+			mo.Finalizers = append(slices.Clone(mo.Finalizers), spec...)
+		}
 		for _, r := range o.u.GetOwnerReferences() {
 			ref := model.OwnerRef{Kind: r.Kind, Name: r.Name, UID: uidOf(string(r.UID), model.UIDInfo{Kind: model.NoKind, Symbol: "uid:" + string(r.UID)})}
 			ref.Controller = r.Controller != nil && *r.Controller

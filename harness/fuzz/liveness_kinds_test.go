@@ -148,3 +148,37 @@ func TestLivenessForegroundHeldByPod(t *testing.T) {
 		t.Errorf("cm/o with no dependent left: want no GC finalizer is stuck violated, got %v", v)
 	}
 }
+
+// TestLivenessForegroundHeldByTerminatingNamespace is the state a fuzz
+// run on impl ended in (`--restart-apiserver 3s --seed 2`, and replayed
+// without a restart): ns/a waits in the foreground for ns/c, which blocks
+// it and is Terminating. A Namespace's "kubernetes" finalizer is in
+// spec.finalizers, which metadata.finalizers does not show; the namespace
+// lifecycle, not the GC, holds ns/c (and in cascade's control planes,
+// which run no namespace controller, for ever), so ns/a waits
+// legitimately, as the model, which keeps that finalizer with the others,
+// says. Without spec.finalizers nothing would hold ns/c.
+func TestLivenessForegroundHeldByTerminatingNamespace(t *testing.T) {
+	now := metav1.Now()
+	owner := realObj(t, "ns", "a", "uid-ns-a", func(u *unstructured.Unstructured) {
+		u.SetFinalizers([]string{model.FinalizerForeground})
+		u.SetDeletionTimestamp(&now)
+	})
+	terminating := func(specFinalizers ...any) realObject {
+		return realObj(t, "ns", "c", "uid-ns-c", func(u *unstructured.Unstructured) {
+			ownedBy("Namespace", "a", "uid-ns-a", true)(u)
+			u.SetDeletionTimestamp(&now)
+			if len(specFinalizers) > 0 {
+				if err := unstructured.SetNestedSlice(u.Object, specFinalizers, "spec", "finalizers"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+	if v := checkLiveness([]realObject{owner, terminating(model.FinalizerNamespace)}); v != nil {
+		t.Errorf("ns/a held by Terminating ns/c: %v", v)
+	}
+	if v := checkLiveness([]realObject{owner, terminating()}); v == nil || v.Property != model.PropNoStuckFinalizer {
+		t.Errorf("ns/c without spec.finalizers holds nothing: want no GC finalizer is stuck violated, got %v", v)
+	}
+}
