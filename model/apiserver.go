@@ -385,6 +385,13 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 		next.RV++
 		s.put(next)
 		s.notify(Modified, &next)
+		// apiextensions' finalizer controller (crd_finalizer.go sync)
+		// reacts at once: before it deletes any custom resource it sets
+		// the Terminating condition (InstanceDeletionInProgress) with
+		// UpdateStatus, one more event for every watcher of CRDs
+		next.RV++
+		s.put(next)
+		s.notify(Modified, &next)
 		return ok(200)
 	}
 	next.Finalizers = deletionFinalizers(cur, opts)

@@ -120,6 +120,9 @@ func (d *Driver) create(ctx context.Context, st model.Step, name, ns string) (Re
 		if err := d.waitEstablished(ctx, name); err != nil {
 			return Result{}, fmt.Errorf("crd/%s never became established: %w", t.Name, err)
 		}
+		if err := d.waitDiscovery(ctx, name, true); err != nil {
+			return Result{}, err
+		}
 	}
 	return Result{Code: 201}, nil
 }

@@ -299,7 +299,12 @@ func (s stepped) Settle(ctx context.Context, _ *driver.Driver) error { return s.
 func (s stepped) Step(ctx context.Context, st model.Step) (model.Result, error) {
 	if st.Actor == model.ActorAPIExtensions {
 		// a real apiextensions-apiserver cleans up a deleted CRD by
-		// itself and cannot be stepped; the stanza's dump waits for it
+		// itself and cannot be stepped: wait for the CRD to go and for
+		// discovery to drop its resource, so that a later `gc sync`
+		// reads what the model's does
+		if err := s.d.WaitCRDGone(ctx, st.Target.Name); err != nil {
+			return model.Result{}, err
+		}
 		return model.Result{Code: 200}, nil
 	}
 	line, err := s.d.RealLine(st.String())

@@ -36,6 +36,11 @@ type event struct {
 	old *metav1.PartialObjectMetadata
 	gvk schema.GroupVersionKind
 	gvr schema.GroupVersionResource
+	// listed: an add from the informer's initial list. The reflector's
+	// streaming list (WatchListClient) collects the initial events in a
+	// map-backed store and replaces with its List(), so they reach the
+	// handler in no fixed order (see Stepper.head).
+	listed bool
 }
 
 // identity is identityFromEvent.

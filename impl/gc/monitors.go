@@ -169,10 +169,10 @@ func (gc *GarbageCollector) newMonitor(ctx context.Context, r schema.GroupVersio
 	inf := metadatainformer.NewFilteredMetadataInformer(gc.metadata, r, "", 0, cache.Indexers{}, nil).Informer()
 	m := &monitor{gvr: r, gvk: kind, informer: inf, stop: make(chan struct{}), done: make(chan struct{})}
 	log := ctrllog.FromContext(ctx)
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
 			if o := asMetadata(obj); o != nil {
-				gc.observe(ctx, &event{typ: Added, obj: o, gvk: kind, gvr: r})
+				gc.observe(ctx, &event{typ: Added, obj: o, gvk: kind, gvr: r, listed: isInInitialList})
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {

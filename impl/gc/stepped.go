@@ -136,7 +136,9 @@ func (s *Stepper) resourceFor(ctx context.Context, k step.Key) (schema.GroupVers
 }
 
 // head waits (up to Options.EventWait) for an event of k's resource and
-// checks that the oldest is about k. Caller holds stepMu, not s.mu.
+// checks that the oldest is about k, where the adds of an informer's
+// initial list count as equally old (initialListIndex). Caller holds
+// stepMu, not s.mu.
 func (s *Stepper) head(ctx context.Context, k step.Key) (schema.GroupVersionResource, *event, error) {
 	r, err := s.resourceFor(ctx, k)
 	if err != nil {
@@ -151,6 +153,14 @@ func (s *Stepper) head(ctx context.Context, k step.Key) (schema.GroupVersionReso
 			return r, nil, errors.New("gc: stopped")
 		}
 		if q := s.pending[r]; len(q) > 0 {
+			i := initialListIndex(q, k)
+			if i > 0 {
+				// the initial list's adds come in no fixed order: take
+				// the one about k first
+				e := q[i]
+				copy(q[1:i+1], q[:i])
+				q[0] = e
+			}
 			s.mu.Unlock()
 			if !k.Matches(q[0].gvk.Kind, q[0].obj.Namespace, q[0].obj.Name, q[0].obj.UID) {
 				return r, nil, step.NotEnabled("next %s event is for %s, not %s", r.Resource, describe(q[0]).Key, k)
@@ -167,6 +177,24 @@ func (s *Stepper) head(ctx context.Context, k step.Key) (schema.GroupVersionReso
 		case <-wait:
 		}
 	}
+}
+
+// initialListIndex finds the event about k among the initial list's adds
+// at the front of q, or returns -1. client-go's reflector streams the
+// initial list into a map-backed temporary store and hands the informer
+// its List() (reflector.go watchList: r.store.Replace(temporaryStore.List(),
+// ...)), so upstream's graph builder gets those adds in map order: any
+// order is one it can see.
+func initialListIndex(q []*event, k step.Key) int {
+	for i, e := range q {
+		if !e.listed {
+			break
+		}
+		if k.Matches(e.gvk.Kind, e.obj.Namespace, e.obj.Name, e.obj.UID) {
+			return i
+		}
+	}
+	return -1
 }
 
 // pop removes r's head event and updates the graph builder's view; it
