@@ -62,6 +62,20 @@ func TestInterruptedConcurrentRun(t *testing.T) {
 	rep, err := fuzz.RunConcurrent(ctx, env, fuzz.Config{
 		Checks: 5, Steps: 10, Clients: 2, Universe: fuzz.DefaultUniverse, ShrinkTime: time.Minute, Out: out, Progress: testWriter{t},
 	})
+	expectInterrupted(t, rep, err)
+	if !rep.Interrupted || rep.Checks != 0 || rep.Seed == 0 {
+		t.Errorf("report %+v, want interrupted, no passed run, and the seed", rep)
+	}
+	if settler.settles != 1 {
+		t.Errorf("%d runs began to settle, want 1: fuzzing went on after the interrupt", settler.settles)
+	}
+	noArtifacts(t, out)
+}
+
+// expectInterrupted: fuzzing that was interrupted returns the context's
+// error and a report without a failure.
+func expectInterrupted(t *testing.T, rep *fuzz.Report, err error) {
+	t.Helper()
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
@@ -71,13 +85,6 @@ func TestInterruptedConcurrentRun(t *testing.T) {
 	if rep.Failure != nil {
 		t.Errorf("an interrupt reported as a failure: %s: %s", rep.Failure.Kind, rep.Failure.Summary)
 	}
-	if !rep.Interrupted || rep.Checks != 0 || rep.Seed == 0 {
-		t.Errorf("report %+v, want interrupted, no passed run, and the seed", rep)
-	}
-	if settler.settles != 1 {
-		t.Errorf("%d runs began to settle, want 1: fuzzing went on after the interrupt", settler.settles)
-	}
-	noArtifacts(t, out)
 }
 
 // progressCancel cancels fuzzing's context when a line starting with
@@ -113,15 +120,7 @@ func TestInterruptedSteppedRun(t *testing.T) {
 	rep, err := fuzz.RunStepped(ctx, steppedEnv(nil), fuzz.Config{
 		Checks: 5, Steps: 10, Universe: fuzz.DefaultUniverse, ShrinkTime: time.Minute, Out: out, Progress: prog,
 	})
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("err = %v, want context.Canceled", err)
-	}
-	if rep == nil {
-		t.Fatal("no report")
-	}
-	if rep.Failure != nil {
-		t.Errorf("an interrupt reported as a failure: %s: %s", rep.Failure.Kind, rep.Failure.Summary)
-	}
+	expectInterrupted(t, rep, err)
 	if !rep.Interrupted || rep.Checks != 1 || rep.Runs != 1 {
 		t.Errorf("report %+v, want interrupted after 1 passed run", rep)
 	}
