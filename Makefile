@@ -18,8 +18,11 @@ KUBE_BINARIES := etcd kube-apiserver kube-controller-manager
 KUBE_ASSETS_OK := $(if $(KUBEBUILDER_ASSETS),$(if $(strip $(foreach b,$(KUBE_BINARIES),$(if $(wildcard $(KUBEBUILDER_ASSETS)/$(b)),,missing))),,yes))
 KUBE_BIN := $(if $(KUBE_ASSETS_OK),$(KUBEBUILDER_ASSETS),$(CURDIR)/bin/kube/$(KUBE_VERSION))
 TEST_TIMEOUT ?= 30m
+# The kine release `make kine` builds (hack/kine/go.mod pins it), for
+# --datastore kine.
+KINE_VERSION := v0.17.5
 
-.PHONY: help kube test conform fmt-check vet model-imports
+.PHONY: help kube kine test conform fmt-check vet model-imports
 
 help: ## list the targets
 	@echo "cascade make targets:"
@@ -34,6 +37,9 @@ ifdef KUBEBUILDER_ASSETS
 endif
 	KUBE_VERSION=$(KUBE_VERSION) bash hack/kube/build.sh
 endif
+
+kine: ## build kine $(KINE_VERSION) (the etcd API over SQLite that k3s runs kube-apiserver on; --datastore kine) into bin/kine/$(KINE_VERSION)/
+	KINE_VERSION=$(KINE_VERSION) bash hack/kine/build.sh
 
 test: kube fmt-check vet model-imports ## gofmt, go vet, the import rules (model, impl), then go test -race ./... (all packages, smoke tests included)
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
