@@ -26,7 +26,7 @@ KINE_VERSION := v0.17.5
 
 help: ## list the targets
 	@echo "cascade make targets:"
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/; s/[$$][(]KUBE_VERSION[)]/$(KUBE_VERSION)/g' | expand -t 18
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/; s/[$$][(]KUBE_VERSION[)]/$(KUBE_VERSION)/g; s/[$$][(]KINE_VERSION[)]/$(KINE_VERSION)/g' | expand -t 18
 
 kube: ## build etcd, kube-apiserver, kube-controller-manager $(KUBE_VERSION) into bin/kube/$(KUBE_VERSION)/ (another release: KUBE_VERSION=vX.Y.Z; skipped when KUBEBUILDER_ASSETS holds all three)
 ifneq ($(KUBE_ASSETS_OK),)

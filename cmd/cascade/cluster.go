@@ -20,9 +20,9 @@ const (
 )
 
 type clusterFlags struct {
-	kubeconfigOut, target, binDir string
-	inject                        []string
-	merge                         bool
+	kubeconfigOut, target, binDir, datastore string
+	inject                                   []string
+	merge                                    bool
 }
 
 func newClusterCmd() *cobra.Command {
@@ -71,6 +71,7 @@ stop, 2 usage error (also: missing binaries).`,
 	fl.BoolVar(&f.merge, "merge", false, "add cascade's contexts to an existing kubeconfig (made current), and remove exactly them on exit")
 	fl.StringVar(&f.target, "target", f.target, "which garbage collector runs: upstream or impl")
 	fl.StringArrayVar(&f.inject, "inject", nil, "impl: switch on a catalogued bug (repeatable; "+strings.Join(bugs.InjectableNames(), ", ")+")")
+	fl.StringVar(&f.datastore, "datastore", "", datastoreUsage+" (default etcd)")
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager (default: $KUBEBUILDER_ASSETS, else bin/kube/v1.36.3 of the checkout)")
 	return cmd
 }
@@ -104,7 +105,7 @@ func runCluster(cmd *cobra.Command, f clusterFlags) error {
 		}
 		merge = true
 	}
-	spec := target.Spec{Name: f.target, Inject: bs, BinDir: f.binDir, Log: errOut}
+	spec := target.Spec{Name: f.target, Inject: bs, BinDir: f.binDir, Datastore: f.datastore, Log: errOut}
 	if err := spec.Validate(); err != nil {
 		return usageErr("--target %s: %v", f.target, err)
 	}

@@ -17,13 +17,13 @@ import (
 )
 
 type fuzzFlags struct {
-	target, kubeconfig, context, binDir, out, failFile  string
-	inject, kinds                                       []string
-	seed                                                uint64
-	checks, steps, clients                              int
-	shrinkTime, informerLag, informerRelist, writeDelay time.Duration
-	restartAPIServer, restartGC                         time.Duration
-	json, coverage                                      bool
+	target, kubeconfig, context, binDir, datastore, out, failFile string
+	inject, kinds                                                 []string
+	seed                                                          uint64
+	checks, steps, clients                                        int
+	shrinkTime, informerLag, informerRelist, writeDelay           time.Duration
+	restartAPIServer, restartGC                                   time.Duration
+	json, coverage                                                bool
 }
 
 func newFuzzCmd() *cobra.Command {
@@ -140,6 +140,7 @@ decide some run's history, 130 interrupted.`,
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the kubeconfig target (default: $KUBECONFIG, ~/.kube/config)")
 	fl.StringVar(&f.context, "context", "", "context of the kubeconfig target (default: the current one)")
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager for envtest targets")
+	fl.StringVar(&f.datastore, "datastore", "", datastoreUsage+" (default etcd)")
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
 	fl.BoolVar(&f.coverage, "coverage", false, "print the coverage table: verbs × kinds, options, policies and internal steps the passing runs hit")
 	return cmd
@@ -165,7 +166,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err := u.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
-	spec := target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Log: cmd.ErrOrStderr(),
+	spec := target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Datastore: f.datastore, Log: cmd.ErrOrStderr(),
 		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay,
 		RestartAPIServer: f.restartAPIServer, RestartGC: f.restartGC}
 	if f.target != target.Kubeconfig {
