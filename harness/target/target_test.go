@@ -138,6 +138,9 @@ func TestValidate(t *testing.T) {
 		{Spec{Name: Upstream, Kubeconfig: "x"}, "kubeconfig target"},
 		{Spec{Name: Impl, Webhook: true}, "kubeconfig target"},
 		{Spec{Name: Kubeconfig, BinDir: "/x"}, "envtest targets"},
+		{Spec{Name: Upstream, Datastore: "sqlite"}, `unknown datastore "sqlite" (want etcd or kine)`},
+		{Spec{Name: Model, Datastore: "kine"}, "a datastore is chosen for the envtest targets (upstream, impl, impl-stepped), not model"},
+		{Spec{Name: Kubeconfig, Datastore: "etcd"}, "envtest targets"},
 	}
 	for _, b := range bad {
 		err := b.spec.Validate()
@@ -146,8 +149,10 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%+v: %v, want an InputError with %q", b.spec, err, b.want)
 		}
 	}
-	if err := (Spec{Name: ImplStepped, Inject: bugs.Of(bugs.NoCycleUnblock)}).Validate(); err != nil {
-		t.Error(err)
+	for _, ok := range []Spec{{Name: ImplStepped, Inject: bugs.Of(bugs.NoCycleUnblock)}, {Name: ImplStepped, Datastore: "kine"}, {Name: Upstream, Datastore: "etcd"}} {
+		if err := ok.Validate(); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
