@@ -59,7 +59,9 @@ conformance suite through the kubeconfig target:
   cascade conform --target kubeconfig --kubeconfig /tmp/cascade.kubeconfig --limited-context cascade-limited
 
 The binaries come from --kube-bin-dir, $KUBEBUILDER_ASSETS, or bin/kube/v1.36.3
-of the checkout ('make kube' builds them).
+of the checkout ('make kube' builds them). --datastore kine stores the
+objects in kine over SQLite, k3s's datastore, instead of etcd
+(bin/kine/v0.17.5/kine of the checkout; 'make kine' builds it).
 
 Exit codes: 0 after a clean stop, 1 when the control plane fails to start or
 stop, 2 usage error (also: missing binaries).`,

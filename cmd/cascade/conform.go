@@ -155,7 +155,9 @@ Targets:
 
 The envtest binaries come from --kube-bin-dir, $KUBEBUILDER_ASSETS, or
 bin/kube/v1.36.3 of the checkout around the working directory or the
-executable ('make kube' builds them).
+executable ('make kube' builds them). --datastore kine runs the envtest
+targets' kube-apiserver on kine over SQLite, k3s's datastore, instead of
+etcd (bin/kine/v0.17.5/kine of the checkout; 'make kine' builds it).
 
 The summary table (trace, result, time) goes to stdout, or a JSON summary
 with --json (the schema check and fuzz share, with the fuzz phase's seed and

@@ -88,7 +88,7 @@ it needed.
 Two faults restart a component once in every concurrent run, at a random
 time up to D after its clients start (rapid draws it, so --seed fixes it):
 --restart-apiserver D (upstream, impl) stops kube-apiserver gracefully and
-starts it again on the same etcd, port, certificates and audit log, and
+starts it again on the same etcd (or kine), port, certificates and audit log, and
 --restart-gc D (impl) stops impl's GC, cancelling what it has in flight,
 and starts a new one with an empty graph, aimed at a moment when a GC write
 is in flight (within 5 s of the drawn time). Clients resend a step that got
@@ -105,6 +105,10 @@ summary totals them (restarts, restart_seconds, maybe_applied).
 the trace language: client verbs × kinds, request and owner-reference options,
 delete policies and (stepped runs) internal steps, each with its step count,
 and the rows no step reached (to stderr with --json).
+
+--datastore kine runs an envtest target's kube-apiserver on kine over
+SQLite, k3s's datastore, instead of etcd (bin/kine/v0.17.5/kine of the
+checkout; 'make kine' builds it).
 
 A run whose history the checker cannot decide within a minute is
 inconclusive: no verdict on the target, so it is neither shrunk nor counted
