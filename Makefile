@@ -49,6 +49,10 @@ CONFORM_TARGETS ?= model,upstream,impl,impl-stepped
 # and mostly waits on it, so three fit on 2 cores.
 CONFORM_JOBS ?= 3
 
+# What the envtest targets' kube-apiserver stores objects in: etcd, or
+# kine (`make conform DATASTORE=kine`, after `make kine`).
+DATASTORE ?= etcd
+
 FUZZ_TARGETS ?= upstream,impl
 FUZZ_CHECKS ?= 10
 FUZZ_SEED ?= 1
@@ -56,7 +60,7 @@ FUZZ_SEED ?= 1
 conform: kube ## the conformance gate: every scenario and race trace on the model, upstream, impl and stepped impl, and a short fuzz on upstream and impl, CONFORM_JOBS at a time; one line per spec, then one table; reports in out/conform/
 	go build -o bin/conform ./hack/conform
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) bin/conform -targets=$(CONFORM_TARGETS) -fuzz-targets=$(FUZZ_TARGETS) \
-		-fuzz-checks=$(FUZZ_CHECKS) -fuzz-seed=$(FUZZ_SEED) -jobs=$(CONFORM_JOBS) -timeout=$(TEST_TIMEOUT) -out=out/conform
+		-fuzz-checks=$(FUZZ_CHECKS) -fuzz-seed=$(FUZZ_SEED) -datastore=$(DATASTORE) -jobs=$(CONFORM_JOBS) -timeout=$(TEST_TIMEOUT) -out=out/conform
 
 .PHONY: bench-detect
 bench-detect: kube ## every injectable bug fuzzed on impl-stepped over 5 seeds: found?, median time to find, shrunk length vs the checker's BFS-minimal length
