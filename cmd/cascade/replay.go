@@ -35,7 +35,7 @@ type targetFlags struct {
 
 // datastoreUsage is the help of --datastore on every command that starts
 // an envtest control plane.
-const datastoreUsage = "envtest targets: what kube-apiserver stores objects in: etcd, or kine (SQLite, k3s's datastore; 'make kine' builds bin/kine)"
+const datastoreUsage = "envtest targets: what kube-apiserver stores objects in: etcd, or kine (SQLite, k3s's datastore; 'make kine' builds bin/kine; $CASCADE_KINE names another kine binary)"
 
 func (f *targetFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.name, "target", target.Model, "where to run: "+strings.Join(target.Names, ", "))

@@ -48,10 +48,19 @@ func CheckDatastore(name string) error {
 	return fmt.Errorf("controlplane: unknown datastore %q (want etcd or kine)", name)
 }
 
-// ResolveKine returns the kine executable to run: path if non-empty,
-// else <repo root>/bin/kine/<KineVersion>/kine. It fails in one line,
-// advising `make kine`, when that is not an executable file.
+// KineEnv names the environment variable that, when set, names the kine
+// executable to run instead of bin/kine/<KineVersion>/kine (another kine
+// release, built by hand).
+const KineEnv = "CASCADE_KINE"
+
+// ResolveKine returns the kine executable to run: path if non-empty, else
+// $CASCADE_KINE if set, else <repo root>/bin/kine/<KineVersion>/kine. It
+// fails in one line, advising `make kine`, when that is not an executable
+// file.
 func ResolveKine(path string) (string, error) {
+	if path == "" {
+		path = os.Getenv(KineEnv)
+	}
 	if path == "" {
 		wd, err := os.Getwd()
 		if err != nil {

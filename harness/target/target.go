@@ -583,6 +583,9 @@ func resolveBinDir(flag string) (dir, source string, err error) {
 // resolveKine is controlplane.ResolveKine from the checkout around the
 // working directory, else around the running executable.
 func resolveKine() (string, error) {
+	if os.Getenv(controlplane.KineEnv) != "" {
+		return controlplane.ResolveKine("")
+	}
 	if wd, err := os.Getwd(); err == nil {
 		if _, err := controlplane.RepoRoot(wd); err == nil {
 			return controlplane.ResolveKine("")
