@@ -8,6 +8,7 @@ go 1.26.5
 require (
 	github.com/k3s-io/kine v0.17.5
 	github.com/sirupsen/logrus v1.10.2
+	go.etcd.io/etcd/client/v3 v3.7.3
 )
 
 require (
@@ -93,7 +94,6 @@ require (
 	go.etcd.io/bbolt v1.5.0 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
-	go.etcd.io/etcd/client/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/pkg/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/server/v3 v3.7.3 // indirect
 	go.etcd.io/raft/v3 v3.7.0 // indirect
