@@ -113,10 +113,14 @@ type response struct {
 	// grace period is left (deletionGracePeriodSeconds > 0), or it is a
 	// Namespace with spec.finalizers.
 	pending bool
-	status  bool   // the body is a metav1.Status
-	uid     string // Status details.uid (an immediate DELETE names the removed object)
-	reason  string
-	message string
+	// metadataOnly says the body is a PartialObjectMetadata, the answer
+	// to a metadata client (the GC's): it has no spec, so pending cannot
+	// tell a Namespace's spec.finalizers.
+	metadataOnly bool
+	status       bool   // the body is a metav1.Status
+	uid          string // Status details.uid (an immediate DELETE names the removed object)
+	reason       string
+	message      string
 }
 
 // decodeResponse reads a response body: an object of kind k or a
@@ -142,7 +146,7 @@ func decodeResponse(k model.KindID, raw []byte) (response, error) {
 	}
 	m := &w.Metadata
 	pending := m.DeletionGrace != nil && *m.DeletionGrace > 0 || k.Info().Kind == "Namespace" && len(w.Spec.Finalizers) > 0
-	return response{obj: o, pending: pending}, nil
+	return response{obj: o, pending: pending, metadataOnly: w.Kind == "PartialObjectMetadata"}, nil
 }
 
 // wireDeleteOptions is metav1.DeleteOptions as JSON.
@@ -242,7 +246,9 @@ func decodeDeleteOptions(body []byte, requestURI string) (*DeleteOptions, error)
 //     Such an answer means removal exactly when ShouldDeleteDuringUpdate
 //     holds: deletionGracePeriodSeconds is unset or 0 (a Pod waiting out
 //     a grace period stays) and, for a Namespace, spec.finalizers is
-//     empty too.
+//     empty too. A metadata client's answer (PartialObjectMetadata, the
+//     GC's) has no spec: for a Namespace it means removal only when its
+//     resourceVersion is the one the request's precondition named.
 func (op *Op) outcome(code int, body []byte) error {
 	op.Code = code
 	resp, err := decodeResponse(op.Kind, body)
@@ -265,7 +271,16 @@ func (op *Op) outcome(code int, body []byte) error {
 		o := resp.obj
 		switch op.Verb {
 		case Update, Patch:
-			op.Removed = op.Subresource == "" && o.Deleting && len(o.Finalizers) == 0 && !resp.pending
+			pending := resp.pending
+			if resp.metadataOnly && op.Kind.Info().Kind == "Namespace" {
+				// The answer hides spec.finalizers. A removal answers
+				// the resourceVersion the object had, which a
+				// precondition names; a new one means it stayed, as
+				// it does without a precondition to tell (on envtest
+				// no namespace controller empties spec.finalizers).
+				pending = op.Sent == nil || op.Sent.RV == 0 || o.RV != op.Sent.RV
+			}
+			op.Removed = op.Subresource == "" && o.Deleting && len(o.Finalizers) == 0 && !pending
 		case Delete:
 			// Kinds whose registry returns the deleted object answer the
 			// object even when it left storage, as it was last stored:

@@ -269,6 +269,40 @@ func TestDeleteAnswersTheObject(t *testing.T) {
 	}
 }
 
+// TestMetadataAnswerOfANamespace: the GC writes through the metadata
+// client, so kube-apiserver answers its patch of a Namespace, and the audit
+// log records it, as a PartialObjectMetadata without spec.finalizers. A
+// Namespace being deleted whose last metadata finalizer the GC removes stays
+// while spec.finalizers holds "kubernetes" (no namespace controller runs on
+// envtest): its answer carries a new resourceVersion, where a removal
+// answers the resourceVersion the object had, which the patch's
+// precondition names.
+func TestMetadataAnswerOfANamespace(t *testing.T) {
+	s := Scope{Prefix: "run1"}
+	meta := func(rv string) string {
+		return `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"run1-d","uid":"u1","resourceVersion":"` + rv +
+			`","deletionTimestamp":"2026-01-01T00:00:00Z","deletionGracePeriodSeconds":0}}`
+	}
+	for _, c := range []struct {
+		name, body, resp string
+		removed          bool
+	}{
+		{"kept: a new resourceVersion", `{"metadata":{"resourceVersion":"2333","finalizers":null}}`, meta("2336"), false},
+		{"removed: the resourceVersion it had", `{"metadata":{"resourceVersion":"2333","finalizers":null}}`, meta("2333"), true},
+		{"no precondition: kept", `{"metadata":{"finalizers":null}}`, meta("2336"), false},
+	} {
+		rec := record("patch", "run1-d", "/api/v1/namespaces/run1-d", 200, c.body, c.resp)
+		rec.Resource, rec.Namespace, rec.Username = "namespaces", "", "system:kube-controller-manager"
+		ops, err := FromAudit([]controlplane.AuditRecord{rec}, s)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(ops) != 1 || ops[0].Removed != c.removed {
+			t.Errorf("%s: want removed=%v, got %+v", c.name, c.removed, ops)
+		}
+	}
+}
+
 // TestReadsFromAudit: a controller's GET of one object in scope is read
 // evidence, with the object it answered; the driver's GETs, lists,
 // watches, objects out of scope and writes are not.
