@@ -310,26 +310,30 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied}
 	if f := rep.Failure; f != nil {
 		out.Failure = &fuzzFailure{Kind: f.Kind, Summary: f.Summary, Steps: f.Steps, Run: f.Run, FoundAfter: f.FoundAfter.Seconds(),
-			Attributed: f.Attributed, Trace: f.Trace, History: f.History, FailFile: f.FailFile, Replay: replayCommand(rep)}
+			Attributed: f.Attributed, Trace: f.Trace, History: f.History, FailFile: f.FailFile, Replay: replayCommand(rep, s.Datastore)}
 	}
 	return out
 }
 
-// replayCommand is the command that replays a failure's trace ("" when
-// none was written).
-func replayCommand(rep *fuzz.Report) string {
+// replayCommand is the command that replays a failure's trace on the
+// datastore it failed on ("" when no trace was written).
+func replayCommand(rep *fuzz.Report, datastore string) string {
 	f := rep.Failure
 	if f == nil || f.Trace == "" {
 		return ""
 	}
+	store := ""
+	if datastore != "" {
+		store = "--datastore " + datastore + " "
+	}
 	if f.ReplayTarget != "" { // the trace's # bug: header switches the bugs on
-		return fmt.Sprintf("cascade replay --target %s %s", f.ReplayTarget, f.Trace)
+		return fmt.Sprintf("cascade replay --target %s %s%s", f.ReplayTarget, store, f.Trace)
 	}
 	history := ""
 	if f.ReplayHistory {
 		history = "--history "
 	}
-	return fmt.Sprintf("cascade replay --target %s %s%s%s", rep.Target, injectFlag(rep), history, f.Trace)
+	return fmt.Sprintf("cascade replay --target %s %s%s%s%s", rep.Target, store, injectFlag(rep), history, f.Trace)
 }
 
 func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
@@ -365,7 +369,7 @@ func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
 				fmt.Fprintf(w, "  %s: %s\n", a.what, a.path)
 			}
 		}
-		if c := replayCommand(rep); c != "" {
+		if c := replayCommand(rep, s.Datastore); c != "" {
 			fmt.Fprintf(w, "  replay: %s\n", c)
 		}
 	}
@@ -427,7 +431,7 @@ func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
 	case err != nil:
 		c.Result, c.Message = resultError, err.Error()
 	case !rep.OK():
-		s := summary{Reproduce: fuzzCommand(env.target.Spec, rep.Seed)}
+		s := summary{Reproduce: fuzzCommand(env.target.Spec, rep.Seed), Datastore: env.target.Spec.Datastore}
 		var b strings.Builder
 		_ = printFuzz(&b, s, rep, false)
 		c.Result, c.Message = resultFail, b.String()
@@ -453,6 +457,9 @@ func fuzzCommand(spec target.Spec, seed uint64) string {
 	}
 	if spec.Context != "" {
 		args = append(args, "--context", shellQuote(spec.Context))
+	}
+	if spec.Datastore != "" {
+		args = append(args, "--datastore", spec.Datastore)
 	}
 	args = append(args, fmt.Sprintf("--checks %d --steps %d --clients %d --seed %d", conformFuzz.checks, conformFuzz.steps, conformFuzz.clients, seed))
 	return strings.Join(args, " ")

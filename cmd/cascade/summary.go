@@ -40,6 +40,9 @@ type summary struct {
 	// Reproduce is the command line that does the same again, with the
 	// seed made explicit.
 	Reproduce string `json:"command_to_reproduce"`
+	// Datastore is what an envtest target's kube-apiserver stored objects
+	// in when --datastore was given (etcd or kine); empty otherwise.
+	Datastore string `json:"datastore,omitempty"`
 }
 
 // newSummary starts the summary of cmd's run: its command line with the
@@ -80,7 +83,11 @@ func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64)
 	if seedFlag != "" && !seedSet && seed != 0 {
 		args = append(args, "--"+seedFlag, strconv.FormatUint(seed, 10))
 	}
-	return summary{Command: cmd.Name(), Target: target, Seed: seed, Reproduce: strings.Join(args, " ")}
+	s := summary{Command: cmd.Name(), Target: target, Seed: seed, Reproduce: strings.Join(args, " ")}
+	if f := cmd.Flags().Lookup("datastore"); f != nil && f.Changed {
+		s.Datastore = f.Value.String()
+	}
+	return s
 }
 
 var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
