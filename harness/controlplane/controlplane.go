@@ -325,9 +325,8 @@ func (p Process) String() string { return fmt.Sprintf("%s (pid %d)", p.Name, p.P
 
 // Stop stops kube-controller-manager first (so that it does not log
 // errors against a vanishing API server), then kube-apiserver and etcd
-// (or kine),
-// checks that none of them survived, and removes the working directory
-// unless Options.KeepDir is set. It is idempotent: later calls return the
+// (or kine), checks that none of them survived, and removes the working
+// directory unless Options.KeepDir is set. It is idempotent: later calls return the
 // first call's result.
 func (cp *ControlPlane) Stop() error {
 	cp.stopOnce.Do(func() {
