@@ -58,8 +58,11 @@ const KineEnv = "CASCADE_KINE"
 // fails in one line, advising `make kine`, when that is not an executable
 // file.
 func ResolveKine(path string) (string, error) {
+	hint := "run 'make kine' to build it"
 	if path == "" {
-		path = os.Getenv(KineEnv)
+		if path = os.Getenv(KineEnv); path != "" {
+			hint = fmt.Sprintf("the file $%s names; unset it to use bin/kine/%s/kine, which 'make kine' builds", KineEnv, KineVersion)
+		}
 	}
 	if path == "" {
 		wd, err := os.Getwd()
@@ -76,9 +79,9 @@ func ResolveKine(path string) (string, error) {
 	fi, err := os.Stat(path)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("controlplane: kine not found at %s (run 'make kine' to build it)", path)
+		return "", fmt.Errorf("controlplane: kine not found at %s (%s)", path, hint)
 	case fi.IsDir() || fi.Mode().Perm()&0o111 == 0:
-		return "", fmt.Errorf("controlplane: kine at %s is not an executable file (run 'make kine' to build it)", path)
+		return "", fmt.Errorf("controlplane: kine at %s is not an executable file (%s)", path, hint)
 	}
 	return path, nil
 }

@@ -87,14 +87,21 @@ func TestStartOnKine(t *testing.T) {
 	}
 }
 
-// A missing kine binary is a one-line error that says how to build it,
-// and an unknown datastore names the valid ones.
+// A missing kine binary is a one-line error that says how to build it (or,
+// when $CASCADE_KINE named it, how to do without), and an unknown
+// datastore names the valid ones.
 func TestKineErrors(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "kine")
 	_, err := controlplane.Start(context.Background(), controlplane.Options{BinDir: *binDir, Datastore: controlplane.DatastoreKine, KinePath: missing})
 	want := "controlplane: kine not found at " + missing + " (run 'make kine' to build it)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("Start with no kine binary: want %q, got %v", want, err)
+	}
+	t.Setenv(controlplane.KineEnv, missing)
+	_, err = controlplane.Start(context.Background(), controlplane.Options{BinDir: *binDir, Datastore: controlplane.DatastoreKine})
+	want = "controlplane: kine not found at " + missing + " (the file $CASCADE_KINE names; unset it to use bin/kine/v0.17.5/kine, which 'make kine' builds)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Start with $CASCADE_KINE naming no file: want %q, got %v", want, err)
 	}
 	_, err = controlplane.Start(context.Background(), controlplane.Options{BinDir: *binDir, Datastore: "sqlite"})
 	want = `controlplane: unknown datastore "sqlite" (want etcd or kine)`
