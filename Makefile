@@ -57,7 +57,7 @@ FUZZ_TARGETS ?= upstream,impl
 FUZZ_CHECKS ?= 10
 FUZZ_SEED ?= 1
 
-conform: kube ## the conformance gate: every scenario and race trace on the model, upstream, impl and stepped impl, and a short fuzz on upstream and impl, CONFORM_JOBS at a time; one line per spec, then one table; reports in out/conform/
+conform: kube ## the conformance gate: every scenario and race trace on the model, upstream, impl and stepped impl, and a short fuzz on upstream and impl, CONFORM_JOBS at a time (DATASTORE=kine: on kine, after make kine); one line per spec, then one table; reports in out/conform/
 	go build -o bin/conform ./hack/conform
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) bin/conform -targets=$(CONFORM_TARGETS) -fuzz-targets=$(FUZZ_TARGETS) \
 		-fuzz-checks=$(FUZZ_CHECKS) -fuzz-seed=$(FUZZ_SEED) -datastore=$(DATASTORE) -jobs=$(CONFORM_JOBS) -timeout=$(TEST_TIMEOUT) -out=out/conform
