@@ -8,24 +8,11 @@ import (
 	"github.com/cascade-k8s/cascade/model"
 )
 
-// This file mirrors the API server's deletion choices on real objects:
-// which GC finalizers a DELETE leaves on an object
-// (history.DeletionFinalizers), how an ownerReference resolves and
-// whether deletion protection denies a DELETE. The last two the model
-// decides (model/spec.go: OwnerScope, ClassifyOwner, ProtectionDenial,
+// This file finds in the store what the model's deletion predicates read:
+// how an ownerReference resolves and whether deletion protection denies
+// a DELETE. The model decides them (model/spec.go: OwnerScope, ClassifyOwner, ProtectionDenial,
 // ActiveDependents; upstream garbagecollector.go classifyReferences and
 // isDangling); this file only finds the objects they read in the store.
-
-// deletionFinalizers returns the finalizers a DELETE with opts leaves on
-// o (history.DeletionFinalizers, which FromAudit also reads an answer
-// with).
-func deletionFinalizers(o *history.Object, opts *history.DeleteOptions) []string {
-	return history.DeletionFinalizers(o, opts)
-}
-
-// graceful reports kinds whose DELETE may set deletionTimestamp without
-// finalizers and remove the object later (a Pod's grace period).
-func graceful(k model.KindID) bool { return k.Info().Kind == "Pod" }
 
 // refState is how an ownerReference resolves in a state: the model's
 // classification (model.RefClass), or refUncertain.

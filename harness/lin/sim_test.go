@@ -158,7 +158,7 @@ func (s *sim) client(actor string) *history.Op {
 			return op
 		}
 		op.Code = 200
-		fins := deletionFinalizers(cur, op.Delete)
+		fins := history.DeletionFinalizers(cur, op.Delete)
 		if len(fins) == 0 {
 			delete(s.live, k)
 			op.Removed = true
@@ -288,7 +288,7 @@ func (s *sim) gcDelete(cur *history.Object) *history.Op {
 	}
 	op.Delete = &history.DeleteOptions{Propagation: policy, PreconditionUID: cur.UID, PreconditionRV: fmt.Sprint(cur.RV)}
 	op.Code = 200
-	fins := deletionFinalizers(cur, op.Delete)
+	fins := history.DeletionFinalizers(cur, op.Delete)
 	if len(fins) == 0 {
 		delete(s.live, k)
 		op.Removed = true
