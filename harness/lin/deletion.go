@@ -153,9 +153,11 @@ func (c *checker) waitEnded(s *store, d *history.Object, in *input, v *violation
 	}
 }
 
-// waiting reports whether o is being deleted with foregroundDeletion.
+// waiting reports whether o, as an owner, waits for dependents
+// (model.ClassifyOwner: being deleted with foregroundDeletion).
 func waiting(o *history.Object) bool {
-	return o.Deleting && o.HasFinalizer(model.FinalizerForeground)
+	v := viewOf(o)
+	return model.ClassifyOwner(&v) == model.RefWaiting
 }
 
 // allStoppedWaiting is stoppedWaiting of every owner in os: known only if
