@@ -287,3 +287,15 @@ func check(set, holds bool) Check {
 	}
 	return Fails
 }
+
+// CreateAnswers is the set of statuses the API server may answer a
+// create given whether an object is stored under its name, as far as
+// the store decides them: 409 AlreadyExists for a taken name (etcd3's
+// create transaction), else 2xx. The created object is never being
+// deleted (rest.BeforeCreate clears deletionTimestamp).
+func CreateAnswers(stored bool) Answers {
+	if stored {
+		return AnswerConflict
+	}
+	return AnswerOK
+}

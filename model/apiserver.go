@@ -152,7 +152,7 @@ func (m *Model) create(s *State, rq request, o Object) Result {
 	if r := admitOwnerRefs(rq, &o, nil); !r.OK() {
 		return r
 	}
-	if s.Lookup(o.Kind, o.Namespace, o.Name) != nil {
+	if !CreateAnswers(s.Lookup(o.Kind, o.Namespace, o.Name) != nil).Has(AnswerOK) {
 		return fail(409, "AlreadyExists", "%s %q already exists", info.Resource, o.Name)
 	}
 	// rest.BeforeCreate clears deletionTimestamp.

@@ -312,8 +312,9 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 // when the object was bare (no finalizers, not being deleted) until a
 // write that may have landed after the DELETE was sent, and nothing else
 // would have stopped the immediate deletion: no resourceVersion
-// precondition, no GC finalizer the options or the kind's default call
-// for, a kind without graceful deletion, not a Namespace.
+// precondition, model.Delete removing a bare object of the kind with
+// these options (no GC finalizer the options or the kind's default call
+// for, not a Namespace), a kind without graceful deletion.
 //
 // A graceful kind (a Pod) deleted with no grace period goes the same way
 // one step later: the DELETE writes deletionTimestamp first, and then
@@ -339,8 +340,7 @@ func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pr
 	fins := res.Finalizers
 	v := &violation{model.PropNoRemovalWithFinalizers, fmt.Sprintf("the delete removed the object while finalizers %v remained", fins), ""}
 	k := in.key.Kind
-	if !c.lenient || cur.prov == nil || pre.rvSet || k.Info().Kind == "Namespace" ||
-		!history.DeleteResult(c.sem, &history.Object{Kind: k}, opts).Removed {
+	if !c.lenient || cur.prov == nil || pre.rvSet || !history.DeleteResult(c.sem, &history.Object{Kind: k}, opts).Removed {
 		return v
 	}
 	switch {

@@ -185,8 +185,8 @@ func (c *checker) allStoppedWaiting(os []*entry, in *input) (known, why string) 
 // neither (only in lenient mode).
 func (c *checker) stoppedWaiting(o *entry, in *input) (known, why string) {
 	switch {
-	case !c.lenient || o.prov == nil || !o.prov.fgSeen || !o.obj.Deleting || o.obj.HasFinalizer(model.FinalizerForeground):
-	case o.obj.HasFinalizer(model.FinalizerOrphan) && c.racy(o.prov.orphan, in):
+	case !c.lenient || o.prov == nil || !o.prov.fgSeen || !o.obj.Deleting || waiting(o.obj):
+	case orphaning(o.obj) && c.racy(o.prov.orphan, in):
 		return model.Excuse(model.KnownPolicySwitch), "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
 	case c.racy(o.prov.fgGone, in):
 		return model.Excuse(model.KnownForegroundEnded), fmt.Sprintf("; the owner waited for dependents when the GC decided, and op %d removed foregroundDeletion within the race window before", o.prov.fgGone)

@@ -252,7 +252,7 @@ func (c *checker) provFor(s *store, cur *entry, in *input, obj *history.Object) 
 	}
 	p.orphan, p.fg = carry(model.FinalizerOrphan, was.orphan), carry(model.FinalizerForeground, was.fg)
 	p.orphanGone, p.fgGone = gone(model.FinalizerOrphan, was.orphanGone), gone(model.FinalizerForeground, was.fgGone)
-	if obj.Deleting && obj.HasFinalizer(model.FinalizerForeground) {
+	if waiting(obj) {
 		p.fgSeen = true
 	}
 	switch {
@@ -348,7 +348,7 @@ func (c *checker) create(s *store, cur *entry, in *input) ([]outcome, string) {
 		}
 		return outs, ""
 	case op.OK():
-		if cur != nil {
+		if !model.CreateAnswers(cur != nil).Has(model.AnswerOK) {
 			return nil, fmt.Sprintf("the create succeeded while %s (%s)", in.key, liveDesc(cur))
 		}
 		if op.Got == nil {
@@ -360,7 +360,7 @@ func (c *checker) create(s *store, cur *entry, in *input) ([]outcome, string) {
 		}
 		return []outcome{{e: c.entryFor(s, nil, in, op.Got, in.gotHash, 0), changed: true, applied: true}}, ""
 	case op.Code == 409 && op.Reason == "AlreadyExists":
-		if cur == nil {
+		if !model.CreateAnswers(cur != nil).Has(model.AnswerConflict) {
 			return nil, fmt.Sprintf("the create answered AlreadyExists while no %s was live", in.key)
 		}
 	}
