@@ -339,6 +339,10 @@ func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pr
 	}
 	fins := res.Finalizers
 	v := &violation{model.PropNoRemovalWithFinalizers, fmt.Sprintf("the delete removed the object while finalizers %v remained", fins), ""}
+	if len(fins) == 0 {
+		// a Namespace: its spec.finalizers, which the history does not read
+		v.message = "the delete removed the object, which the API server keeps being deleted until its spec.finalizers are done"
+	}
 	k := in.key.Kind
 	if !c.lenient || cur.prov == nil || pre.rvSet || !history.DeleteResult(c.sem, &history.Object{Kind: k}, opts).Removed {
 		return v
