@@ -457,7 +457,7 @@ func deletionFinalizers(o *View, opts DeleteOptions) []string {
 	if info.Kind == "Namespace" && !o.Deleting && !slices.Contains(out, FinalizerNamespace) {
 		out = append(out, FinalizerNamespace)
 	}
-	if sameSet(out, o.Finalizers) {
+	if SameFinalizers(out, o.Finalizers) {
 		return o.Finalizers
 	}
 	return out
@@ -547,7 +547,9 @@ func setLabel(ls []Label, key, value string) []Label {
 	return out
 }
 
-func sameSet(a, b []string) bool {
+// SameFinalizers reports whether a and b hold the same finalizers, in
+// any order (the API server's finalizer lists are sets in effect).
+func SameFinalizers(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
 	}
