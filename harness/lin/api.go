@@ -98,11 +98,12 @@ func (c *checker) refused(s *store, cur *entry, in *input, pre preconditions, ve
 	if c.answers(verb, cur, pre, false).Has(model.AnswerOf(op.Code)) || cur == nil && op.Code == 409 && c.conflictMeanwhile(s, in, pre) {
 		return []outcome{unchanged}, ""
 	}
+	status := map[int]string{404: "NotFound", 409: "Conflict"}[op.Code]
 	switch {
+	case cur == nil:
+		return nil, fmt.Sprintf("the %s answered %s while no %s was live", op.Verb, status, in.key)
 	case op.Code == 404:
 		return nil, fmt.Sprintf("the %s answered NotFound while %s", op.Verb, liveDesc(cur))
-	case cur == nil:
-		return nil, fmt.Sprintf("the %s answered Conflict while no %s was live", op.Verb, in.key)
 	}
 	return nil, fmt.Sprintf("the %s answered Conflict although its preconditions held (%s)", op.Verb, liveDesc(cur))
 }
