@@ -11,7 +11,13 @@ import (
 // The API server's semantics of update, patch, delete and observed
 // writes: what a response promises about the state it was applied to,
 // and the state it leaves ("checks only what the API promises", see
-// DESIGN.md "Checking real targets").
+// DESIGN.md "Checking real targets"). What the API server answers is the
+// model's to say (model/answers.go, with the checker's model.Semantics):
+// this file finds the states an op may linearize at and asks the model
+// whether the answer fits there. What stays here is the history's own
+// reasoning: ops whose effect a removal overtook (removedMeanwhile,
+// conflictMeanwhile), unknown facts after ambiguous writes, and the
+// resourceVersion order of etcd's revisions (rvFollows).
 
 func (c *checker) update(s *store, cur *entry, in *input) ([]outcome, string) {
 	op := in.op
