@@ -188,7 +188,7 @@ type Denial struct {
 //   - a built-in kind's finalizers are standard or fully qualified.
 func UpdateDenial(sem Semantics, old, next *View) Denial {
 	if old != nil {
-		if next.Deleting != old.Deleting {
+		if next.Deleting && !old.Deleting || ClearsDeletion(old, next) {
 			return Denial{Message: "metadata.deletionTimestamp: field is immutable; may only be set by a DELETE"}
 		}
 		if old.Deleting && !sem.FinalizerAfterDeletion {
@@ -212,6 +212,11 @@ func UpdateDenial(sem Semantics, old, next *View) Denial {
 	}
 	return Denial{}
 }
+
+// ClearsDeletion reports whether a write that stores next over old
+// clears its deletionTimestamp, which no write does: an update cannot
+// (rest.BeforeUpdate restores it; UpdateDenial), a DELETE only sets it.
+func ClearsDeletion(old, next *View) bool { return old.Deleting && !next.Deleting }
 
 // UpdateRemoves reports whether an update that stores next removes the
 // object instead: it leaves an object being deleted without finalizers

@@ -31,11 +31,13 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of every 
 //	delete ACTOR KIND/NAME [prop=POLICY]      a successful DELETE as the API server answers it
 //	op VERB ACTOR KIND/NAME code=N [reason=R] [uid=live|other] [rv=live|stale]
 //	   [prop=POLICY] [orphan=true|false]
-//	   [answer=live|changed|gone] [fins=F,...] [deleting]
+//	   [answer=live|changed|gone] [fins=F,...] [deleting|cleared]
 //
 // `op` is a raw answer: code and answer say what the server returned
 // (live: the live object unchanged; changed: the live object with the
-// given finalizers and deletion at a new resourceVersion; gone: removed),
+// given finalizers at a new resourceVersion, deletionTimestamp set by
+// deleting or cleared by cleared; gone: removed); VERB observed is a
+// write seen only by watch,
 // uid and rv the preconditions sent.
 func TestAnswerFixtures(t *testing.T) {
 	files, err := filepath.Glob("testdata/answers/*.txt")
@@ -236,7 +238,8 @@ func rawOp(t *testing.T, b *builder, verb history.Verb, actor string, k history.
 		got := *live
 		got.Finalizers = finalizers(args)
 		_, deleting := args["deleting"]
-		got.Deleting = deleting || live.Deleting
+		_, cleared := args["cleared"]
+		got.Deleting = (deleting || live.Deleting) && !cleared
 		got.RV = b.nextRV()
 		op.Got = &got
 		b.live[k] = &got

@@ -432,7 +432,7 @@ func (c *checker) observed(s *store, cur *entry, in *input) ([]outcome, string) 
 		return nil, fmt.Sprintf("observed uid %s while %s, with no deletion between", short(got.UID), liveDesc(cur))
 	case !rvAfter(cur, got.RV):
 		return nil, fmt.Sprintf("observed rv %d, not after the live rv %d (resourceVersion went backwards)", got.RV, cur.obj.RV)
-	case cur.known() && cur.obj.Deleting && !got.Deleting:
+	case cur.known() && model.ClearsDeletion(ptr(viewOf(cur.obj)), ptr(viewOf(got))):
 		return nil, "observed deletionTimestamp cleared"
 	}
 	got, h := adopt(cur, in)

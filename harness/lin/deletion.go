@@ -88,6 +88,9 @@ func viewOf(o *history.Object) model.View {
 		Finalizers: o.Finalizers, Protection: o.Labels[model.ProtectionLabel], Replicas: o.Replicas}
 }
 
+// ptr returns a pointer to a copy of v.
+func ptr[T any](v T) *T { return &v }
+
 // protectionDenial is model.ProtectionDenial of a DELETE of cur in s:
 // why the deletion-protection webhook denies it, or "". The dependents
 // counted are those s knows for certain (entries with known content, and
