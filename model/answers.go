@@ -110,11 +110,14 @@ func AnswerOf(code int) Answers {
 	return 0
 }
 
-func (c Check) possible() []Check {
+// possible is the range of values c may stand for: Holds to Fails for
+// Unknown, else c alone (no allocation: the model's API server asks on
+// every write).
+func (c Check) possible() (first, last Check) {
 	if c == Unknown {
-		return []Check{Holds, Fails}
+		return Holds, Fails
 	}
-	return []Check{c}
+	return c, c
 }
 
 // PreconditionAnswers is the set of statuses the API server may answer
@@ -123,7 +126,10 @@ func (c Check) possible() []Check {
 // possible values of Unknown ones):
 //
 //   - No object: 404 NotFound (Store.Update without AllowCreateOnUpdate,
-//     Store.Delete's Get).
+//     Store.Delete's Get). The caller passes a set precondition as Fails
+//     then (storage.Preconditions.Check against the empty object
+//     GuaranteedUpdate reads); an answer that differs between releases
+//     for such a write is a Semantics field's to switch here.
 //   - A uid precondition failing: 409 Conflict (storage.Preconditions.Check
 //     in GuaranteedUpdate and conditionalDelete), or, for an update, 422
 //     Invalid (a patch carrying metadata.uid fails
@@ -144,8 +150,10 @@ func PreconditionAnswers(sem Semantics, verb WriteVerb, stored bool, pre Precond
 		return AnswerNotFound
 	}
 	var a Answers
-	for _, uid := range pre.UID.possible() {
-		for _, rv := range pre.RV.possible() {
+	uidFirst, uidLast := pre.UID.possible()
+	rvFirst, rvLast := pre.RV.possible()
+	for uid := uidFirst; uid <= uidLast; uid++ {
+		for rv := rvFirst; rv <= rvLast; rv++ {
 			if uid != Fails && (rv != Fails || verb == VerbUpdate && noOp) {
 				a |= AnswerOK
 			}
