@@ -164,7 +164,8 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 	}
 	// Buffers on the stack: most items have one or two owners.
 	var danglingBuf, waitingBuf [4]OwnerRef
-	solid, dangling, waiting := 0, danglingBuf[:0], waitingBuf[:0]
+	var classBuf [4]RefClass
+	classes, dangling, waiting := classBuf[:0], danglingBuf[:0], waitingBuf[:0]
 	for _, ref := range latest.Owners {
 		d, owner, e := m.isDangling(s, ref, item)
 		if e != errNone {
@@ -175,17 +176,19 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 			ov := owner.View()
 			v = &ov
 		}
-		switch ClassifyOwner(v) {
-		case RefDangling:
-			dangling = append(dangling, ref)
-		case RefWaiting:
+		c := ClassifyOwner(v)
+		classes = append(classes, c)
+		switch {
+		case !RefRemovable(c):
+		case c == RefWaiting:
 			waiting = append(waiting, ref)
 		default:
-			solid++
+			dangling = append(dangling, ref)
 		}
 	}
 	switch {
-	case solid != 0:
+	case !GCMayDelete(classes):
+		// the solid arm: remove the RefRemovable references
 		if len(dangling) == 0 && len(waiting) == 0 {
 			return nil, done
 		}

@@ -110,7 +110,7 @@ func (b *builder) del(actor string, k history.Key, call, ret int64, propagation 
 	opts := &history.DeleteOptions{Propagation: propagation}
 	op := history.Op{Actor: actor, Verb: history.Delete, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,
 		Delete: opts, Code: 200, Call: call, Return: ret}
-	fins := deletionFinalizers(cur, opts)
+	fins := history.DeletionFinalizers(cur, opts)
 	if len(fins) == 0 {
 		op.Removed = true
 		op.Got = &history.Object{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, UID: cur.UID, Replicas: -1}

@@ -28,6 +28,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/model"
 )
 
 // Options tunes Check.
@@ -70,6 +71,9 @@ type Options struct {
 	// the graph had the writes in question before the deciding worker
 	// could have read it.
 	GraphChanges []history.GraphChange
+	// Semantics is the API server behaviour answers are judged by
+	// (model.Semantics); the zero value is the release cascade pins.
+	Semantics model.Semantics
 }
 
 // DefaultRaceWindow is Options.RaceWindow's default.
@@ -117,7 +121,7 @@ func Check(ops []history.Op, opts Options) Result {
 	if window <= 0 {
 		window = DefaultRaceWindow
 	}
-	c := &checker{ops: ops, window: int64(window), protection: opts.Protection, reads: readsByKey(opts.Reads), readsRecorded: opts.ReadsRecorded,
+	c := &checker{ops: ops, window: int64(window), protection: opts.Protection, sem: opts.Semantics, reads: readsByKey(opts.Reads), readsRecorded: opts.ReadsRecorded,
 		graph: graphByUID(opts.GraphChanges)}
 	c.ins = make([]*input, len(ops))
 	for i := range ops {
