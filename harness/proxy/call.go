@@ -24,15 +24,23 @@ const (
 
 // GarbageCollectorClient is the client name of kube-controller-manager's
 // garbage collector (its user agent's last segment), the one that sends
-// its GETs, PATCHes and DELETEs. Its informers are the controller
-// manager's shared metadata informers, whose client is
-// SharedInformersClient.
+// its GETs, PATCHes and DELETEs. Its monitors read the controller
+// manager's shared informers: the typed one of a resource that has one
+// (SharedInformersClient, shared with the workload controllers), else
+// the metadata one (MetadataInformersClient; custom resources)
+// (k8s.io/controller-manager informerfactory.NewInformerFactory).
 const GarbageCollectorClient = "generic-garbage-collector"
 
 // SharedInformersClient is the client name of kube-controller-manager's
-// shared informer factories (typed and metadata), whose watches every
-// controller's informers, the garbage collector's monitors included, read.
+// typed shared informer factory, whose watches every controller's
+// informers of built-in resources, the garbage collector's monitors
+// included, read.
 const SharedInformersClient = "shared-informers"
+
+// MetadataInformersClient is the client name of kube-controller-manager's
+// metadata informer factory: the garbage collector's monitors of the
+// resources without a typed informer (custom resources, APIServices).
+const MetadataInformersClient = "metadata-informers"
 
 // Call is what a request asks, read from its method, path, query and
 // Accept header the way kube-apiserver's RequestInfo resolver reads them
@@ -77,7 +85,7 @@ func (c Call) Relist() bool {
 
 // Informer names the informer a LIST or WATCH feeds: its client, its
 // resource and whether it reads metadata only, as
-// "shared-informers/pods" or "shared-informers/deployments.apps#metadata".
+// "shared-informers/pods" or "metadata-informers/herds.cascade.dev#metadata".
 // kube-controller-manager runs one informer per resource and form in each
 // informer factory, so the name identifies one informer's stream of
 // events.

@@ -33,9 +33,12 @@ type Request struct {
 	// its way or was refused; see Err).
 	Code int `json:"code"`
 	// ResourceVersion is the answer's metadata.resourceVersion: the
-	// object's after a GET or a write, the list's after a LIST.
+	// object's after a GET or a write, the list's after a LIST ("" for a
+	// DELETE answered with a Status: the object is gone, and its
+	// DELETED event carries the deletion's resourceVersion).
 	ResourceVersion string `json:"resourceVersion,omitempty"`
-	// UID is the answered object's metadata.uid (GET and writes), and for
+	// UID is the answered object's metadata.uid (GET and writes; a
+	// DELETE's Status's details.uid), and for
 	// a create Name is filled from the answer when the request had none.
 	UID string `json:"uid,omitempty"`
 	// Items is the number of items a LIST answered.
@@ -65,8 +68,10 @@ type Delivery struct {
 	Name            string `json:"name,omitempty"`
 	UID             string `json:"uid,omitempty"`
 	ResourceVersion string `json:"resourceVersion,omitempty"`
-	// InitialEventsEnd marks the bookmark that ends a WatchList stream's
-	// initial events (annotation k8s.io/initial-events-end).
+	// Initial marks a WatchList stream's initial events, the informer's
+	// list, and InitialEventsEnd the bookmark that ends them (annotation
+	// k8s.io/initial-events-end); the events after it are live.
+	Initial          bool `json:"initial,omitempty"`
 	InitialEventsEnd bool `json:"initialEventsEnd,omitempty"`
 	// Received is when the event came from kube-apiserver, Delivered
 	// when the proxy wrote it to kube-controller-manager's stream (zero:

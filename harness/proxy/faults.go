@@ -97,10 +97,11 @@ func (c *FaultController) Admit(ctx context.Context, r *Request) error {
 
 // Deliver lags each event (Lag) and now and then breaks a stream
 // (Relist). Only the events of a stream that is past its initial state
-// may break it: an informer that has just listed is not broken before it
-// has synced.
+// may break it: a WatchList stream's initial events, up to the bookmark
+// that ends them, are the informer's list, which is not broken before
+// it has synced.
 func (c *FaultController) Deliver(ctx context.Context, stream *Request, ev *Delivery) (Verdict, error) {
-	if c.f.Relist > 0 && !stream.InitialEvents && (ev.Type == "ADDED" || ev.Type == "MODIFIED" || ev.Type == "DELETED") {
+	if c.f.Relist > 0 && !ev.Initial && (ev.Type == "ADDED" || ev.Type == "MODIFIED" || ev.Type == "DELETED") {
 		now := time.Now()
 		c.mu.Lock()
 		s := c.informers[ev.Informer]

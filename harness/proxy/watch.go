@@ -21,6 +21,11 @@ type objectMeta struct {
 		Annotations     map[string]string `json:"annotations"`
 	} `json:"metadata"`
 	Items []json.RawMessage `json:"items"`
+	// Details are a Status's (a DELETE's answer when the object is gone
+	// at once)
+	Details struct {
+		UID string `json:"uid"`
+	} `json:"details"`
 }
 
 // answer hands a non-watch answer back whole, recording its status and
@@ -35,6 +40,9 @@ func (p *Proxy) answer(w http.ResponseWriter, r *Request, resp *http.Response) {
 	var m objectMeta
 	if json.Unmarshal(body, &m) == nil {
 		r.ResourceVersion, r.UID, r.Items = m.Metadata.ResourceVersion, m.Metadata.UID, len(m.Items)
+		if r.UID == "" {
+			r.UID = m.Details.UID
+		}
 		if r.Verb == VerbCreate && r.Name == "" && resp.StatusCode/100 == 2 {
 			r.Name = m.Metadata.Name
 		}
@@ -176,6 +184,7 @@ func (p *Proxy) read(s *stream, r *Request, body io.Reader) {
 		}
 	}()
 	informer := r.Informer(r.Client)
+	initial := r.InitialEvents
 	dec := json.NewDecoder(body)
 	for {
 		var raw json.RawMessage
@@ -197,6 +206,10 @@ func (p *Proxy) read(s *stream, r *Request, body io.Reader) {
 				ev.Namespace, ev.Name, ev.UID, ev.ResourceVersion = md.Namespace, md.Name, md.UID, md.ResourceVersion
 				ev.InitialEventsEnd = we.Type == "BOOKMARK" && md.Annotations[initialEventsEnd] == "true"
 			}
+		}
+		ev.Initial = initial
+		if ev.InitialEventsEnd {
+			initial = false
 		}
 		s.mu.Lock()
 		if s.gone {
