@@ -308,6 +308,7 @@ type fuzzFailure struct {
 	Attributed bool    `json:"attributed_to_injected_bugs"`
 	Trace      string  `json:"trace_file,omitempty"`
 	History    string  `json:"history_file,omitempty"`
+	Evidence   string  `json:"evidence_file,omitempty"`
 	FailFile   string  `json:"fail_file,omitempty"`
 	// Replay is the command that replays the trace.
 	Replay string `json:"replay_command,omitempty"`
@@ -330,7 +331,7 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied}
 	if f := rep.Failure; f != nil {
 		out.Failure = &fuzzFailure{Kind: f.Kind, Summary: f.Summary, Steps: f.Steps, Run: f.Run, FoundAfter: f.FoundAfter.Seconds(),
-			Attributed: f.Attributed, Trace: f.Trace, History: f.History, FailFile: f.FailFile, Replay: replayCommand(rep)}
+			Attributed: f.Attributed, Trace: f.Trace, History: f.History, Evidence: f.Evidence, FailFile: f.FailFile, Replay: replayCommand(rep)}
 	}
 	return out
 }

@@ -22,7 +22,8 @@
 //
 // The proxy reads JSON only. It asks for JSON answers by rewriting every
 // request's Accept header (dropping the protobuf and CBOR alternatives:
-// the metadata client the garbage collector's informers use asks for
+// the metadata client of the garbage collector's GETs and of its
+// metadata informers asks for
 // "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;...,
 // application/json;as=PartialObjectMetadataList;..." whatever the content
 // type flag says), and the controller manager runs with
