@@ -138,6 +138,9 @@ type concurrentRun struct {
 	// run's history in time ("" when it did).
 	undecided string
 	checked   time.Duration // how long the check of the history took
+	// proxied summarizes the proxy's evidence of a passed run ("" without
+	// a proxy)
+	proxied string
 }
 
 // RunConcurrent runs cfg.Checks concurrent runs against env.
@@ -237,6 +240,9 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			extra := ""
 			if len(r.restarts) > 0 {
 				extra = fmt.Sprintf("; %s, %d ops maybe applied", restartSummary(r.restarts), r.maybe)
+			}
+			if r.proxied != "" {
+				extra += "; proxy: " + r.proxied
 			}
 			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable (checked in %s), quiet state live (%s)%s", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Microsecond), took, extra)
 		}
@@ -573,6 +579,9 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	}
 	if v := checkLiveness(objs); v != nil {
 		r.fail("liveness", fmt.Sprintf("once quiet: %s", v), nil)
+	}
+	if r.env.Evidence != nil {
+		r.proxied = r.env.Evidence().Summary()
 	}
 }
 

@@ -197,3 +197,37 @@ func (r *record) snapshot(take bool) Evidence {
 	}
 	return e
 }
+
+// heldMin is the least hold Summary counts: below it, an event or a
+// request passed as fast as the proxy passes anything.
+const heldMin = time.Millisecond
+
+// Summary describes the evidence on one line: the watch events handed on
+// and how many a fault held, the streams a relist fault ended, and the
+// garbage collector's writes and how many were held.
+func (e Evidence) Summary() string {
+	var events, heldEvents, writes, heldWrites int
+	var maxEvent, maxWrite time.Duration
+	for _, d := range e.Deliveries {
+		if d.Delivered.IsZero() || d.Fault != "" {
+			continue
+		}
+		events++
+		if h := d.Held(); h >= heldMin {
+			heldEvents++
+			maxEvent = max(maxEvent, h)
+		}
+	}
+	for _, r := range e.Requests {
+		if r.Client != GarbageCollectorClient || !r.Write() {
+			continue
+		}
+		writes++
+		if h := r.Held(); h >= heldMin {
+			heldWrites++
+			maxWrite = max(maxWrite, h)
+		}
+	}
+	return fmt.Sprintf("%d requests, %d watch events handed on (%d held, up to %s), %d watches ended for a relist, %d GC writes (%d held, up to %s)",
+		len(e.Requests), events, heldEvents, maxEvent.Round(time.Millisecond), e.Relists(), writes, heldWrites, maxWrite.Round(time.Millisecond))
+}
