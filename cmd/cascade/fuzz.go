@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -22,8 +23,8 @@ type fuzzFlags struct {
 	seed                                                uint64
 	checks, steps, clients                              int
 	shrinkTime, informerLag, informerRelist, writeDelay time.Duration
-	restartAPIServer, restartGC                         time.Duration
-	json, coverage                                      bool
+	restartAPIServer, restartGC, restartKCM             time.Duration
+	json, coverage, noProxy                             bool
 }
 
 func newFuzzCmd() *cobra.Command {
@@ -85,19 +86,36 @@ decision read from its graph (the cycle-breaking unblock) is excused as a
 graph behind the store only when the graph had not yet applied the writes
 it needed.
 
-Two faults restart a component once in every concurrent run, at a random
+On --target upstream kube-controller-manager talks to kube-apiserver through
+cascade's API proxy (README "The API proxy"), which records every watch event
+it hands to the controller manager's informers, with its moment, and every
+request of its clients with its answer; a failing run writes that evidence to
+--out as evidence.jsonl beside history.html. --no-proxy lets the controller
+manager talk to kube-apiserver directly (no evidence, no faults; for measuring
+the proxy's overhead). Behind the proxy the three faults above apply to the
+real binary too: --informer-lag holds each event of each of the controller
+manager's watch streams (each stream's in order), --informer-relist ends an
+informer's watch now and then with 410 Expired, so that it lists again, and
+holds that list (an informer breaks at most once per 2m5s, so that client-go's
+relist back-off stays under 1.6 s), and --write-delay holds each write of its
+garbage collector. The faults draw their times from --seed.
+
+Three faults restart a component once in every concurrent run, at a random
 time up to D after its clients start (rapid draws it, so --seed fixes it):
 --restart-apiserver D (upstream, impl) stops kube-apiserver gracefully and
-starts it again on the same etcd, port, certificates and audit log, and
+starts it again on the same etcd, port, certificates and audit log,
 --restart-gc D (impl) stops impl's GC, cancelling what it has in flight,
-and starts a new one with an empty graph, aimed at a moment when a GC write
-is in flight (within 5 s of the drawn time). Clients resend a step that got
+and starts a new one with an empty graph, and --restart-kcm D (upstream)
+kills kube-controller-manager (SIGKILL) and starts it again, returning once
+its GC collects; the last two are aimed at a moment when a GC write is in
+flight (within 5 s of the drawn time; on upstream the proxy sees it). Clients resend a step that got
 no answer, as a real client does; each write whose answer was lost and that
 the audit log does not hold is in the history as maybe applied. The run
 must still be linearizable and, once quiet, live; after a kube-apiserver
 restart it settles again, a second apart, until its state is live or 150 s
 have passed (client-go's informer and work-item back-offs after the
-outage, see README). Each run's progress line
+outage, see README), after a kube-controller-manager restart until 45 s
+have passed. Each run's progress line
 names its restarts, their time and its ops maybe applied; the --json
 summary totals them (restarts, restart_seconds, maybe_applied).
 
@@ -129,9 +147,11 @@ decide some run's history, 130 interrupted.`,
 	fl.IntVar(&f.steps, "steps", 30, "average number of steps per run")
 	fl.IntVar(&f.clients, "clients", 4, "concurrent driver clients (concurrent runs)")
 	fl.DurationVar(&f.shrinkTime, "shrink-time", time.Minute, "time budget for shrinking a failing run (and for searching it for a race)")
-	fl.DurationVar(&f.informerLag, "informer-lag", 0, "impl: delay each of the GC's informer events by a random time up to this, each resource's in order, and each event of impl's adopter's watch streams (with adopt-without-recheck), each stream's in order (a fault; 0: none; unset: what an injected bug's race needs, see above)")
-	fl.DurationVar(&f.informerRelist, "informer-relist", 0, "impl: break each of the GC's watches now and then and relist up to this later, handing on each object's last state only (a fault; 0: none; unset: what an injected bug's race needs, see above)")
-	fl.DurationVar(&f.writeDelay, "write-delay", 0, "impl: hold each GC write a random time up to this before sending it (a fault; 0: none; unset: what an injected bug's race needs, see above)")
+	fl.DurationVar(&f.informerLag, "informer-lag", 0, "impl: delay each of the GC's informer events by a random time up to this, each resource's in order, and each event of impl's adopter's watch streams (with adopt-without-recheck), each stream's in order; upstream: the proxy holds each event of each of kube-controller-manager's watch streams likewise (a fault; 0: none; unset: what an injected bug's race needs, see above)")
+	fl.DurationVar(&f.informerRelist, "informer-relist", 0, "impl: break each of the GC's watches now and then and relist up to this later, handing on each object's last state only; upstream: the proxy ends kube-controller-manager's watches now and then with 410 Expired and holds the relist up to this (a fault; 0: none; unset: what an injected bug's race needs, see above)")
+	fl.DurationVar(&f.writeDelay, "write-delay", 0, "impl, upstream: hold each GC write a random time up to this before sending it (on upstream the proxy holds it) (a fault; 0: none; unset: what an injected bug's race needs, see above)")
+	fl.BoolVar(&f.noProxy, "no-proxy", false, "upstream: let kube-controller-manager talk to kube-apiserver directly, not through cascade's API proxy (no evidence, no faults; for measuring the proxy's overhead)")
+	fl.DurationVar(&f.restartKCM, "restart-kcm", 0, "upstream: kill kube-controller-manager and start it again once per run, at a random time up to this after the run's clients start, aimed at a GC write in flight (a fault; 0: none)")
 	fl.DurationVar(&f.restartAPIServer, "restart-apiserver", 0, "upstream, impl: restart kube-apiserver on the same etcd once per run, at a random time up to this after the run's clients start (a fault; 0: none)")
 	fl.DurationVar(&f.restartGC, "restart-gc", 0, "impl: restart impl's GC (an empty graph, rebuilt from fresh lists) once per run, at a random time up to this after the run's clients start, aimed at a GC write in flight (a fault; 0: none)")
 	fl.StringSliceVar(&f.kinds, "kinds", fuzz.DefaultUniverse.Kinds, "kinds random steps create (short names)")
@@ -165,9 +185,14 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err := u.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
-	spec := target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Log: cmd.ErrOrStderr(),
+	if f.seed == 0 {
+		// drawn here, not by fuzz, so that the faults' times (FaultSeed)
+		// follow the seed the summary prints
+		f.seed = 1 + rand.Uint64N(1<<53-1)
+	}
+	spec := target.Spec{Name: f.target, FaultSeed: f.seed, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Log: cmd.ErrOrStderr(),
 		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay,
-		RestartAPIServer: f.restartAPIServer, RestartGC: f.restartGC}
+		RestartAPIServer: f.restartAPIServer, RestartGC: f.restartGC, RestartKCM: f.restartKCM, NoProxy: f.noProxy}
 	if f.target != target.Kubeconfig {
 		spec.Audit = true
 	}
@@ -283,6 +308,7 @@ type fuzzFailure struct {
 	Attributed bool    `json:"attributed_to_injected_bugs"`
 	Trace      string  `json:"trace_file,omitempty"`
 	History    string  `json:"history_file,omitempty"`
+	Evidence   string  `json:"evidence_file,omitempty"`
 	FailFile   string  `json:"fail_file,omitempty"`
 	// Replay is the command that replays the trace.
 	Replay string `json:"replay_command,omitempty"`
@@ -305,7 +331,7 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied}
 	if f := rep.Failure; f != nil {
 		out.Failure = &fuzzFailure{Kind: f.Kind, Summary: f.Summary, Steps: f.Steps, Run: f.Run, FoundAfter: f.FoundAfter.Seconds(),
-			Attributed: f.Attributed, Trace: f.Trace, History: f.History, FailFile: f.FailFile, Replay: replayCommand(rep)}
+			Attributed: f.Attributed, Trace: f.Trace, History: f.History, Evidence: f.Evidence, FailFile: f.FailFile, Replay: replayCommand(rep)}
 	}
 	return out
 }
@@ -355,7 +381,7 @@ func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
 			shrunk = "interrupted while shrinking,"
 		}
 		fmt.Fprintf(w, "FAILED (%s) in run %d after %s, %s %d steps, seed %d:\n  %s\n", f.Kind, f.Run, f.FoundAfter.Round(time.Millisecond), shrunk, f.Steps, f.Seed, strings.ReplaceAll(f.Summary, "\n", "\n  "))
-		for _, a := range []struct{ what, path string }{{"trace", f.Trace}, {"history", f.History}, {"rapid fail file", f.FailFile}} {
+		for _, a := range []struct{ what, path string }{{"trace", f.Trace}, {"history", f.History}, {"proxy evidence", f.Evidence}, {"rapid fail file", f.FailFile}} {
 			if a.path != "" {
 				fmt.Fprintf(w, "  %s: %s\n", a.what, a.path)
 			}

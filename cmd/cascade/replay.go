@@ -29,7 +29,7 @@ type targetFlags struct {
 	webhookHost                         string
 	inject                              []string
 	binDir                              string
-	history                             bool
+	history, noProxy                    bool
 }
 
 func (f *targetFlags) register(fl *pflag.FlagSet) {
@@ -41,6 +41,7 @@ func (f *targetFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.webhookHost, "webhook-host", "", "kubeconfig: address the webhook listens on and the API server dials (default 127.0.0.1)")
 	fl.StringArrayVar(&f.inject, "inject", nil, "impl, impl-stepped: switch on a catalogued bug (repeatable; "+strings.Join(bugs.InjectableNames(), ", ")+")")
 	fl.BoolVar(&f.history, "history", false, "upstream, impl: also check each replay's recorded history (the audit log) for linearizability, as cascade fuzz does")
+	fl.BoolVar(&f.noProxy, "no-proxy", false, "upstream: let kube-controller-manager talk to kube-apiserver directly, not through cascade's API proxy (for measuring the proxy's overhead)")
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "envtest targets: directory with etcd, kube-apiserver, kube-controller-manager (default: $KUBEBUILDER_ASSETS, else bin/kube/v1.36.3 of the checkout)")
 }
 
@@ -56,7 +57,7 @@ func (f *targetFlags) spec(log io.Writer) (target.Spec, error) {
 	}
 	s := target.Spec{
 		Name: f.name, Inject: bs, Kubeconfig: f.kubeconfig, Context: f.context, LimitedContext: f.limitedContext,
-		Webhook: f.webhook, WebhookHost: f.webhookHost, BinDir: f.binDir, History: f.history, Log: log,
+		Webhook: f.webhook, WebhookHost: f.webhookHost, BinDir: f.binDir, History: f.history, NoProxy: f.noProxy, Log: log,
 	}
 	if err := s.Validate(); err != nil {
 		return target.Spec{}, usageErr("--target %s: %v", f.name, err)

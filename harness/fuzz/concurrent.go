@@ -19,6 +19,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/driver"
 	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/harness/lin"
+	"github.com/cascade-k8s/cascade/harness/proxy"
 	"github.com/cascade-k8s/cascade/harness/replay"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/model"
@@ -81,6 +82,11 @@ type ConcurrentEnv struct {
 	// GCTap, when set, records into each run's history the writes of the
 	// target's GC that got no answer (target.Target.GCTap).
 	GCTap *history.Tap
+	// Evidence, when set, returns what the API proxy between
+	// kube-controller-manager and kube-apiserver recorded since its last
+	// call (proxy.Proxy.Take, upstream): a failing run writes it to
+	// EvidenceFile beside its history.
+	Evidence func() proxy.Evidence
 }
 
 // sent is one client step of a concurrent run as it was executed: sent
@@ -132,6 +138,9 @@ type concurrentRun struct {
 	// run's history in time ("" when it did).
 	undecided string
 	checked   time.Duration // how long the check of the history took
+	// proxied summarizes the proxy's evidence of a passed run ("" without
+	// a proxy)
+	proxied string
 }
 
 // RunConcurrent runs cfg.Checks concurrent runs against env.
@@ -185,10 +194,13 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		r.fail = func(kind, summary string, write func(string) (string, error)) {
 			stopIfInterrupted(ctx)
 			judged = true
+			if env.Evidence != nil {
+				write = withEvidence(write, env.Evidence())
+			}
 			if foundAt.IsZero() {
 				foundAt, foundRun = time.Now(), n
 			}
-			last = &runFailure{kind: kind, summary: summary, trace: r.trace(kind, summary), steps: len(r.sent), write: write}
+			last = &runFailure{kind: kind, summary: summary, trace: r.trace(kind, summary), steps: len(r.sent), write: write, evidence: env.Evidence != nil}
 			if repro == nil {
 				repro = r.reproduce(kind, summary)
 			}
@@ -229,6 +241,9 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			if len(r.restarts) > 0 {
 				extra = fmt.Sprintf("; %s, %d ops maybe applied", restartSummary(r.restarts), r.maybe)
 			}
+			if r.proxied != "" {
+				extra += "; proxy: " + r.proxied
+			}
 			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable (checked in %s), quiet state live (%s)%s", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Microsecond), took, extra)
 		}
 	}
@@ -249,7 +264,7 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	case msg == "": // only held failures: the first, unshrunk
 		last, msg = held, held.kind+": "+firstLine(held.summary)
 	case repro != nil:
-		repro.write = last.write // the concurrent run's history, for the record
+		repro.write, repro.evidence = last.write, last.evidence // the concurrent run's history, for the record
 		last = repro
 	}
 	err = finish(cfg, rep, last, foundAt, start, msg, failFile)
@@ -493,6 +508,9 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	if r.env.GraphChanges != nil {
 		r.env.GraphChanges() // the earlier runs' and their cleanups'
 	}
+	if r.env.Evidence != nil {
+		r.env.Evidence() // likewise
+	}
 	if r.env.Audit != nil {
 		// the earlier run's cleanup: its deletes of CRDs, whose names no
 		// run prefix scopes, would otherwise fall into this history
@@ -561,6 +579,9 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	}
 	if v := checkLiveness(objs); v != nil {
 		r.fail("liveness", fmt.Sprintf("once quiet: %s", v), nil)
+	}
+	if r.env.Evidence != nil {
+		r.proxied = r.env.Evidence().Summary()
 	}
 }
 

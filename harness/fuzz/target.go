@@ -40,6 +40,9 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 	case target.Upstream, target.Impl, target.Kubeconfig:
 		env := ConcurrentEnv{Target: t.Spec.Name, Admin: t.Admin, Limited: t.Limited, Settler: t.Settler(), Inject: inject, LinTimeout: time.Minute,
 			Protection: t.HasWebhook(), Restarts: Restarts(t), GCTap: t.GCTap}
+		if t.Proxy != nil {
+			env.Evidence = t.Proxy.Take
+		}
 		if t.Impl != nil {
 			env.Settler = ImplSettler(t.Impl, t.Settler())
 			surrogate, err := ModelBugs(t.Spec.Inject)

@@ -89,6 +89,9 @@ type recordingTransport struct {
 	// onlyUnanswered records only the requests that get no answer,
 	// leaving answers undecoded (a Tap: the audit log has the answered)
 	onlyUnanswered bool
+	// user, when set, names the actor of each request by its user agent
+	// as the audit log would for this user (AuditActor), instead of actor
+	user string
 }
 
 func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -143,6 +146,9 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	actor := t.actor
 	if a := AuditActor(controlplane.AuditRecord{UserAgent: req.Header.Get("User-Agent")}); strings.HasPrefix(a, "client-") {
 		actor = a
+	}
+	if t.user != "" {
+		actor = AuditActor(controlplane.AuditRecord{Username: t.user, UserAgent: req.Header.Get("User-Agent")})
 	}
 	op := Op{Actor: actor, Verb: verb, Kind: target.kind, Namespace: target.namespace, Name: target.name,
 		Subresource: target.subresource}

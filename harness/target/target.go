@@ -4,8 +4,10 @@
 //
 //	model         the model itself; nothing to start
 //	upstream      envtest + kube-controller-manager (its garbage collector
-//	              and workload controllers) + cascade's deletion-protection
-//	              webhook + the limited principal
+//	              and workload controllers), talking to kube-apiserver
+//	              through cascade's API proxy (harness/proxy; NoProxy:
+//	              directly) + cascade's deletion-protection webhook + the
+//	              limited principal
 //	impl          envtest + kube-controller-manager's workload controllers
 //	              without its GC + impl (Auto, with Spec.Inject) + webhook;
 //	              with adopt-without-recheck injected, impl's adopter
@@ -43,6 +45,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/driver"
 	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/harness/proxy"
 	"github.com/cascade-k8s/cascade/harness/replay"
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/bugs"
@@ -117,18 +120,34 @@ type Spec struct {
 	// impl's adopter likewise, each stream's in order
 	// (adopter.Options.InformerLag): a fault under which the GC's lookup
 	// races, and the adopter's orphan-adoption race, happen on
-	// components that run by themselves.
+	// components that run by themselves. On upstream the proxy holds
+	// each event of every watch stream of kube-controller-manager
+	// likewise (proxy.Faults.Lag).
 	InformerLag time.Duration
 	// InformerRelist, on impl, breaks each of the GC's watches now and
 	// then and relists a random time up to it later, handing on each
 	// object's last state only (gc.Options.InformerRelist): a fault
 	// under which an owner can be created and deleted without the graph
-	// builder seeing either.
+	// builder seeing either. On upstream the proxy ends an informer's
+	// watch with 410 Expired now and then and holds its relist
+	// (proxy.Faults.Relist).
 	InformerRelist time.Duration
-	// WriteDelay, on impl, holds each GC write a random time up to it
-	// (gc.Options.WriteDelay): a fault under which a client write lands
+	// WriteDelay, on impl and upstream, holds each GC write a random time
+	// up to it (gc.Options.WriteDelay; on upstream the proxy holds them,
+	// proxy.Faults.WriteDelay): a fault under which a client write lands
 	// between the GC's GET and its DELETE.
 	WriteDelay time.Duration
+	// FaultSeed seeds the random times of the faults (0: the clock).
+	FaultSeed uint64
+	// NoProxy, on upstream, lets kube-controller-manager talk to
+	// kube-apiserver directly, without the proxy: no evidence, no faults
+	// (for measuring the proxy's overhead).
+	NoProxy bool
+	// RestartKCM, on upstream, asks a concurrent fuzz run to kill
+	// kube-controller-manager and start it again once per run, at a
+	// random time up to it after the run's clients start
+	// (controlplane.ControlPlane.RestartControllerManager; harness/fuzz).
+	RestartKCM time.Duration
 	// RestartAPIServer, on upstream and impl, asks a concurrent fuzz run
 	// to restart kube-apiserver on the same etcd once per run, at a
 	// random time up to it after the run's clients start
@@ -202,13 +221,20 @@ func (s Spec) Validate() error {
 	if (s.Name == Kubeconfig || s.Name == Model) && (s.BinDir != "" || s.Audit) {
 		return inputErr("the control-plane binaries and the audit log belong to the envtest targets, not %s", s.Name)
 	}
+	proxied := s.Name == Upstream && !s.NoProxy
+	if s.NoProxy && s.Name != Upstream {
+		return inputErr("the API proxy runs on target upstream only; --no-proxy does not apply to %s", s.Name)
+	}
 	for _, f := range []struct {
 		name string
 		d    time.Duration
 	}{{"an informer lag", s.InformerLag}, {"an informer relist gap", s.InformerRelist}, {"a write delay", s.WriteDelay}} {
-		if f.d < 0 || (f.d > 0 && s.Name != Impl) {
-			return inputErr("%s is a fault of impl's GC running by itself (target impl), and positive; not %s with %s", f.name, s.Name, f.d)
+		if f.d < 0 || (f.d > 0 && s.Name != Impl && !proxied) {
+			return inputErr("%s is a fault of impl's GC running by itself (target impl) or of kube-controller-manager behind the API proxy (target upstream without --no-proxy), and positive; not %s with %s", f.name, s.Name, f.d)
 		}
+	}
+	if s.RestartKCM < 0 || (s.RestartKCM > 0 && s.Name != Upstream) {
+		return inputErr("a kube-controller-manager restart is a fault of target upstream, and positive; not %s with %s", s.Name, s.RestartKCM)
 	}
 	switch {
 	case s.RestartAPIServer < 0 || (s.RestartAPIServer > 0 && s.Name != Upstream && s.Name != Impl):
@@ -247,9 +273,16 @@ type Target struct {
 	graph      *graphLog        // impl: its GC's applied graph events
 	kcmSyncs   *kcmSyncLog      // upstream: the GC's discovery syncs, from kube-controller-manager's log
 
+	// Proxy is the API proxy kube-controller-manager talks through on
+	// upstream (nil elsewhere, and with Spec.NoProxy): read its evidence
+	// after a run (proxy.Proxy.Take).
+	Proxy *proxy.Proxy
+
 	// GCTap records the impl GC's writes that get no answer, on impl
-	// with a restart fault (Spec.RestartAPIServer, Spec.RestartGC): a
-	// concurrent run attaches its recorder (nil otherwise).
+	// with a restart fault (Spec.RestartAPIServer, Spec.RestartGC), and
+	// kube-controller-manager's, on upstream behind the proxy with
+	// Spec.RestartKCM: a concurrent run attaches its recorder (nil
+	// otherwise).
 	GCTap *history.Tap
 
 	closeOnce sync.Once
@@ -288,6 +321,10 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 	case Upstream:
 		opts.ControllerManager = true
 		what += " with kube-controller-manager (" + strings.Join(controlplane.DefaultControllers, ",") + ")"
+		if !s.NoProxy {
+			what += " behind cascade's API proxy"
+			opts.ControllerManagerVia = t.startProxy
+		}
 	case Impl:
 		opts.ControllerManager, opts.Controllers = true, s.implControllers()
 		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ")"
@@ -322,7 +359,7 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		t.hasWebhook = true
 		t.kcmSyncs = newKCMSyncLog(t.CP.ControllerManagerLog())
 	case Impl:
-		seed := uint64(time.Now().UnixNano())
+		seed := s.faultSeed()
 		io := impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true,
 			GC: gc.Options{InformerLag: s.InformerLag, InformerRelist: s.InformerRelist, LagSeed: seed, WriteDelay: s.WriteDelay}}
 		t.graph = &graphLog{}
@@ -440,6 +477,9 @@ func (t *Target) Close() error {
 		if t.CP != nil {
 			errs = append(errs, t.CP.Stop())
 		}
+		if t.Proxy != nil {
+			errs = append(errs, t.Proxy.Close())
+		}
 		t.closeErr = errors.Join(errs...)
 	})
 	return t.closeErr
@@ -464,6 +504,9 @@ func (t *Target) Settler() replay.Target {
 	switch t.Spec.Name {
 	case Upstream:
 		q.Synced = t.kcmSyncs.Synced
+		if t.Proxy != nil {
+			return proxyQuiet{p: t.Proxy, then: q}
+		}
 	case Impl:
 		q.Synced = func(crd string, since time.Time) bool {
 			plural, group, _ := strings.Cut(crd, ".")

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -138,6 +139,11 @@ func TestValidate(t *testing.T) {
 		{Spec{Name: Upstream, Kubeconfig: "x"}, "kubeconfig target"},
 		{Spec{Name: Impl, Webhook: true}, "kubeconfig target"},
 		{Spec{Name: Kubeconfig, BinDir: "/x"}, "envtest targets"},
+		{Spec{Name: Upstream, NoProxy: true, InformerLag: time.Second}, "behind the API proxy"},
+		{Spec{Name: ImplStepped, WriteDelay: time.Second}, "behind the API proxy"},
+		{Spec{Name: Impl, NoProxy: true}, "upstream only"},
+		{Spec{Name: Impl, RestartKCM: time.Second}, "kube-controller-manager restart"},
+		{Spec{Name: Upstream, RestartKCM: -time.Second}, "kube-controller-manager restart"},
 	}
 	for _, b := range bad {
 		err := b.spec.Validate()
@@ -146,8 +152,15 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%+v: %v, want an InputError with %q", b.spec, err, b.want)
 		}
 	}
-	if err := (Spec{Name: ImplStepped, Inject: bugs.Of(bugs.NoCycleUnblock)}).Validate(); err != nil {
-		t.Error(err)
+	for _, good := range []Spec{
+		{Name: ImplStepped, Inject: bugs.Of(bugs.NoCycleUnblock)},
+		// the faults on the real binary, through the proxy
+		{Name: Upstream, InformerLag: time.Second, InformerRelist: time.Second, WriteDelay: time.Second, RestartKCM: time.Second},
+		{Name: Upstream, NoProxy: true, RestartKCM: time.Second},
+	} {
+		if err := good.Validate(); err != nil {
+			t.Errorf("%+v: %v", good, err)
+		}
 	}
 }
 
