@@ -36,6 +36,20 @@ func ReplayOn(t *Trace, r model.Release) ([]StanzaResult, *model.State, error) {
 	return replayModel(t, &model.Model{Bugs: bugs, Release: rel})
 }
 
+// Model is the model a trace replays on with no release named: its bug
+// switches, on the release ReleaseFor picks.
+func (t *Trace) Model() (*model.Model, error) {
+	bugs, err := t.Bugs()
+	if err != nil {
+		return nil, err
+	}
+	rel, err := t.ReleaseFor(model.Release{})
+	if err != nil {
+		return nil, err
+	}
+	return &model.Model{Bugs: bugs, Release: rel}, nil
+}
+
 // ReplayIgnoringReleases replays t on release r whatever its releases
 // header says, to show that the trace depends on the release.
 func ReplayIgnoringReleases(t *Trace, r model.Release) ([]StanzaResult, *model.State, error) {

@@ -83,7 +83,10 @@ func (c *checker) update(s *store, cur *entry, in *input) ([]outcome, string) {
 		}
 	case op.Code == 409:
 		switch {
-		case cur == nil && !c.conflictMeanwhile(s, in, pre):
+		case cur == nil && !c.conflictMeanwhile(s, in, pre) && !(pre.uid != "" && !c.release.Has(model.ChangeUpdateRemovedNotFound)):
+			// Before kubernetes#132470 (v1.34.0) Store.Update checked a
+			// UID precondition against the empty object of a removed
+			// key and answered Conflict; since, NotFound.
 			return nil, fmt.Sprintf("the %s answered Conflict while no %s was live", op.Verb, in.key)
 		case cur != nil && pre.mismatch(cur) == "":
 			return nil, fmt.Sprintf("the %s answered Conflict although its preconditions held (%s)", op.Verb, liveDesc(cur))
