@@ -205,3 +205,11 @@ func (rr ReleaseRange) Last() Release {
 	}
 	return Release{u.Major, u.Minor - 1, 0}
 }
+
+// MinorRange is r's minor as a `# releases:` header value
+// (ParseReleaseRange): "v1.33..v1.33". Traces found on a release other
+// than the default carry it, since they may hold on that release only.
+func (r Release) MinorRange() string {
+	r = r.Or()
+	return fmt.Sprintf("v%d.%d..v%d.%d", r.Major, r.Minor, r.Major, r.Minor)
+}

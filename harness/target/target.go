@@ -50,6 +50,7 @@ import (
 	"github.com/cascade-k8s/cascade/impl/gc"
 	"github.com/cascade-k8s/cascade/impl/step"
 	"github.com/cascade-k8s/cascade/impl/webhook"
+	"github.com/cascade-k8s/cascade/model"
 )
 
 // Target names.
@@ -99,6 +100,12 @@ type Spec struct {
 	// bin/kube/<version> of the checkout around the working directory or
 	// around the running executable).
 	BinDir string
+	// Release is the Kubernetes release the target's control plane runs
+	// (the zero value: model.DefaultRelease). Traces whose releases
+	// header excludes it are skipped, the model target replays on it,
+	// and history checks judge it (lin.Options.Release). cascade's CLI
+	// sets it from --kube-version or from the binaries in BinDir.
+	Release model.Release
 	// Audit turns the envtest API server's audit log on
 	// (controlplane.Options.Audit).
 	Audit bool
