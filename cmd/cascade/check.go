@@ -368,7 +368,7 @@ func evidenceList(k *model.KnownRace) string {
 // knownTable renders the registry as the README's table of known races.
 func knownTable() string {
 	var b strings.Builder
-	b.WriteString("| ID | Upstream | Relaxes | Evidence | Fixtures |\n|---|---|---|---|---|\n")
+	b.WriteString("| ID | Upstream | Releases | Relaxes | Evidence | Fixtures |\n|---|---|---|---|---|---|\n")
 	for _, k := range model.KnownRaces {
 		ev := evidenceList(&k)
 		if k.Window != "" {
@@ -378,7 +378,7 @@ func knownTable() string {
 		for i, f := range k.Fixtures {
 			fx[i] = "`" + f + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", k.ID, k.Upstream, quoteAll(k.Relaxes), ev, strings.Join(fx, ", "))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", k.ID, k.Upstream, k.Releases, quoteAll(k.Relaxes), ev, strings.Join(fx, ", "))
 	}
 	return b.String()
 }

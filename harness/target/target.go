@@ -308,8 +308,11 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 			return nil, inputErr("%s not found in %s %s", b, binDir, binDirHint(source))
 		}
 	}
+	if err := t.detectRelease(binDir); err != nil {
+		return nil, err
+	}
 	begin := time.Now()
-	t.logf("%s: starting %s from %s", s.Name, what, binDir)
+	t.logf("%s: starting %s %s from %s", s.Name, what, t.Spec.Release, binDir)
 	if t.CP, err = controlplane.Start(ctx, opts); err != nil {
 		return nil, err
 	}
@@ -549,6 +552,25 @@ func throttle(cfg *rest.Config) {
 	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
 		cfg.QPS, cfg.Burst = 100, 200
 	}
+}
+
+// detectRelease sets Spec.Release, when zero, to the release of the
+// kube-apiserver in binDir, and refuses a Spec.Release those binaries
+// contradict.
+func (t *Target) detectRelease(binDir string) error {
+	v, err := controlplane.BinaryVersion(binDir)
+	if err != nil {
+		return &InputError{Err: err}
+	}
+	rel, err := model.ParseRelease(v)
+	if err != nil {
+		return inputErr("%s/%s: %v", binDir, controlplane.APIServerBinary, err)
+	}
+	if t.Spec.Release != (model.Release{}) && t.Spec.Release != rel {
+		return inputErr("the binaries in %s are Kubernetes %s, not %s", binDir, rel, t.Spec.Release)
+	}
+	t.Spec.Release = rel
+	return nil
 }
 
 // resolveBinDir is controlplane.ResolveBinDir, falling back to the
