@@ -99,8 +99,9 @@ type ReleaseChange struct {
 	// PR is the upstream pull request; Where the code it changed.
 	PR, Where string
 	Since     Release
-	// Modelled says what reads it ("" if nothing does: documented only).
-	Modelled string
+	// ReadBy names the code that reads it ("" if nothing does: documented
+	// only).
+	ReadBy string
 	Doc      string
 }
 
@@ -114,7 +115,7 @@ var ReleaseChanges = [numChanges]ReleaseChange{
 		"Store.Update passes ignoreNotFound only for kinds that allow create on update; k8s.io/apiserver v0.33.13 passes true, so etcd3 GuaranteedUpdate checks the UID precondition against an empty object and answers 409 Conflict."},
 	ChangeGCInitialSyncTimeout: {"gc-initial-sync-timeout", "kubernetes#125796", "pkg/controller/garbagecollector/garbagecollector.go Run, Sync", Release{1, 32, 0},
 		"",
-		"Run waits at most initialSyncTimeout for the monitors and Sync no longer takes workerLock; before it a resync paused every worker until all monitors synced. The model's `gc sync` is one atomic step either way, and the releases cascade judges (v1.33 on) all carry it, so nothing reads it."},
+		"Run waits at most initialSyncTimeout for the monitors and Sync no longer takes workerLock; before it a resync paused every worker until all monitors synced. The model's `gc sync` is one atomic step, before and after, so nothing reads it; a trace whose outcome depends on it would add the reader."},
 }
 
 // Has reports whether release r carries change c.
