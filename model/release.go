@@ -102,7 +102,7 @@ type ReleaseChange struct {
 	// ReadBy names the code that reads it ("" if nothing does: documented
 	// only).
 	ReadBy string
-	Doc      string
+	Doc    string
 }
 
 // ReleaseChanges is the table, indexed by Change.
