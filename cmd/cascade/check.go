@@ -150,7 +150,7 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 		failed = failed || v.Known == "" || f.strict
 	}
 	if f.jsonOut {
-		s := newSummary(cmd, "model", "", 0)
+		s := newSummary(cmd, "model", "", 0, scope.Release)
 		s.Result = summaryPass
 		if failed {
 			s.Result = summaryFail

@@ -287,7 +287,7 @@ func runConform(cmd *cobra.Command, f *conformFlags) error {
 		}
 	}
 	rep.Interrupted = ctx.Err() != nil
-	rep.summary = newSummary(cmd, spec.Name, "fuzz-seed", env.seed)
+	rep.summary = newSummary(cmd, spec.Name, "fuzz-seed", env.seed, spec.Release)
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	switch {
 	case rep.Interrupted:

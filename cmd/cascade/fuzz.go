@@ -226,7 +226,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		if rep != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "cascade fuzz: interrupted after %d passed runs (%d steps), seed %d\n", rep.Checks, rep.Steps, rep.Seed)
 			if f.json {
-				_ = printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed), rep, true)
+				_ = printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed, t.Spec.Release), rep, true)
 			}
 		}
 		return errInterrupted
@@ -234,7 +234,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed), rep, f.json); err != nil {
+	if err := printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed, t.Spec.Release), rep, f.json); err != nil {
 		return err
 	}
 	if cfg.Coverage != nil {

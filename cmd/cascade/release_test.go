@@ -60,12 +60,18 @@ func fakeBinDir(t *testing.T, v string) string {
 
 // TestKubeVersionFromBinaries: without --kube-version the release is that
 // of the kube-apiserver in use ($KUBEBUILDER_ASSETS here), the help texts
-// say so, and a --kube-version those binaries contradict is exit 2.
+// say so, the --json summary names it (and the command to reproduce
+// names it too), and a --kube-version those binaries contradict is exit 2.
 func TestKubeVersionFromBinaries(t *testing.T) {
 	t.Setenv("KUBEBUILDER_ASSETS", fakeBinDir(t, "v1.33.13"))
 	out, code := cascade(t, "check", "--preset", "owner-swap", "-q", "--out", t.TempDir())
 	if code != 0 || !strings.Contains(out, "kubernetes#114603") {
 		t.Fatalf("exit %d, want the v1.33.13 known race:\n%s", code, out)
+	}
+	out, _ = cascade(t, "check", "--preset", "owner-swap", "-q", "--json", "--out", t.TempDir())
+	m := sharedSummary(t, "check", out)
+	if m["kube_version"] != "v1.33.13" || !strings.HasSuffix(m["command_to_reproduce"].(string), " --kube-version v1.33.13") {
+		t.Errorf("the summary does not name the detected release: %v, %v", m["kube_version"], m["command_to_reproduce"])
 	}
 	out, code = cascade(t, "fuzz", "--target", "upstream", "--kube-version", "v1.37.2", "--checks", "1", "--out", t.TempDir())
 	if code != 2 || !strings.Contains(out, "--kube-version v1.37.2, but the kube-apiserver in") || !strings.Contains(out, "is v1.33.13") {
