@@ -108,7 +108,13 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 	if err != nil {
 		return err
 	}
-	if scope.Release, _, err = resolveRelease(f.kubeVersion, ""); err != nil {
+	// the model needs no binaries: a release named wins over theirs
+	if f.kubeVersion != "" {
+		scope.Release, err = parseKubeVersion(f.kubeVersion)
+	} else {
+		scope.Release, _, err = resolveRelease("", "")
+	}
+	if err != nil {
 		return err
 	}
 	if !f.quiet {

@@ -58,7 +58,8 @@ func registerKubeVersion(fl *pflag.FlagSet, p *string) {
 }
 
 // resolveRelease is the release a command judges and, for envtest
-// targets, the directory of the binaries to start. An explicit
+// targets, the directory of the binaries to start when --kube-version
+// picks it ("" when the target finds it as always). An explicit
 // --kube-version wins; with neither --kube-bin-dir nor
 // $KUBEBUILDER_ASSETS it also picks bin/kube/<release> of the checkout.
 // Without it the release is that of the kube-apiserver in the binary
@@ -82,8 +83,8 @@ func resolveRelease(kubeVersion, binDirFlag string) (rel model.Release, binDir s
 	if derr == nil && source == "repository" && kubeVersion != "" {
 		dir = filepath.Join(filepath.Dir(dir), rel.String())
 	}
-	if derr == nil && (source != "repository" || kubeVersion != "") {
-		binDir = dir
+	if derr == nil && source == "repository" && kubeVersion != "" {
+		binDir = dir // otherwise the target resolves the same directory itself
 	}
 	have := ""
 	if derr == nil {
