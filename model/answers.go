@@ -16,13 +16,29 @@ import (
 // Semantics is the API server behaviour the predicates of this file
 // depend on that is not the same in every cluster: a release switch
 // (what one kube-apiserver release answers differently from another)
-// belongs here as a field. The zero value is the release cascade pins
-// (kube-apiserver v1.36).
+// belongs here as a field, set from the release table (Semantics.For,
+// release.go). The zero value is the newest release cascade models
+// (DefaultRelease).
 type Semantics struct {
 	// FinalizerAfterDeletion: an update may add a finalizer to an object
 	// being deleted, as before kubernetes#32354 fixed kubernetes#32339
 	// (the model's BugFinalizerAfterDeletion).
 	FinalizerAfterDeletion bool
+	// UpdateRemovedConflict: an update carrying a uid precondition of an
+	// object that is not stored may answer 409 Conflict, not only 404
+	// NotFound. k8s.io/apiserver before v0.34 (ChangeUpdateRemovedNotFound,
+	// kubernetes#132470): Store.Update always passed ignoreNotFound, so
+	// etcd3's GuaranteedUpdate checked a PUT's uid precondition
+	// (rest.DefaultUpdatedObjectInfo.Preconditions) against an empty
+	// object and failed it; a PATCH has no storage precondition and still
+	// answers 404 from the update func.
+	UpdateRemovedConflict bool
+}
+
+// For returns s with the switches of release r set (ReleaseChanges).
+func (s Semantics) For(r Release) Semantics {
+	s.UpdateRemovedConflict = !r.Has(ChangeUpdateRemovedNotFound)
+	return s
 }
 
 // WriteVerb is the kind of write a precondition answer is for.
@@ -129,7 +145,9 @@ func (c Check) possible() (first, last Check) {
 //     Store.Delete's Get). The caller passes a set precondition as Fails
 //     then (storage.Preconditions.Check against the empty object
 //     GuaranteedUpdate reads); an answer that differs between releases
-//     for such a write is a Semantics field's to switch here.
+//     for such a write is a Semantics field's to switch here: before
+//     v1.34 a PUT with a uid precondition answers 409 Conflict
+//     (Semantics.UpdateRemovedConflict).
 //   - A uid precondition failing: 409 Conflict (storage.Preconditions.Check
 //     in GuaranteedUpdate and conditionalDelete), or, for an update, 422
 //     Invalid (a patch carrying metadata.uid fails
@@ -147,6 +165,11 @@ func (c Check) possible() (first, last Check) {
 // noOp says the write's result equals the stored object (updates only).
 func PreconditionAnswers(sem Semantics, verb WriteVerb, stored bool, pre Preconditions, noOp bool) Answers {
 	if !stored {
+		if sem.UpdateRemovedConflict && verb == VerbUpdate && pre.UID != Unset {
+			// a PUT's uid is a storage precondition (409); a PATCH's
+			// metadata.uid is not, and its update func answers 404
+			return AnswerNotFound | AnswerConflict
+		}
 		return AnswerNotFound
 	}
 	var a Answers

@@ -38,6 +38,33 @@ func TestPreconditionAnswers(t *testing.T) {
 	}
 }
 
+// TestPreconditionAnswersPerRelease: before kubernetes#132470 (v1.34.0)
+// a PUT carrying the uid of a removed object answers 409 Conflict, so an
+// update with a uid precondition on no object may answer Conflict as
+// well as NotFound (a PATCH still answers 404); from v1.34 only 404.
+func TestPreconditionAnswersPerRelease(t *testing.T) {
+	for _, c := range []struct {
+		release string
+		pre     Preconditions
+		verb    WriteVerb
+		want    Answers
+	}{
+		{"v1.33.13", Preconditions{UID: Fails}, VerbUpdate, AnswerNotFound | AnswerConflict},
+		{"v1.33.13", Preconditions{}, VerbUpdate, AnswerNotFound},
+		{"v1.33.13", Preconditions{UID: Fails}, VerbDelete, AnswerNotFound},
+		{"v1.34.0", Preconditions{UID: Fails}, VerbUpdate, AnswerNotFound},
+		{"v1.37.2", Preconditions{UID: Fails}, VerbUpdate, AnswerNotFound},
+	} {
+		r, err := ParseRelease(c.release)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := PreconditionAnswers(Semantics{}.For(r), c.verb, false, c.pre, false); got != c.want {
+			t.Errorf("%s, verb %d, %+v on no object: answers %04b, want %04b", c.release, c.verb, c.pre, got, c.want)
+		}
+	}
+}
+
 // TestUpdateDenialFinalizerAfterDeletion: a finalizer added to an object
 // being deleted is refused, unless the semantics are those before
 // kubernetes#32354.

@@ -268,6 +268,10 @@ func admitOwnerRefs(rq request, o *Object, old *Object) Result {
 func (m *Model) update(s *State, rq request, t Target, uid UID, rv int, mutate func(*Object) Result) Result {
 	cur := s.Lookup(t.Kind, t.Namespace, t.Name)
 	if cur == nil {
+		// The model's updates are merge patches: their metadata.uid is no
+		// storage precondition, so even before kubernetes#132470 a patch
+		// of a removed object answers 404 (Semantics.UpdateRemovedConflict
+		// is a PUT's answer).
 		return notFound(t.Kind, t.Name)
 	}
 	pre := Preconditions{UID: check(uid != 0, cur.UID == uid), RV: check(rv != 0, cur.RV == rv)}
@@ -577,7 +581,8 @@ func (s *State) notify(t EventType, o *Object) {
 }
 
 // semantics is the Semantics the model's API server answers by: the
-// release cascade pins, with the bug switches that change an answer.
+// model's release (Model.Release), with the bug switches that change an
+// answer.
 func (m *Model) semantics() Semantics {
-	return Semantics{FinalizerAfterDeletion: m.Bugs.Has(BugFinalizerAfterDeletion)}
+	return Semantics{FinalizerAfterDeletion: m.Bugs.Has(BugFinalizerAfterDeletion)}.For(m.Release)
 }

@@ -236,7 +236,10 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 }
 
 // deleteWrite is deleteObject's request: UID and resourceVersion
-// preconditions (kubernetes#132632) unless BugDeleteWithoutRVPrecondition.
+// preconditions (kubernetes#132632) on releases that carry
+// ChangeGCDeleteRV, unless BugDeleteWithoutRVPrecondition; the UID
+// precondition only before. The write keeps the ownerReferences its GET
+// read (Owners) either way.
 // waiting are the references classifyReferences found waiting for
 // dependents (Write.Waited).
 func (m *Model) deleteWrite(item *Node, latest *Object, p Policy, waiting []OwnerRef) Write {
@@ -247,7 +250,7 @@ func (m *Model) deleteWrite(item *Node, latest *Object, p Policy, waiting []Owne
 		}
 	}
 	slices.Sort(w.Waited)
-	if m.Bugs.Has(BugDeleteWithoutRVPrecondition) {
+	if m.Bugs.Has(BugDeleteWithoutRVPrecondition) || !m.kubeRelease().Has(ChangeGCDeleteRV) {
 		w.RV = 0
 	}
 	return w

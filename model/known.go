@@ -70,6 +70,9 @@ const (
 	KnownClusterScopedBlocker = "cluster-scoped-blocker"
 	// KnownStoppedMonitor: a stopped monitor's nodes outlive their objects.
 	KnownStoppedMonitor = "stopped-monitor"
+	// KnownOwnerChangeBeforeDelete: a GC DELETE without the
+	// resourceVersion precondition, before v1.34.
+	KnownOwnerChangeBeforeDelete = "kubernetes#114603"
 )
 
 // harness/lin's own rules (lin.Prop*), which entries relax by name, and
@@ -110,9 +113,16 @@ type KnownRace struct {
 	// traces/races/ (the model's sites) and harness/lin tests,
 	// "harness/lin.TestName" (lin's). Each fails with the entry disabled.
 	Fixtures []string
+	// Releases are the releases that carry the race; the zero range is
+	// every release. A site excuses a violation only on a release the
+	// range contains (PresentIn).
+	Releases ReleaseRange
 	// Doc explains it.
 	Doc string
 }
+
+// PresentIn reports whether release r carries the race.
+func (k *KnownRace) PresentIn(r Release) bool { return k.Releases.Contains(r) }
 
 // KnownRaces is the registry, in the order `cascade check --list-known`
 // prints it.
@@ -204,6 +214,13 @@ var KnownRaces = []KnownRace{
 		Sites:    []string{"model checkGraphAgrees"},
 		Fixtures: []string{"traces/races/stopped-monitor-keeps-node.trace"},
 		Doc:      "A discovery sync that finds a CRD gone stops its resource's monitor before the custom resources' deletion events reach the graph; the events go with the informer and their nodes stay in the graph for good."},
+	{ID: KnownOwnerChangeBeforeDelete, Upstream: "kubernetes#114603, fixed by #132632 in v1.34.0: garbagecollector.go deleteObject sent the UID precondition only",
+		Relaxes:  []string{PropNoSolidOwnerCollected, knownLinResolvable},
+		Evidence: []Evidence{EvidenceModelState, EvidenceRecordedReads},
+		Sites:    []string{"model checkSolidOwner", "lin gcDelete"},
+		Fixtures: []string{"traces/races/kubernetes-114603.trace", "harness/lin.TestOwnerChangeBeforeDelete"},
+		Releases: ReleaseRange{Until: ReleaseChanges[ChangeGCDeleteRV].Since},
+		Doc:      "attemptToDeleteItem GETs a dependent, finds its owners absent and decides to delete it; a client adds a live owner or removes the last reference before the DELETE lands, and the DELETE, without a resourceVersion precondition, collects it. The model sees it in the in-flight write's ownerReferences; harness/lin in the GC's recorded GET of the object and the write that changed its references after it."},
 }
 
 // KnownRaceByID finds an entry.

@@ -199,6 +199,29 @@ func checkSolidOwner(m *Model, t *Transition) *Violation {
 	if !isDel || !started(t, d) {
 		return nil
 	}
+	v := solidOwnerCollected(t, d)
+	if v != nil && v.Known == "" {
+		m.ownersChangedUnguarded(t, d, v)
+	}
+	return v
+}
+
+// ownersChangedUnguarded excuses v as kubernetes#114603 on a release
+// without ChangeGCDeleteRV: the GC's DELETE carried no resourceVersion
+// precondition, and the ownerReferences of d changed between the GET its
+// decision read (the in-flight write's Owners) and the DELETE's landing.
+func (m *Model) ownersChangedUnguarded(t *Transition, d *Object, v *Violation) {
+	w := gcDeleteWrite(t)
+	if k, _ := KnownRaceByID(KnownOwnerChangeBeforeDelete); w == nil || w.RV != 0 || !k.PresentIn(m.kubeRelease()) || slices.Equal(w.Owners, d.Owners) {
+		return
+	}
+	if v.Known = Excuse(KnownOwnerChangeBeforeDelete); v.Known != "" {
+		v.Message += fmt.Sprintf("; its ownerReferences changed after the GET the GC decided on, and the DELETE carried no resourceVersion precondition (%s, before %s)",
+			ReleaseChanges[ChangeGCDeleteRV].PR, ReleaseChanges[ChangeGCDeleteRV].Since)
+	}
+}
+
+func solidOwnerCollected(t *Transition, d *Object) *Violation {
 	if owner := solidOwner(t.Prev, d); owner != nil {
 		if !owner.Deleting {
 			return &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s while its owner %s was live and not being deleted", d.Key(), owner.Key())}

@@ -27,6 +27,7 @@ type checkFlags struct {
 	jsonOut, quiet, strict         bool
 	listBugs, listProps, listScope bool
 	listKnown                      bool
+	kubeVersion                    string
 }
 
 func newCheckCmd() *cobra.Command {
@@ -50,6 +51,10 @@ once (sometimes; a preset that never witnesses one it expects is vacuous and
 fails). --bug switches on a catalogued bug (--list-bugs). Violations that are
 documented upstream races are reported as known, naming their entry in the
 known-race registry (--list-known), and do not fail the run unless --strict.
+--kube-version picks the Kubernetes release the model follows (default: the
+release of the kube-apiserver binary in use: ` + releaseInUse + `); some races are
+known only in the releases that have them (kubernetes#114603 before v1.34.0:
+cascade check --preset owner-swap --kube-version v1.33.13).
 
 Progress goes to stderr once a second; the result goes to stdout as text or
 --json (the schema conform and fuzz share; see README). An interrupt ends the
@@ -83,6 +88,7 @@ Examples:
 	fl.BoolVar(&f.listProps, "list-properties", false, "list the named properties and exit")
 	fl.BoolVar(&f.listScope, "list-presets", false, "list the preset scopes and exit")
 	fl.BoolVar(&f.listKnown, "list-known", false, "list the registry of known upstream races and exit")
+	registerKubeVersion(fl, &f.kubeVersion)
 	return cmd
 }
 
@@ -101,6 +107,18 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 	scope, err := buildScope(f)
 	if err != nil {
 		return err
+	}
+	// the model needs no binaries: a release named wins over theirs
+	if f.kubeVersion != "" {
+		scope.Release, err = parseKubeVersion(f.kubeVersion)
+	} else {
+		scope.Release, _, err = resolveRelease("", "")
+	}
+	if err != nil {
+		return err
+	}
+	if !f.quiet {
+		fmt.Fprintln(stderr, "check: "+releaseNote(scope.Release))
 	}
 	opts := check.Options{Workers: f.workers}
 	if !f.quiet {
@@ -138,7 +156,7 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 		failed = failed || v.Known == "" || f.strict
 	}
 	if f.jsonOut {
-		s := newSummary(cmd, "model", "", 0)
+		s := newSummary(cmd, "model", "", 0, scope.Release)
 		s.Result = summaryPass
 		if failed {
 			s.Result = summaryFail
@@ -329,6 +347,9 @@ func listKnown(w io.Writer) error {
 		if k.Window != "" {
 			fmt.Fprintf(w, "  window, because: %s\n", k.Window)
 		}
+		if !k.Releases.All() {
+			fmt.Fprintf(w, "  releases: %s\n", k.Releases)
+		}
 		fmt.Fprintf(w, "  sites: %s\n  fixtures: %s\n\n", strings.Join(k.Sites, "; "), strings.Join(k.Fixtures, ", "))
 	}
 	return nil
@@ -353,7 +374,7 @@ func evidenceList(k *model.KnownRace) string {
 // knownTable renders the registry as the README's table of known races.
 func knownTable() string {
 	var b strings.Builder
-	b.WriteString("| ID | Upstream | Relaxes | Evidence | Fixtures |\n|---|---|---|---|---|\n")
+	b.WriteString("| ID | Upstream | Releases | Relaxes | Evidence | Fixtures |\n|---|---|---|---|---|---|\n")
 	for _, k := range model.KnownRaces {
 		ev := evidenceList(&k)
 		if k.Window != "" {
@@ -363,7 +384,7 @@ func knownTable() string {
 		for i, f := range k.Fixtures {
 			fx[i] = "`" + f + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", k.ID, k.Upstream, quoteAll(k.Relaxes), ev, strings.Join(fx, ", "))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", k.ID, k.Upstream, k.Releases, quoteAll(k.Relaxes), ev, strings.Join(fx, ", "))
 	}
 	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/fuzz"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl/bugs"
@@ -25,6 +26,7 @@ type fuzzFlags struct {
 	shrinkTime, informerLag, informerRelist, writeDelay time.Duration
 	restartAPIServer, restartGC, restartKCM             time.Duration
 	json, coverage, noProxy                             bool
+	kubeVersion                                         string
 }
 
 func newFuzzCmd() *cobra.Command {
@@ -119,6 +121,15 @@ have passed. Each run's progress line
 names its restarts, their time and its ops maybe applied; the --json
 summary totals them (restarts, restart_seconds, maybe_applied).
 
+The history is judged on the Kubernetes release of the control plane
+(--kube-version, by default the release of the kube-apiserver binary in use;
+kubeconfig: the default release unless named): before v1.34.0 an update of a
+removed object carrying its UID answers 409 Conflict (kubernetes#132470), and
+a GC DELETE carries no resourceVersion precondition, so that a client write
+between the GC's GET and its DELETE goes unnoticed: the known race
+kubernetes#114603, reported as present in that release when the GC's
+recorded GET and the write show it.
+
 --coverage prints, after the summary, what the runs that passed exercised of
 the trace language: client verbs × kinds, request and owner-reference options,
 delete policies and (stepped runs) internal steps, each with its step count,
@@ -159,7 +170,8 @@ decide some run's history, 130 interrupted.`,
 	fl.StringVar(&f.failFile, "failfile", "", "replay a rapid fail file written by an earlier failure")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the kubeconfig target (default: $KUBECONFIG, ~/.kube/config)")
 	fl.StringVar(&f.context, "context", "", "context of the kubeconfig target (default: the current one)")
-	fl.StringVar(&f.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager for envtest targets")
+	fl.StringVar(&f.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager for envtest targets (default: $KUBEBUILDER_ASSETS, else bin/kube/<--kube-version> of the checkout, bin/kube/"+controlplane.KubeVersion+" without it)")
+	registerKubeVersion(fl, &f.kubeVersion)
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
 	fl.BoolVar(&f.coverage, "coverage", false, "print the coverage table: verbs × kinds, options, policies and internal steps the passing runs hit")
 	return cmd
@@ -193,6 +205,18 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	spec := target.Spec{Name: f.target, FaultSeed: f.seed, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Log: cmd.ErrOrStderr(),
 		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay,
 		RestartAPIServer: f.restartAPIServer, RestartGC: f.restartGC, RestartKCM: f.restartKCM, NoProxy: f.noProxy}
+	if f.target == target.Kubeconfig {
+		spec.Release, err = parseKubeVersion(f.kubeVersion)
+	} else {
+		var dir string
+		if spec.Release, dir, err = resolveRelease(f.kubeVersion, f.binDir); dir != "" {
+			spec.BinDir = dir
+		}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "fuzz %s: %s\n", f.target, releaseNote(spec.Release))
 	if f.target != target.Kubeconfig {
 		spec.Audit = true
 	}
@@ -227,7 +251,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		if rep != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "cascade fuzz: interrupted after %d passed runs (%d steps), seed %d\n", rep.Checks, rep.Steps, rep.Seed)
 			if f.json {
-				_ = printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed), rep, true)
+				_ = printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed, t.Spec.Release), rep, true)
 			}
 		}
 		return errInterrupted
@@ -235,7 +259,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed), rep, f.json); err != nil {
+	if err := printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed, t.Spec.Release), rep, f.json); err != nil {
 		return err
 	}
 	if cfg.Coverage != nil {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/cascade-k8s/cascade/model"
 )
 
 // Results of a command as its --json summary names them.
@@ -38,14 +40,20 @@ type summary struct {
 	// without a fuzz phase).
 	Seed uint64 `json:"seed"`
 	// Reproduce is the command line that does the same again, with the
-	// seed made explicit.
+	// seed made explicit, and the release when it was detected and is not
+	// the default one.
 	Reproduce string `json:"command_to_reproduce"`
+	// KubeVersion is the Kubernetes release judged (--kube-version, else
+	// that of the binaries in use); "" on the model target without
+	// --kube-version, where each trace replays on its own releases.
+	KubeVersion string `json:"kube_version"`
 }
 
-// newSummary starts the summary of cmd's run: its command line with the
-// flags that were given (leaving out those that only shape the report),
-// and seedFlag, when not "", set to seed.
-func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64) summary {
+// newSummary starts the summary of cmd's run on release rel: its command
+// line with the flags that were given (leaving out those that only shape
+// the report), seedFlag, when not "", set to seed, and --kube-version
+// when rel was detected and is not the default.
+func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64, rel model.Release) summary {
 	args := []string{"cascade", cmd.Name()}
 	if f := cmd.Flags().Lookup("target"); f != nil && f.Changed {
 		args = append(args, "--target", shellQuote(f.Value.String()))
@@ -80,7 +88,14 @@ func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64)
 	if seedFlag != "" && !seedSet && seed != 0 {
 		args = append(args, "--"+seedFlag, strconv.FormatUint(seed, 10))
 	}
-	return summary{Command: cmd.Name(), Target: target, Seed: seed, Reproduce: strings.Join(args, " ")}
+	kv := ""
+	if rel != (model.Release{}) {
+		kv = rel.String()
+		if f := cmd.Flags().Lookup("kube-version"); f != nil && !f.Changed && rel != model.DefaultRelease {
+			args = append(args, "--kube-version", kv)
+		}
+	}
+	return summary{Command: cmd.Name(), Target: target, Seed: seed, Reproduce: strings.Join(args, " "), KubeVersion: kv}
 }
 
 var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)

@@ -30,7 +30,7 @@ import (
 
 // KubeVersion is the Kubernetes version hack/kube/build.sh builds and the
 // default binary directory is named after.
-const KubeVersion = "v1.36.3"
+const KubeVersion = "v1.37.2"
 
 // Names of the control-plane binaries looked up in the binary directory.
 const (

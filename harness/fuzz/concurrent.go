@@ -31,6 +31,11 @@ import (
 type ConcurrentEnv struct {
 	Target string
 	Admin  *rest.Config
+	// Release is the Kubernetes release of the target's control plane
+	// (the zero value: model.DefaultRelease): the history is judged on it
+	// (lin.Options.Release), and a failure's trace expects what the model
+	// does on it.
+	Release model.Release
 	// Settler waits until the target has gone quiet after a run
 	// (replay.DefaultQuiet: no change for a window).
 	Settler replay.Target
@@ -526,7 +531,7 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	r.settle(d, dyn, prefix)
 
 	var ops []history.Op
-	opts := lin.Options{Timeout: r.env.LinTimeout, Protection: r.env.Protection}
+	opts := lin.Options{Timeout: r.env.LinTimeout, Protection: r.env.Protection, Release: r.env.Release}
 	if r.env.GraphChanges != nil {
 		opts.GraphChanges = r.env.GraphChanges()
 	}
@@ -684,7 +689,7 @@ func (r *concurrentRun) execute(d *driver.Driver) {
 // the description says which clients sent what, and the history's
 // visualization shows the real interleaving.
 func (r *concurrentRun) trace(kind, summary string) string {
-	m := &model.Model{}
+	m := &model.Model{Release: r.env.Release}
 	s := model.NewState()
 	var cmds []string
 	var out []string
@@ -719,5 +724,8 @@ func (r *concurrentRun) trace(kind, summary string) string {
 		desc = append(desc, "impl ran with injected bug(s) "+strings.Join(r.env.Inject, ","))
 	}
 	headers := []traces.Header{{Key: traces.HeaderFoundBy, Value: "cascade fuzz --target " + r.env.Target}}
+	if rel := r.env.Release.Or(); rel != model.DefaultRelease {
+		headers = append(headers, traces.Header{Key: traces.HeaderReleases, Value: rel.MinorRange()})
+	}
 	return traces.Format(desc, headers, []traces.Written{{Commands: cmds, Output: out}})
 }

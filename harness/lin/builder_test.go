@@ -25,6 +25,8 @@ type builder struct {
 	readsRecorded bool
 	// graph are the GC's applied graph events (applied).
 	graph []history.GraphChange
+	// release is Options.Release.
+	release model.Release
 }
 
 func newBuilder(t *testing.T) *builder {
@@ -154,7 +156,7 @@ func (b *builder) refused(actor string, verb history.Verb, k history.Key, call, 
 // check assigns lanes and checks the history.
 func (b *builder) check() Result {
 	history.AssignLanes(b.ops)
-	return Check(b.ops, Options{Reads: b.reads, ReadsRecorded: b.readsRecorded, GraphChanges: b.graph})
+	return Check(b.ops, Options{Reads: b.reads, ReadsRecorded: b.readsRecorded, GraphChanges: b.graph, Release: b.release})
 }
 
 func withRefs(refs ...history.Ref) func(*history.Object) {

@@ -92,6 +92,59 @@ func (c *checker) racy(m mark, in *input) bool {
 // upstream attemptToDeleteItem's default arm), and never puts the orphan
 // finalizer on (model checkSilentOrphan).
 func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
+	v := c.gcDeleteRules(s, cur, next, in)
+	if v != nil && v.known == "" && (v.property == model.PropNoSolidOwnerCollected || v.property == PropGCResolvable) {
+		c.ownersChangedBeforeDelete(cur, in, v)
+	}
+	return v
+}
+
+// ownersChangedBeforeDelete classifies v, a GC DELETE that collected an
+// object it may not, as kubernetes#114603 on a release that has it
+// (lenient mode, reads recorded): the DELETE carried no resourceVersion
+// precondition (before kubernetes#132632, v1.34.0), the GC's latest GET
+// of the object before it answered other ownerReferences than the
+// object had when the DELETE landed, and a write of another actor to the
+// object came after that GET and before the DELETE returned. A window
+// alone never admits it.
+func (c *checker) ownersChangedBeforeDelete(cur *entry, in *input, v *violation) {
+	k, _ := model.KnownRaceByID(model.KnownOwnerChangeBeforeDelete)
+	if !c.lenient || !c.readsRecorded || !k.PresentIn(c.release) || in.op.Delete == nil || in.op.Delete.PreconditionRV != "" || !cur.known() {
+		return
+	}
+	var get *history.Read
+	for i := range c.reads[in.key] {
+		r := &c.reads[in.key][i]
+		if r.Actor == history.ActorGC && r.Return <= in.op.Call && (get == nil || r.Return > get.Return) {
+			get = r
+		}
+	}
+	if get == nil || get.Code != 200 || get.Got == nil || get.Got.UID != cur.obj.UID || slices.Equal(get.Got.Owners, cur.obj.Owners) {
+		return
+	}
+	for _, o := range c.ins {
+		op := o.op
+		if o.key != in.key || op.Actor == history.ActorGC || !op.OK() || op.Verb == history.Delete || op.Call < get.Call || op.Call >= in.op.Return {
+			continue
+		}
+		if v.known = model.Excuse(k.ID); v.known != "" {
+			v.message += fmt.Sprintf("; the GC's GET answered it with ownerReferences %s, op %d (%s) changed them before the DELETE landed, and the DELETE carried no resourceVersion precondition: kubernetes#114603, present in this release (%s; %s fixed it in %s)",
+				refNames(get.Got.Owners), o.id, op.Actor, c.release, model.ReleaseChanges[model.ChangeGCDeleteRV].PR, model.ReleaseChanges[model.ChangeGCDeleteRV].Since)
+		}
+		return
+	}
+}
+
+// refNames lists references by kind and name.
+func refNames(refs []history.Ref) string {
+	names := make([]string, len(refs))
+	for i, r := range refs {
+		names[i] = r.Kind + "/" + r.Name
+	}
+	return "[" + strings.Join(names, " ") + "]"
+}
+
+func (c *checker) gcDeleteRules(s *store, cur, next *entry, in *input) *violation {
 	d := cur.obj
 	if len(d.Owners) == 0 {
 		return c.retryRace(in, &violation{model.PropNoSolidOwnerCollected, fmt.Sprintf("gc deleted %s, which has no ownerReferences", in.key), ""})

@@ -50,6 +50,8 @@ type checker struct {
 	// graph are the GC's applied graph events by UID, in order
 	// (Options.GraphChanges).
 	graph map[string][]history.GraphChange
+	// release is Options.Release.
+	release model.Release
 }
 
 // outcome is one possible effect of an op on its key.

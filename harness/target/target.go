@@ -53,6 +53,7 @@ import (
 	"github.com/cascade-k8s/cascade/impl/gc"
 	"github.com/cascade-k8s/cascade/impl/step"
 	"github.com/cascade-k8s/cascade/impl/webhook"
+	"github.com/cascade-k8s/cascade/model"
 )
 
 // Target names.
@@ -102,6 +103,12 @@ type Spec struct {
 	// bin/kube/<version> of the checkout around the working directory or
 	// around the running executable).
 	BinDir string
+	// Release is the Kubernetes release the target's control plane runs
+	// (the zero value: model.DefaultRelease). Traces whose releases
+	// header excludes it are skipped, the model target replays on it,
+	// and history checks judge it (lin.Options.Release). cascade's CLI
+	// sets it from --kube-version or from the binaries in BinDir.
+	Release model.Release
 	// Audit turns the envtest API server's audit log on
 	// (controlplane.Options.Audit).
 	Audit bool
@@ -338,8 +345,11 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 			return nil, inputErr("%s not found in %s %s", b, binDir, binDirHint(source))
 		}
 	}
+	if err := t.detectRelease(binDir); err != nil {
+		return nil, err
+	}
 	begin := time.Now()
-	t.logf("%s: starting %s from %s", s.Name, what, binDir)
+	t.logf("%s: starting %s %s from %s", s.Name, what, t.Spec.Release, binDir)
 	if t.CP, err = controlplane.Start(ctx, opts); err != nil {
 		return nil, err
 	}
@@ -585,6 +595,25 @@ func throttle(cfg *rest.Config) {
 	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
 		cfg.QPS, cfg.Burst = 100, 200
 	}
+}
+
+// detectRelease sets Spec.Release, when zero, to the release of the
+// kube-apiserver in binDir, and refuses a Spec.Release those binaries
+// contradict.
+func (t *Target) detectRelease(binDir string) error {
+	v, err := controlplane.BinaryVersion(binDir)
+	if err != nil {
+		return &InputError{Err: err}
+	}
+	rel, err := model.ParseRelease(v)
+	if err != nil {
+		return inputErr("%s/%s: %v", binDir, controlplane.APIServerBinary, err)
+	}
+	if t.Spec.Release != (model.Release{}) && t.Spec.Release != rel {
+		return inputErr("the binaries in %s are Kubernetes %s, not %s", binDir, rel, t.Spec.Release)
+	}
+	t.Spec.Release = rel
+	return nil
 }
 
 // resolveBinDir is controlplane.ResolveBinDir, falling back to the

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cascade-k8s/cascade/impl/bugs"
+	"github.com/cascade-k8s/cascade/model"
 	"github.com/cascade-k8s/cascade/traces"
 )
 
@@ -45,7 +46,12 @@ func TestSpecSkip(t *testing.T) {
 		{Spec{Name: Impl, Inject: bugs.Of(bugs.ProtectionDisabled)}, "race/protection-disabled", ""},
 		{Spec{Name: Impl, Inject: bugs.Of(bugs.ProtectionDisabled)}, "scenario/background", ""},
 		{Spec{Name: ImplStepped}, "scenario/background", "runs on impl"},
-		{Spec{Name: ImplStepped}, "race/kubernetes-114603", ""},
+		{Spec{Name: ImplStepped}, "race/delete-without-rv-owner-moved", ""},
+		{Spec{Name: ImplStepped}, "race/kubernetes-114603", "holds for before v1.34.0, not v1.37.2"},
+		{Spec{Name: Model}, "race/kubernetes-114603", ""},
+		{Spec{Name: Model, Release: model.Release{Major: 1, Minor: 37, Patch: 2}}, "race/kubernetes-114603", "holds for before v1.34.0, not v1.37.2"},
+		{Spec{Name: Model, Release: model.Release{Major: 1, Minor: 33, Patch: 13}}, "race/kubernetes-114603-fixed", "holds for v1.34.0 and later, not v1.33.13"},
+		{Spec{Name: Upstream, Release: model.Release{Major: 1, Minor: 33, Patch: 13}}, "scenario/background", ""},
 		{Spec{Name: ImplStepped}, "race/protection-disabled", ""},
 		{Spec{Name: ImplStepped}, "race/orphan-adoption", ""},
 		{Spec{Name: ImplStepped}, "race/orphan-adoption-fixed", ""},

@@ -350,7 +350,7 @@ func (e *explorer) admitted(s *model.State) bool {
 
 // Run explores a scope.
 func Run(scope Scope, opts Options) (*Result, error) {
-	e := &explorer{scope: scope, m: &model.Model{Bugs: scope.Bugs}, opts: model.Options{Coalesce: scope.Coalesce},
+	e := &explorer{scope: scope, m: &model.Model{Bugs: scope.Bugs, Release: scope.Release}, opts: model.Options{Coalesce: scope.Coalesce},
 		found: map[string]*candidate{}}
 	if len(scope.Ops) > 63 {
 		return nil, fmt.Errorf("scope %s: at most 63 client operations", scope.Name)
@@ -852,10 +852,17 @@ func (e *explorer) traceFile(ce *Counterexample, quiescent bool) (string, error)
 		}
 		headers = append(headers, traces.Header{Key: traces.HeaderBug, Value: e.scope.Bugs.String()})
 	}
+	rel := e.scope.Release.Or()
+	if rel != model.DefaultRelease {
+		found += " --kube-version " + rel.String()
+	}
 	if e.scope.FoundBy != "" {
 		found = e.scope.FoundBy
 	}
 	headers = append(headers, traces.Header{Key: traces.HeaderFoundBy, Value: found})
+	if rel != model.DefaultRelease {
+		headers = append(headers, traces.Header{Key: traces.HeaderReleases, Value: rel.MinorRange()})
+	}
 	if ce.Known != "" {
 		headers = append(headers, traces.Header{Key: traces.HeaderKnown, Value: ce.Known})
 	}

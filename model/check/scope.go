@@ -33,6 +33,9 @@ type Scope struct {
 	// fixed and only the GC's and the controllers' schedule is free.
 	Ordered bool
 	Bugs    model.BugSet
+	// Release is the Kubernetes release whose semantics the model follows
+	// (model.Model.Release; the zero value: model.DefaultRelease).
+	Release model.Release
 	// Coalesce lets informer relists skip events.
 	Coalesce bool
 	// Expect lists reachability properties this scope must witness; one
