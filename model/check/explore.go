@@ -45,12 +45,12 @@ type Counterexample struct {
 	// Class groups violations of one property by cause: the property, the
 	// known race that explains it ("" for none) and the kind of step that
 	// broke it (ViolationClass).
-	Class    string
-	Known    string // ID of the known-race registry entry (model.KnownRaces) of a documented race
-	Message  string
-	Steps    []string // client ops and internal steps after the setup
-	Root     string   // the initial state's Root name, in a scope with Roots
-	Trace    string   // a replayable trace file
+	Class   string
+	Known   string // ID of the known-race registry entry (model.KnownRaces) of a documented race
+	Message string
+	Steps   []string // client ops and internal steps after the setup
+	Root    string   // the initial state's Root name, in a scope with Roots
+	Trace   string   // a replayable trace file
 }
 
 // Result is what an exploration established.
@@ -69,9 +69,9 @@ type Result struct {
 	Violations           []*Counterexample // one per property, shortest first found
 	// Classes has the shortest counterexample of each violation class
 	// (Counterexample.Class), in property order, then by class.
-	Classes []*Counterexample
-	Witnessed            map[string]bool   // reachability properties witnessed
-	Vacuous              []string          // expected reachability never witnessed
+	Classes   []*Counterexample
+	Witnessed map[string]bool // reachability properties witnessed
+	Vacuous   []string        // expected reachability never witnessed
 	// NeverReached lists the scope's client ops that reached no object in
 	// any explored state: wherever one was sent the model refused it or
 	// answered 404 NotFound (an op on an object that never exists, say), so
@@ -275,7 +275,7 @@ type explorer struct {
 	roots  []*model.State
 	setups [][]string
 	names  []string
-	seen  *seenTable
+	seen   *seenTable
 	// levels[l] are the fingerprints of level l's frontier, by position:
 	// with the ords in seen they give every state's path.
 	levels [][]uint64
