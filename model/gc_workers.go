@@ -330,6 +330,10 @@ func (m *Model) doWrite(s *State, w Write) Result {
 	switch w.Op {
 	case WriteDelete:
 		opts := DeleteOptions{Policy: w.Policy, PreconditionUID: w.Item.UID, PreconditionRV: w.RV}
+		var before Object
+		if live := s.Lookup(t.Kind, t.Namespace, t.Name); live != nil {
+			before = *live
+		}
 		r := m.delete(s, m.gcRequest(), t, opts)
 		if r.Code == 409 && w.RV != 0 {
 			// deleteObject: retry with the UID precondition alone when only
@@ -340,8 +344,13 @@ func (m *Model) doWrite(s *State, w Write) Result {
 			}
 			if live.UID == w.Item.UID && live.RV != w.RV && slices.Equal(live.Owners, w.Owners) {
 				opts.PreconditionRV = 0
-				return m.delete(s, m.gcRequest(), t, opts)
+				r = m.delete(s, m.gcRequest(), t, opts)
+				s.trackOrphanOverride(&before, OverriddenByRetry)
 			}
+			return r
+		}
+		if r.OK() && w.Policy == Foreground && len(w.Waited) > 0 {
+			s.trackOrphanOverride(&before, OverriddenByWaiting)
 		}
 		return r
 	case WritePatchOwners:
@@ -367,6 +376,28 @@ func (m *Model) doWrite(s *State, w Write) Result {
 		})
 	}
 	panic("unknown write")
+}
+
+// trackOrphanOverride records on the orphan-respected ghost that a GC
+// DELETE took the orphan finalizer away from prev, an object deleting
+// with it: the GC, not a client, withdrew the promise.
+func (s *State) trackOrphanOverride(prev *Object, how Override) {
+	if !prev.Deleting || !prev.HasFinalizer(FinalizerOrphan) {
+		return
+	}
+	if next := s.Get(prev.UID); next != nil && next.HasFinalizer(FinalizerOrphan) {
+		return
+	}
+	cloned := false
+	for i := range s.Orphans {
+		if w := &s.Orphans[i]; w.Owner != prev.UID || w.Overridden != NotOverridden {
+			continue
+		}
+		if !cloned {
+			s.Orphans, cloned = slices.Clone(s.Orphans), true // states share it
+		}
+		s.Orphans[i].Overridden = how
+	}
 }
 
 // removeFinalizer is operations.go removeFinalizer: GET, drop the

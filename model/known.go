@@ -58,6 +58,9 @@ const (
 	KnownForegroundEnded = "foreground-ended"
 	// KnownRetryWithoutRV: deleteObject's retry without resourceVersion.
 	KnownRetryWithoutRV = "retry-without-rv"
+	// KnownForegroundOverridesOrphan: the waiting branch's Foreground
+	// DELETE switches a dependent's orphan deletion.
+	KnownForegroundOverridesOrphan = "foreground-overrides-orphan"
 	// KnownStaleOrphanPolicy: Orphan asked from a GET before attemptToOrphan.
 	KnownStaleOrphanPolicy = "stale-orphan-policy"
 	// KnownStaleGraph: a decision on a graph behind the store.
@@ -161,11 +164,17 @@ var KnownRaces = []KnownRace{
 			"harness/lin.TestWaitingRefRemovedAfterWaitEnded"},
 		Doc: "A GC write decided while the owner waited for dependents lands after foregroundDeletion went from the owner, still being deleted and so solid; the resourceVersion precondition guards the dependent only."},
 	{ID: KnownRetryWithoutRV, Upstream: "garbagecollector.go deleteObject (kubernetes#132632): a DELETE refused on its resourceVersion is retried without one when the ownerReferences are unchanged",
-		Relaxes:  []string{PropForegroundWaits, PropNoSolidOwnerCollected},
+		Relaxes:  []string{PropForegroundWaits, PropNoSolidOwnerCollected, PropOrphanRespected},
 		Evidence: []Evidence{EvidenceModelState, EvidenceAuditOrder},
-		Sites:    []string{"model checkForegroundWaits", "lin retryRace"},
-		Fixtures: []string{"traces/races/gc-background-overrides-foreground.trace", "harness/lin.TestRetryWithoutRV"},
-		Doc:      "The retried DELETE misses a client write that landed between deleteObject's GET and the retry: a Foreground deletion it overrides, or a reference removed or added."},
+		Sites:    []string{"model checkForegroundWaits", "model checkOrphanRespected", "lin retryRace"},
+		Fixtures: []string{"traces/races/gc-background-overrides-foreground.trace", "traces/races/gc-retry-overrides-orphan.trace", "harness/lin.TestRetryWithoutRV"},
+		Doc:      "The retried DELETE misses a client write that landed between deleteObject's GET and the retry: a Foreground or Orphan deletion it overrides (the orphaned object's dependents are then collected), or a reference removed or added."},
+	{ID: KnownForegroundOverridesOrphan, Upstream: "garbagecollector.go attemptToDeleteItem: the branch for an item whose owner waits for its dependents sends DeletePropagationForeground without looking at an orphan finalizer its GET read, unlike the default branch's \"if an existing orphan finalizer is already on the object, honor it\" (no upstream issue found; found by cascade check --universe trio)",
+		Relaxes:  []string{PropOrphanRespected},
+		Evidence: []Evidence{EvidenceModelState},
+		Sites:    []string{"model checkOrphanRespected"},
+		Fixtures: []string{"traces/races/foreground-overrides-orphan.trace"},
+		Doc:      "An owner deletes its dependents in the foreground; a client deletes one of them, itself an owner, with Orphan; before the GC's graph sees that deletion (a graph that had would leave the item to attemptToOrphan), attemptToDeleteItem GETs the item, finds its owner waiting and sends a Foreground DELETE, which the API server applies to the deletion under way (kubernetes#32339): the orphan finalizer goes and the item's own dependents are collected."},
 	{ID: KnownStaleOrphanPolicy, Upstream: "garbagecollector.go attemptToDeleteItem: \"if an existing orphan finalizer is already on the object, honor it\"",
 		Relaxes:  []string{PropNeverSilentlyOrphaned},
 		Evidence: []Evidence{EvidenceWindow},

@@ -277,6 +277,12 @@ func checkOrphanRespected(m *Model, t *Transition) *Violation {
 		case w.Switched:
 			v.Known = Excuse(KnownPolicySwitch)
 			v.Message += "; the orphan request switched a deletion already under way"
+		case w.Overridden == OverriddenByRetry:
+			v.Known = Excuse(KnownRetryWithoutRV)
+			v.Message += "; a GC DELETE decided before the orphan request, retried without its resourceVersion precondition, switched the orphan deletion to its own policy"
+		case w.Overridden == OverriddenByWaiting:
+			v.Known = Excuse(KnownForegroundOverridesOrphan)
+			v.Message += "; the GC's Foreground DELETE for an owner waiting on it, decided on a GET that read the orphan deletion, switched it to foreground"
 		}
 		return v
 	}

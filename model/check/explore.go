@@ -69,7 +69,9 @@ type Result struct {
 	Violations           []*Counterexample // one per property, shortest first found
 	// Classes has the shortest counterexample of each violation class
 	// (Counterexample.Class), in property order, then by class.
-	Classes   []*Counterexample
+	Classes []*Counterexample
+	// Roots is how many distinct initial states the search started from.
+	Roots     int
 	Witnessed map[string]bool // reachability properties witnessed
 	Vacuous   []string        // expected reachability never witnessed
 	// NeverReached lists the scope's client ops that reached no object in
@@ -461,6 +463,7 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		fr.fps = append(fr.fps, fp)
 	}
 	e.distinct.Store(int64(fr.len()))
+	nroots := fr.len()
 
 	var depth atomic.Int64
 	queue := atomic.Int64{}
@@ -630,7 +633,7 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		}
 	}
 	res := &Result{Scope: scope.Name, Bugs: scope.Bugs, Generated: e.generated.Load(), Distinct: e.distinct.Load(),
-		Depth: level, Complete: complete, Elapsed: time.Since(start), Witnessed: map[string]bool{}}
+		Depth: level, Complete: complete, Elapsed: time.Since(start), Witnessed: map[string]bool{}, Roots: nroots}
 	for i, pi := range e.sometimes {
 		if e.witnessed[i].Load() {
 			res.Witnessed[model.Properties[pi].Name] = true
@@ -668,8 +671,8 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		propIndex[p.Name] = i
 	}
 	slices.SortFunc(keys, func(a, b string) int {
-		pa, _, _ := strings.Cut(a, classSep)
-		pb, _, _ := strings.Cut(b, classSep)
+		pa, _, _ := strings.Cut(a, ClassSep)
+		pb, _, _ := strings.Cut(b, ClassSep)
 		return cmp.Or(cmp.Compare(propIndex[pa], propIndex[pb]), cmp.Compare(a, b))
 	})
 	for _, k := range keys {
@@ -796,8 +799,8 @@ func (c *candidate) before(d *candidate) bool {
 	return c.level < d.level || (c.level == d.level && c.order < d.order)
 }
 
-// classSep separates the parts of a violation class.
-const classSep = " | "
+// ClassSep separates the parts of a violation class.
+const ClassSep = " | "
 
 // ViolationClass is the class of a violation: its property, the known
 // race that explains it (or "unclassified") and the kind of step that
@@ -823,7 +826,7 @@ func ViolationClass(v *model.Violation, st *model.Step) string {
 			}
 		}
 	}
-	return v.Property + classSep + known + classSep + kind
+	return v.Property + ClassSep + known + ClassSep + kind
 }
 
 func (e *explorer) checkTransition(w *worker, prev, next *model.State, st *model.Step, r model.Result, level int, fp uint64, act int32, order uint64) {
