@@ -45,6 +45,8 @@ type Universe struct {
 	// the controllers' informers have delivered anything; otherwise the
 	// setup ends with settle.
 	Unsettled bool
+	// Coalesce lets informer relists skip events (Scope.Coalesce).
+	Coalesce bool
 }
 
 // Graph is one initial ownership graph of a universe: Refs[d][o] is 0
@@ -301,7 +303,7 @@ func (u *Universe) OpAlphabet() []string {
 // Scope is the universe as one search: a root per initial graph, the op
 // alphabet under the op budget, symmetry on.
 func (u *Universe) Scope() Scope {
-	s := Scope{Name: u.Name, Doc: u.Doc, Ops: u.OpAlphabet(), OpBudget: u.OpBudget, Symmetry: true,
+	s := Scope{Name: u.Name, Doc: u.Doc, Ops: u.OpAlphabet(), OpBudget: u.OpBudget, Symmetry: true, Coalesce: u.Coalesce,
 		FoundBy: "cascade check --universe " + u.Name}
 	for _, g := range u.InitialGraphs() {
 		s.Roots = append(s.Roots, Root{Name: u.Describe(g), Setup: u.Setup(g)})
