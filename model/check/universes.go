@@ -6,7 +6,7 @@ package check
 var Universes = []Universe{
 	{
 		Name:       "pair",
-		Doc:        "Two ConfigMaps, every ownerReference between them (plain or blocking, self-references and cycles included), each maybe held by a user finalizer; any two requests among every propagation policy, second deletes and the finalizer's removal.",
+		Doc:        "Two ConfigMaps, every ownerReference between them (plain or blocking, self-references and cycles included), each maybe held by a user finalizer; any two requests among every propagation policy, second deletes, finalizer and ownerReference updates.",
 		Objects:    []string{"cm/a", "cm/b"},
 		Shapes:     []string{"", "block"},
 		Self:       true,
@@ -16,13 +16,16 @@ var Universes = []Universe{
 			"delete $X propagation=Foreground",
 			"delete $X propagation=Orphan",
 			"remove-finalizer $X cascade.dev/hold",
+			"add-finalizer $X cascade.dev/hold",
+			"add-owner $X $Y",
+			"remove-owner $X $Y",
 		},
 		OpBudget: 2,
 	},
 	{
 		Name:      "scopes",
-		Doc:       "A ConfigMap in the default namespace, one in ns2 and a cluster-scoped PersistentVolume, with up to two plain or blocking references among them (cross-namespace and namespaced-owner-of-cluster-scoped ones included), observed by the GC in any order; any one DELETE under any propagation policy.",
-		Objects:   []string{"cm/a", "cm/ns2/b", "pv/p"},
+		Doc:       "A ConfigMap in the default namespace, two in ns2 and a cluster-scoped PersistentVolume, with up to two plain or blocking references among them (cross-namespace and namespaced-owner-of-cluster-scoped ones included), observed by the GC in any order; any one DELETE under any propagation policy.",
+		Objects:   []string{"cm/a", "cm/ns2/b", "cm/ns2/c", "pv/p"},
 		Shapes:    []string{"", "block"},
 		MaxRefs:   2,
 		Ops:       []string{"delete $X", "delete $X propagation=Foreground", "delete $X propagation=Orphan"},
