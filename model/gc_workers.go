@@ -362,18 +362,26 @@ func (m *Model) doWrite(s *State, w Write) Result {
 		// Strategic merge by uid: refs present are overwritten with the
 		// graph's copy (blockOwnerDeletion=false); refs no longer present
 		// are appended, exactly as the patch list would merge.
-		return m.update(s, m.gcRequest(), t, w.Item.UID, 0, func(o *Object) Result {
+		var putBack []UID
+		r := m.update(s, m.gcRequest(), t, w.Item.UID, 0, func(o *Object) Result {
 			owners := slices.Clone(o.Owners)
 			for _, pr := range w.Owners {
 				if j := slices.IndexFunc(owners, func(r OwnerRef) bool { return r.UID == pr.UID }); j >= 0 {
 					owners[j] = pr
 				} else {
 					owners = append(owners, pr)
+					putBack = append(putBack, pr.UID)
 				}
 			}
 			o.Owners = owners
 			return ok(200)
 		})
+		if r.OK() {
+			for _, owner := range putBack {
+				s.trackPutBack(owner, w.Item.UID)
+			}
+		}
+		return r
 	}
 	panic("unknown write")
 }
@@ -398,6 +406,17 @@ func (s *State) trackOrphanOverride(prev *Object, how Override) {
 		}
 		s.Orphans[i].Overridden = how
 	}
+}
+
+// trackPutBack records on the orphan-respected ghost that a GC patch put
+// dep's reference to owner back after owner's orphaning removed it.
+func (s *State) trackPutBack(owner, dep UID) {
+	i := slices.IndexFunc(s.Orphans, func(w OrphanWatch) bool { return w.Owner == owner && w.Dep == dep && w.Ran })
+	if i < 0 || s.Orphans[i].Overridden != NotOverridden {
+		return
+	}
+	s.Orphans = slices.Clone(s.Orphans) // states share it
+	s.Orphans[i].Overridden = PutBackByUnblock
 }
 
 // removeFinalizer is operations.go removeFinalizer: GET, drop the

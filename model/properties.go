@@ -280,6 +280,9 @@ func checkOrphanRespected(m *Model, t *Transition) *Violation {
 		case w.Overridden == OverriddenByRetry:
 			v.Known = Excuse(KnownRetryWithoutRV)
 			v.Message += "; a GC DELETE decided before the orphan request, retried without its resourceVersion precondition, switched the orphan deletion to its own policy"
+		case w.Overridden == PutBackByUnblock:
+			v.Known = Excuse(KnownStaleGraph)
+			v.Message += "; the GC's unblock patch, built from a graph that had not seen the orphaning, put the reference back"
 		case w.Overridden == OverriddenByWaiting:
 			v.Known = Excuse(KnownForegroundOverridesOrphan)
 			v.Message += "; the GC's Foreground DELETE for an owner waiting on it, decided on a GET that read the orphan deletion, switched it to foreground"

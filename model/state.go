@@ -275,7 +275,8 @@ type Controller struct {
 // a dependent when attemptToOrphan ran (false: the kubernetes#26120 race).
 // Switched records that the orphan request came after Owner's deletion
 // had already started under another policy. Overridden records how a GC
-// DELETE then took the orphan finalizer away from Owner, if one did.
+// DELETE then took the orphan finalizer away from Owner, or a GC patch
+// put Dep's reference to Owner back, if one did.
 type OrphanWatch struct {
 	Owner, Dep          UID
 	Ran, Seen, Switched bool
@@ -297,6 +298,11 @@ const (
 	// GET had read the orphan deletion, asked for Foreground
 	// (KnownForegroundOverridesOrphan).
 	OverriddenByWaiting
+	// PutBackByUnblock: not the owner's deletion but Dep's reference to
+	// Owner, which the orphaning had removed: the GC's unblock patch,
+	// built from a graph that had not seen the removal, put it back
+	// (KnownStaleGraph).
+	PutBackByUnblock
 )
 
 // UIDInfo is what the model remembers of a UID it handed out.
