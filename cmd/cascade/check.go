@@ -47,10 +47,10 @@ in any order, interleaved with every GC, controller and informer step.
 A universe (--universe, see --list-universes) is bounds instead of a scope:
 the search starts from every initial ownership graph the bounds allow, up to
 symmetry (objects of one kind, namespace and create arguments are
-interchangeable), and sends any OpBudget requests from the universe's op
-alphabet. It reports the shortest counterexample of every violation class
-(property, known race or none, kind of step that broke it), each written as
-a trace.
+interchangeable), and sends up to the universe's budget of requests from its
+op alphabet, repeats allowed. It reports the shortest counterexample of every
+violation class (property, known race or none, kind of step that broke it),
+each written as a trace; an unclassified class fails the run.
 
 Properties (--list-properties) are checked on every transition (always),
 in every quiescent state (quiescent liveness) or must be witnessed at least
