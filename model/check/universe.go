@@ -203,18 +203,18 @@ func (u *Universe) InitialGraphs() []Graph {
 	return out
 }
 
-// Setup returns the commands that build a graph: each object created
-// with its finalizers and its references to objects created before it,
-// then the other references added, then settle unless Unsettled.
+// Setup returns the commands that build a graph: every object created
+// with its finalizers and no reference, then each object's references
+// added in object order, then settle unless Unsettled. Adding every
+// reference by an update, never inline at create, keeps what renaming
+// interchangeable objects must keep: an object's resourceVersion (1 +
+// its references) and, unsettled, the informer events it causes, do not
+// depend on which objects were created first. What a renaming can change
+// is the order of one object's references to interchangeable owners;
+// no property reads that order.
 func (u *Universe) Setup(g Graph) []string {
 	keys := u.keys()
-	ref := func(o, shape int) string {
-		if s := u.Shapes[shape-1]; s != "" {
-			return keys[o] + "," + s
-		}
-		return keys[o]
-	}
-	var out, later []string
+	var out, refs []string
 	for d, obj := range u.Objects {
 		c := "create " + obj
 		var fs []string
@@ -226,18 +226,19 @@ func (u *Universe) Setup(g Graph) []string {
 		if len(fs) > 0 {
 			c += " finalizers=" + strings.Join(fs, ",")
 		}
-		for o, s := range g.Refs[d] {
-			switch {
-			case s == 0:
-			case o < d:
-				c += " owner=" + ref(o, s)
-			default:
-				later = append(later, "add-owner "+keys[d]+" "+ref(o, s))
-			}
-		}
 		out = append(out, c)
+		for o, s := range g.Refs[d] {
+			if s == 0 {
+				continue
+			}
+			ref := keys[o]
+			if sh := u.Shapes[s-1]; sh != "" {
+				ref += "," + sh
+			}
+			refs = append(refs, "add-owner "+keys[d]+" "+ref)
+		}
 	}
-	out = append(out, later...)
+	out = append(out, refs...)
 	if !u.Unsettled {
 		out = append(out, "settle")
 	}

@@ -218,3 +218,35 @@ func TestUniversesFindEveryBug(t *testing.T) {
 		})
 	}
 }
+
+// TestSetupIsRenamingInvariant: what a renaming of interchangeable
+// objects must keep does not depend on creation order: after the setup
+// of every trio graph, each object's resourceVersion is 1 + its
+// references (a DELETE precondition reads it), whichever objects were
+// created first.
+func TestSetupIsRenamingInvariant(t *testing.T) {
+	u, err := UniverseByName("trio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &model.Model{}
+	for _, g := range u.InitialGraphs() {
+		s, err := setupState(m, u.Setup(g))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d, key := range u.keys() {
+			refs := 0
+			for _, r := range g.Refs[d] {
+				if r != 0 {
+					refs++
+				}
+			}
+			k, _ := model.KindByShort(strings.Split(key, "/")[0])
+			o := s.Lookup(k, model.DefaultNamespace, strings.Split(key, "/")[1])
+			if o == nil || o.RV != 1+refs {
+				t.Fatalf("%s: %s has %+v, want resourceVersion %d", u.Describe(g), key, o, 1+refs)
+			}
+		}
+	}
+}
