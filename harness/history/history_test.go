@@ -328,3 +328,47 @@ func TestReadsFromAudit(t *testing.T) {
 		t.Errorf("want an error about the audit level, got %v", err)
 	}
 }
+
+// TestNamespaceAnswerWithoutSpec: a Namespace answered without its spec
+// (a metadata client's PartialObjectMetadata) is read with the
+// spec.finalizers the history last saw: "kubernetes" from its create on,
+// so a patch emptying metadata.finalizers keeps it, until a
+// namespaces/finalize answer shows them empty, after which the same
+// answer removes it.
+func TestNamespaceAnswerWithoutSpec(t *testing.T) {
+	s := Scope{Prefix: "run1"}
+	ns := func(verb, sub string, code int, resp string) controlplane.AuditRecord {
+		r := record(verb, "run1-n", "/api/v1/namespaces/run1-n", code, `{"metadata":{"resourceVersion":"5","finalizers":null}}`, resp)
+		r.Resource, r.Namespace, r.Subresource = "namespaces", "", sub
+		return r
+	}
+	full := func(rv, spec string) string {
+		return `{"kind":"Namespace","metadata":{"name":"run1-n","uid":"u1","resourceVersion":"` + rv +
+			`","deletionTimestamp":"2026-01-01T00:00:00Z"},"spec":` + spec + `}`
+	}
+	meta := func(rv string) string {
+		return `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"run1-n","uid":"u1","resourceVersion":"` +
+			rv + `","deletionTimestamp":"2026-01-01T00:00:00Z"}}`
+	}
+	created := `{"kind":"Namespace","metadata":{"name":"run1-n","uid":"u1","resourceVersion":"4"},"spec":{"finalizers":["kubernetes"]}}`
+	for _, c := range []struct {
+		name    string
+		recs    []controlplane.AuditRecord
+		removed bool
+	}{
+		{"after its create", []controlplane.AuditRecord{ns("create", "", 201, created), ns("patch", "", 200, meta("6"))}, false},
+		{"nothing seen before", []controlplane.AuditRecord{ns("patch", "", 200, meta("6"))}, false},
+		{"after finalize emptied spec.finalizers", []controlplane.AuditRecord{ns("create", "", 201, created),
+			ns("update", "finalize", 200, full("6", `{}`)), ns("patch", "", 200, meta("6"))}, true},
+		{"its spec shown", []controlplane.AuditRecord{ns("patch", "", 200, full("6", `{"finalizers":["kubernetes"]}`))}, false},
+	} {
+		ops, err := FromAudit(c.recs, s)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		last := ops[len(ops)-1]
+		if last.Verb != Patch || last.Removed != c.removed {
+			t.Errorf("%s: want the patch removed=%v, got %s", c.name, c.removed, last.String())
+		}
+	}
+}
