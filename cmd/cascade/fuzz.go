@@ -73,10 +73,12 @@ flag is given, --inject switches on the fault its race needs and says so on
 stderr: --informer-lag 200ms for lookup-ignores-scope and
 adopt-without-recheck, --informer-relist 300ms for forget-unobserved-virtual,
 --write-delay 200ms for delete-without-rv-precondition; any fault flag, 0
-included, turns that off. With adopt-without-recheck, impl's adopter stands in for kube-controller-manager's
-Deployment, ReplicaSet and ReplicationController controllers, and
---informer-lag also lags each of its watch streams (its cache may show an
-owner live after the owner's deletion; its recheck GET is not lagged). On
+included, turns that off. On impl, impl's adopter stands in for
+kube-controller-manager's Deployment, ReplicaSet and ReplicationController
+controllers (it adopts and releases, and creates nothing; the job and
+cronjob controllers stay kube-controller-manager's), as on impl-stepped,
+and --informer-lag also lags each of its watch streams (its cache may show
+an owner live after the owner's deletion; its recheck GET is not lagged). On
 envtest targets the audit log records the controllers' GETs, so an adoption
 to an owner being deleted is the known race kubernetes#42938 only after the
 controller's own recheck GET showed the owner live. On impl the harness also
@@ -129,7 +131,7 @@ decide some run's history, 130 interrupted.`,
 	fl.IntVar(&f.steps, "steps", 30, "average number of steps per run")
 	fl.IntVar(&f.clients, "clients", 4, "concurrent driver clients (concurrent runs)")
 	fl.DurationVar(&f.shrinkTime, "shrink-time", time.Minute, "time budget for shrinking a failing run (and for searching it for a race)")
-	fl.DurationVar(&f.informerLag, "informer-lag", 0, "impl: delay each of the GC's informer events by a random time up to this, each resource's in order, and each event of impl's adopter's watch streams (with adopt-without-recheck), each stream's in order (a fault; 0: none; unset: what an injected bug's race needs, see above)")
+	fl.DurationVar(&f.informerLag, "informer-lag", 0, "impl: delay each of the GC's informer events by a random time up to this, each resource's in order, and each event of impl's adopter's watch streams, each stream's in order (a fault; 0: none; unset: what an injected bug's race needs, see above)")
 	fl.DurationVar(&f.informerRelist, "informer-relist", 0, "impl: break each of the GC's watches now and then and relist up to this later, handing on each object's last state only (a fault; 0: none; unset: what an injected bug's race needs, see above)")
 	fl.DurationVar(&f.writeDelay, "write-delay", 0, "impl: hold each GC write a random time up to this before sending it (a fault; 0: none; unset: what an injected bug's race needs, see above)")
 	fl.DurationVar(&f.restartAPIServer, "restart-apiserver", 0, "upstream, impl: restart kube-apiserver on the same etcd once per run, at a random time up to this after the run's clients start (a fault; 0: none)")
@@ -143,6 +145,16 @@ decide some run's history, 130 interrupted.`,
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
 	fl.BoolVar(&f.coverage, "coverage", false, "print the coverage table: verbs × kinds, options, policies and internal steps the passing runs hit")
 	return cmd
+}
+
+// spec is the target the flags ask fuzzing for. Concurrent runs on impl
+// use impl's own adopter for the built-in workloads, as stepped runs do
+// (target.Spec.Adopter).
+func (f *fuzzFlags) spec(inject bugs.Set, log io.Writer) target.Spec {
+	return target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Log: log,
+		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay,
+		RestartAPIServer: f.restartAPIServer, RestartGC: f.restartGC,
+		Audit: f.target != target.Kubeconfig, Adopter: f.target == target.Impl}
 }
 
 func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
@@ -165,12 +177,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err := u.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
-	spec := target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Log: cmd.ErrOrStderr(),
-		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay,
-		RestartAPIServer: f.restartAPIServer, RestartGC: f.restartGC}
-	if f.target != target.Kubeconfig {
-		spec.Audit = true
-	}
+	spec := f.spec(inject, cmd.ErrOrStderr())
 	if err := spec.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
