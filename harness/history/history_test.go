@@ -332,9 +332,9 @@ func TestReadsFromAudit(t *testing.T) {
 // TestNamespaceAnswerWithoutSpec: a Namespace answered without its spec
 // (a metadata client's PartialObjectMetadata) is read with the
 // spec.finalizers the history last saw: "kubernetes" from its create on,
-// so a patch emptying metadata.finalizers keeps it, until a
-// namespaces/finalize answer shows them empty, after which the same
-// answer removes it.
+// so a patch emptying metadata.finalizers keeps it, as does a DELETE,
+// until a namespaces/finalize answer shows them empty, after which the
+// same answer removes it.
 func TestNamespaceAnswerWithoutSpec(t *testing.T) {
 	s := Scope{Prefix: "run1"}
 	ns := func(verb, sub string, code int, resp string) controlplane.AuditRecord {
@@ -361,14 +361,15 @@ func TestNamespaceAnswerWithoutSpec(t *testing.T) {
 		{"after finalize emptied spec.finalizers", []controlplane.AuditRecord{ns("create", "", 201, created),
 			ns("update", "finalize", 200, full("6", `{}`)), ns("patch", "", 200, meta("6"))}, true},
 		{"its spec shown", []controlplane.AuditRecord{ns("patch", "", 200, full("6", `{"finalizers":["kubernetes"]}`))}, false},
+		{"a DELETE answered without spec", []controlplane.AuditRecord{ns("create", "", 201, created), ns("delete", "", 200, meta("6"))}, false},
 	} {
 		ops, err := FromAudit(c.recs, s)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		last := ops[len(ops)-1]
-		if last.Verb != Patch || last.Removed != c.removed {
-			t.Errorf("%s: want the patch removed=%v, got %s", c.name, c.removed, last.String())
+		if last.Removed != c.removed {
+			t.Errorf("%s: want removed=%v, got %s", c.name, c.removed, last.String())
 		}
 	}
 }
