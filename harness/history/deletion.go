@@ -17,6 +17,12 @@ import (
 // (and, for a graceful kind, no grace period is left).
 func DeletionFinalizers(o *Object, opts *DeleteOptions) []string {
 	mo := model.Object{Kind: o.Kind, Finalizers: o.Finalizers, Deleting: o.Deleting}
+	if o.Kind.Info().Kind == "Namespace" && !slices.Contains(o.Finalizers, model.FinalizerNamespace) {
+		// spec.finalizers, as the history assumes them (namespaceSpecs):
+		// still held, so a DELETE of a Terminating Namespace changes
+		// nothing
+		mo.Finalizers = append(slices.Clone(o.Finalizers), model.FinalizerNamespace)
+	}
 	var mopts model.DeleteOptions
 	if opts != nil {
 		mopts.OrphanDependents = opts.Orphan
@@ -24,7 +30,7 @@ func DeletionFinalizers(o *Object, opts *DeleteOptions) []string {
 	}
 	// The model keeps a Namespace's "kubernetes" finalizer among its
 	// finalizers; a real Namespace keeps it in spec.finalizers, which the
-	// history does not read.
+	// history's objects leave out.
 	return slices.DeleteFunc(slices.Clone(model.DeletionFinalizers(&mo, mopts)), func(f string) bool {
 		return f == model.FinalizerNamespace && o.Kind.Info().Kind == "Namespace"
 	})
