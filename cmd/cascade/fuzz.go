@@ -99,7 +99,9 @@ the audit log does not hold is in the history as maybe applied. The run
 must still be linearizable and, once quiet, live; after a kube-apiserver
 restart it settles again, a second apart, until its state is live or 150 s
 have passed (client-go's informer and work-item back-offs after the
-outage, see README). Each run's progress line
+outage, see README), and after creating a CRD until 2 minutes after the
+create (the GC's informer of a CRD created again lists after its
+back-off). Each run's progress line
 names its restarts, their time and its ops maybe applied; the --json
 summary totals them (restarts, restart_seconds, maybe_applied).
 
