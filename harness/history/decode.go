@@ -282,6 +282,14 @@ func decodeDeleteOptions(body []byte, requestURI string) (*DeleteOptions, error)
 // answers that do not show them (namespaceSpecs; nil: none emptied).
 func (op *Op) outcome(code int, body []byte, ns namespaceSpecs) error {
 	op.Code = code
+	if !op.OK() && !isJSONObject(body) {
+		// A refusal from outside the resource's handler: the API
+		// server's mux answers a path it does not serve (a custom
+		// resource whose CRD is not yet, or no longer, served) with
+		// "404 page not found" in plain text, not a metav1.Status.
+		op.Message = string(bytes.TrimSpace(body))
+		return nil
+	}
 	resp, err := decodeResponse(op.Kind, body)
 	if err != nil {
 		return err

@@ -373,3 +373,20 @@ func TestNamespaceAnswerWithoutSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainTextRefusal: the API server's mux refuses a path it does not
+// serve (a custom resource whose CRD is not yet, or no longer, served)
+// with "404 page not found" in plain text; the history takes it as a
+// refusal with that message, not as an undecodable answer.
+func TestPlainTextRefusal(t *testing.T) {
+	op := Op{Verb: Create, Kind: mustKind(t, "herd")}
+	if err := op.outcome(404, []byte("404 page not found\n"), nil); err != nil {
+		t.Fatalf("a plain-text 404: %v", err)
+	}
+	if op.Code != 404 || op.OK() || op.Got != nil || op.Message != "404 page not found" {
+		t.Errorf("want a refusal with the text as its message, got %+v", op)
+	}
+	if err := (&Op{Verb: Create, Kind: mustKind(t, "herd")}).outcome(201, []byte("created"), nil); err == nil {
+		t.Error("a success with a body that is not JSON must still be an error")
+	}
+}
