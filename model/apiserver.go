@@ -362,6 +362,15 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 		}
 		return fail(409, "Conflict", "the ResourceVersion in the precondition (%d) does not match the ResourceVersion in record (%d). The object might have been modified", opts.PreconditionRV, cur.RV)
 	}
+	if v := cur.View(); terminatingNamespace(&v) {
+		// The Namespace registry's Delete (pkg/registry/core/namespace/
+		// storage Delete) chooses the GC finalizers only on the first
+		// DELETE; once deletionTimestamp is set it answers the Namespace
+		// as it is while spec.finalizers remain, without calling the
+		// admission webhooks (deleteValidation) and whatever the options
+		// (traces/scenarios/namespace-second-delete-changes-nothing).
+		return ok(200)
+	}
 	if rq.admit {
 		if deny := m.protectionDenies(s, cur); deny != "" {
 			return fail(403, "Forbidden", "admission webhook \"vdeletion.cascade.dev\" denied the request: %s", deny)
@@ -428,6 +437,13 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 	return ok(200)
 }
 
+// terminatingNamespace reports whether o is a Namespace being deleted that
+// its spec.finalizers (FinalizerNamespace) still hold: a DELETE of it
+// changes nothing.
+func terminatingNamespace(o *View) bool {
+	return o.Kind.Info().Kind == "Namespace" && o.Deleting && o.hasFinalizer(FinalizerNamespace)
+}
+
 // GracefulDelete reports whether kind k's registry strategy implements
 // rest.RESTGracefulDeleteStrategy. Of the model's kinds only Pod does
 // (pkg/registry/core/pod/strategy.go CheckGracefulDelete), and it always
@@ -442,6 +458,9 @@ var podKindID = func() KindID { k, _ := KindByShort("pod"); return k }()
 // Callers outside the model read it as Delete's Finalizers.
 func deletionFinalizers(o *View, opts DeleteOptions) []string {
 	info := o.Kind.Info()
+	if terminatingNamespace(o) {
+		return o.Finalizers // the Namespace registry chooses only on the first DELETE
+	}
 	orphan, fg := shouldOrphanDependents(o, opts), shouldDeleteDependents(o, opts)
 	if info.Kind == "Namespace" {
 		orphan, fg = namespaceFinalizers(o, opts)

@@ -76,10 +76,12 @@ flag is given, --inject switches on the fault its race needs and says so on
 stderr: --informer-lag 200ms for lookup-ignores-scope and
 adopt-without-recheck, --informer-relist 300ms for forget-unobserved-virtual,
 --write-delay 200ms for delete-without-rv-precondition; any fault flag, 0
-included, turns that off. With adopt-without-recheck, impl's adopter stands in for kube-controller-manager's
-Deployment, ReplicaSet and ReplicationController controllers, and
---informer-lag also lags each of its watch streams (its cache may show an
-owner live after the owner's deletion; its recheck GET is not lagged). On
+included, turns that off. On impl, impl's adopter stands in for
+kube-controller-manager's Deployment, ReplicaSet and ReplicationController
+controllers (it adopts and releases, and creates nothing; the job and
+cronjob controllers stay kube-controller-manager's), as on impl-stepped,
+and --informer-lag also lags each of its watch streams (its cache may show
+an owner live after the owner's deletion; its recheck GET is not lagged). On
 envtest targets the audit log records the controllers' GETs, so an adoption
 to an owner being deleted is the known race kubernetes#42938 only after the
 controller's own recheck GET showed the owner live. On impl the harness also
@@ -117,7 +119,9 @@ must still be linearizable and, once quiet, live; after a kube-apiserver
 restart it settles again, a second apart, until its state is live or 150 s
 have passed (client-go's informer and work-item back-offs after the
 outage, see README), after a kube-controller-manager restart until 45 s
-have passed. Each run's progress line
+have passed, and after creating a CRD until 2 minutes after the
+create (the GC's informer of a CRD created again lists after its
+back-off). Each run's progress line
 names its restarts, their time and its ops maybe applied; the --json
 summary totals them (restarts, restart_seconds, maybe_applied).
 
@@ -177,6 +181,16 @@ decide some run's history, 130 interrupted.`,
 	return cmd
 }
 
+// spec is the target the flags ask fuzzing for. Concurrent runs on impl
+// use impl's own adopter for the built-in workloads, as stepped runs do
+// (target.Spec.Adopter).
+func (f *fuzzFlags) spec(inject bugs.Set, log io.Writer) target.Spec {
+	return target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Log: log,
+		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay,
+		RestartAPIServer: f.restartAPIServer, RestartGC: f.restartGC, RestartKCM: f.restartKCM, NoProxy: f.noProxy, FaultSeed: f.seed,
+		Audit: f.target != target.Kubeconfig, Adopter: f.target == target.Impl}
+}
+
 func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if f.target == "" {
 		return usageErr("fuzz needs --target (upstream, impl, impl-stepped or kubeconfig)")
@@ -202,9 +216,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		// follow the seed the summary prints
 		f.seed = 1 + rand.Uint64N(1<<53-1)
 	}
-	spec := target.Spec{Name: f.target, FaultSeed: f.seed, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Log: cmd.ErrOrStderr(),
-		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay,
-		RestartAPIServer: f.restartAPIServer, RestartGC: f.restartGC, RestartKCM: f.restartKCM, NoProxy: f.noProxy}
+	spec := f.spec(inject, cmd.ErrOrStderr())
 	if f.target == target.Kubeconfig {
 		spec.Release, err = parseKubeVersion(f.kubeVersion)
 	} else {
@@ -217,9 +229,6 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		return err
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "fuzz %s: %s\n", f.target, releaseNote(spec.Release))
-	if f.target != target.Kubeconfig {
-		spec.Audit = true
-	}
 	if err := spec.Validate(); err != nil {
 		return usageErr("%v", err)
 	}

@@ -590,15 +590,15 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	}
 }
 
-// settle waits until the cluster is quiet. After a restart it settles
-// again and again, a second apart, until the run's state is live or the
-// restarts' Rewatch bounds have passed (APIServerRewatch derives the
-// bound for kube-apiserver): a quiet window cannot tell a GC that is done
-// from one whose informers or work items are still backing off after the
-// restart, and a fixed wait long enough for the worst back-off would cost
-// every run it. A normal run settles once.
+// settle waits until the cluster is quiet. After a restart, or after
+// creating a CRD, it settles again and again, a second apart, until the
+// run's state is live or the bound has passed (liveUntil: the restarts'
+// Rewatch, APIServerRewatch for kube-apiserver; CRDRewatch): a quiet
+// window cannot tell a GC that is done from one whose informers or work
+// items are still backing off, and a fixed wait long enough for the worst
+// back-off would cost every run it. Any other run settles once.
 func (r *concurrentRun) settle(d *driver.Driver, dyn dynamic.Interface, prefix string) {
-	until := rewatchUntil(r.restarts)
+	until := liveUntil(r.restarts, d.LastCRD())
 	for {
 		if err := r.env.Settler.Settle(r.ctx, d); err != nil {
 			r.fail("liveness", fmt.Sprintf("the cluster did not go quiet: %v", err), nil)

@@ -205,6 +205,34 @@ func rewatchUntil(done []restartDone) time.Time {
 	return until
 }
 
+// CRDRewatch bounds how long, after a run creates a CRD, the GC may take
+// to collect garbage among the custom resources made under it. The GC
+// monitors a new resource from its next discovery sync (every 30 s), and
+// the run's settle waits for that (replay.Quiet's GCSync). But every run
+// that creates a CRD deletes it in its cleanup, and a later run creates it
+// again: kube-controller-manager's syncMonitors then stops only the
+// resource's monitor, not its shared informer, so the next sync finds the
+// informer kept and synced, and the informer lists the resource again only
+// after its reflector's back-off, which the CRD's absence has grown to its
+// cap (0.8 s doubling, capped at 30 s, jittered up to twice: 60 s).
+// Measured on a kubeconfig cluster: Herds of a run reached the GC's graph
+// 18 s after the sync that took their CRD back in, after the run had been
+// judged. The bound is the settle's wait for the sync (32 s) and such a
+// back-off (60 s), rounded up to two minutes for the GC's work once the
+// informer delivers. Like APIServerRewatch it is a bound, not a wait.
+const CRDRewatch = 2 * time.Minute
+
+// liveUntil is when a run stops checking its state for liveness again
+// (zero: it settles once): the restarts' bounds, and CRDRewatch after the
+// run's last CRD create (crd, zero when it created none).
+func liveUntil(done []restartDone, crd time.Time) time.Time {
+	until := rewatchUntil(done)
+	if !crd.IsZero() && crd.Add(CRDRewatch).After(until) {
+		until = crd.Add(CRDRewatch)
+	}
+	return until
+}
+
 // retryWait bounds how long a client goes on resending a step that got
 // no answer: longer than any restart.
 const retryWait = 90 * time.Second

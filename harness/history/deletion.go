@@ -20,14 +20,21 @@ func DeletionFinalizers(o *Object, opts *DeleteOptions) []string {
 }
 
 // DeleteResult is model.Delete of a DELETE with opts on o, its
-// finalizers as a history reads them: the model keeps a Namespace's
+// finalizers as a history reads them. The model keeps a Namespace's
 // "kubernetes" finalizer among its finalizers, a real Namespace keeps it
-// in spec.finalizers, which the history does not read (so a Namespace's
-// finalizers may be empty while Removed is false).
+// in spec.finalizers, which the history's objects leave out: o is read
+// with it still held (as the history assumes spec.finalizers,
+// namespaceSpecs: no namespace controller runs), so a DELETE of a
+// Terminating Namespace changes nothing, and the result leaves it out
+// again.
 func DeleteResult(sem model.Semantics, o *Object, opts *DeleteOptions) model.DeleteResult {
 	v := model.View{Kind: o.Kind, Finalizers: o.Finalizers, Deleting: o.Deleting}
+	ns := o.Kind.Info().Kind == "Namespace"
+	if ns && !slices.Contains(o.Finalizers, model.FinalizerNamespace) {
+		v.Finalizers = append(slices.Clone(o.Finalizers), model.FinalizerNamespace)
+	}
 	r := model.Delete(sem, &v, ModelDeleteOptions(opts))
-	if o.Kind.Info().Kind == "Namespace" && slices.Contains(r.Finalizers, model.FinalizerNamespace) {
+	if ns && slices.Contains(r.Finalizers, model.FinalizerNamespace) {
 		r.Finalizers = slices.DeleteFunc(slices.Clone(r.Finalizers), func(f string) bool { return f == model.FinalizerNamespace })
 	}
 	return r

@@ -197,7 +197,7 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		t.r.addUnanswered(op, id, true) // the response was cut short: ambiguous (Code 0)
 		return resp, readErr
 	}
-	if err := op.outcome(resp.StatusCode, respBody); err != nil {
+	if err := op.outcome(resp.StatusCode, respBody, nil); err != nil {
 		t.r.add(op, fmt.Errorf("history: %s %s -> %d: response body: %w", req.Method, req.URL.Path, resp.StatusCode, err))
 		return resp, nil
 	}

@@ -81,7 +81,8 @@ func (b *builder) create(actor string, k history.Key, call, ret int64, fins []st
 
 // write appends a successful patch by actor that applies change to a
 // copy of the live object; the object leaves storage when it is being
-// deleted and change empties its finalizers.
+// deleted and change empties its finalizers, unless it is a Namespace,
+// which its spec.finalizers hold.
 func (b *builder) write(actor string, k history.Key, call, ret int64, change func(*history.Object)) int {
 	cur := b.live[k]
 	if cur == nil {
@@ -92,7 +93,7 @@ func (b *builder) write(actor string, k history.Key, call, ret int64, change fun
 	change(&o)
 	op := history.Op{Actor: actor, Verb: history.Patch, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,
 		Code: 200, Got: &o, Call: call, Return: ret}
-	if o.Deleting && len(o.Finalizers) == 0 {
+	if o.Deleting && len(o.Finalizers) == 0 && k.Kind.Info().Kind != "Namespace" {
 		op.Removed = true
 		delete(b.live, k)
 	} else {
@@ -113,14 +114,17 @@ func (b *builder) del(actor string, k history.Key, call, ret int64, propagation 
 	op := history.Op{Actor: actor, Verb: history.Delete, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,
 		Delete: opts, Code: 200, Call: call, Return: ret}
 	fins := history.DeletionFinalizers(cur, opts)
-	if len(fins) == 0 {
+	if len(fins) == 0 && k.Kind.Info().Kind != "Namespace" {
 		op.Removed = true
 		op.Got = &history.Object{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, UID: cur.UID, Replicas: -1}
 		delete(b.live, k)
 		return b.add(op)
 	}
 	o := *cur
-	o.Deleting, o.Finalizers, o.RV = true, fins, b.nextRV()
+	o.Deleting, o.Finalizers = true, fins
+	if !cur.Deleting || !history.SameFinalizers(fins, cur.Finalizers) {
+		o.RV = b.nextRV() // a DELETE that changes nothing writes nothing
+	}
 	b.live[k] = &o
 	op.Got = &o
 	return b.add(op)

@@ -10,9 +10,10 @@
 //	              limited principal
 //	impl          envtest + kube-controller-manager's workload controllers
 //	              without its GC + impl (Auto, with Spec.Inject) + webhook;
-//	              with adopt-without-recheck injected, impl's adopter
-//	              adopts for Deployments, ReplicaSets and RCs instead of
-//	              kube-controller-manager's controllers
+//	              with Spec.Adopter (cascade fuzz) or adopt-without-recheck
+//	              injected, impl's adopter adopts for Deployments,
+//	              ReplicaSets and RCs instead of kube-controller-manager's
+//	              controllers, which then run only for Jobs and CronJobs
 //	impl-stepped  envtest without kube-controller-manager; every trace gets
 //	              its own impl in Stepped mode, its adopter stepping the
 //	              built-in workloads (SteppedAdopterKinds)
@@ -155,6 +156,18 @@ type Spec struct {
 	// random time up to it after the run's clients start
 	// (controlplane.ControlPlane.RestartControllerManager; harness/fuzz).
 	RestartKCM time.Duration
+	// Adopter, on impl, runs impl's adopter (impl/adopter) for the
+	// built-in workloads (SteppedAdopterKinds: Deployments, ReplicaSets,
+	// ReplicationControllers) in place of kube-controller-manager's
+	// deployment, replicaset and replicationcontroller controllers, which
+	// are then not started: it adopts and releases as they do, but
+	// creates and scales nothing (no Pods for replicas, no ReplicaSets for
+	// Deployments), as the model's controller. kube-controller-manager
+	// still runs the job and cronjob controllers, whose adoption impl's
+	// adopter does not cover. cascade fuzz sets it, so that concurrent
+	// runs exercise impl's own adopter, as impl-stepped's do; trace
+	// replays leave it off. The adopt-without-recheck bug implies it.
+	Adopter bool
 	// RestartAPIServer, on upstream and impl, asks a concurrent fuzz run
 	// to restart kube-apiserver on the same etcd once per run, at a
 	// random time up to it after the run's clients start
@@ -172,9 +185,9 @@ type Spec struct {
 
 // implAdopts reports whether impl's adopting controller, rather than
 // kube-controller-manager's, adopts for the built-in workloads on the impl
-// target: when the adopter's own bug is injected, which only impl's
-// adopter can have.
-func (s Spec) implAdopts() bool { return s.Inject.Has(bugs.AdoptWithoutRecheck) }
+// target: when asked (Adopter), or when the adopter's own bug is
+// injected, which only impl's adopter can have.
+func (s Spec) implAdopts() bool { return s.Adopter || s.Inject.Has(bugs.AdoptWithoutRecheck) }
 
 // implControllers are the kube-controller-manager controllers of the impl
 // target: the workload controllers, less those impl's adopter stands in
@@ -390,7 +403,7 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		if s.implAdopts() {
 			io.Adopter, io.AdopterKinds = true, SteppedAdopterKinds
 			io.AdopterLag, io.AdopterLagSeed = s.InformerLag, seed+1
-			t.logf("impl: impl's adopter adopts for %s (adopt-without-recheck is its bug)", strings.Join(SteppedAdopterKinds, ", "))
+			t.logf("impl: impl's adopter adopts for %s in place of kube-controller-manager's controllers", strings.Join(SteppedAdopterKinds, ", "))
 			if s.InformerLag > 0 {
 				t.logf("impl: the adopter's watch events lag by up to %s each", s.InformerLag)
 			}

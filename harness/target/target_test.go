@@ -5,12 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
 
+	"github.com/cascade-k8s/cascade/impl/adopter"
 	"github.com/cascade-k8s/cascade/impl/bugs"
 	"github.com/cascade-k8s/cascade/model"
 	"github.com/cascade-k8s/cascade/traces"
@@ -219,5 +221,36 @@ func TestKubeconfigErrors(t *testing.T) {
 	_, err = Start(context.Background(), Spec{Name: Kubeconfig, Kubeconfig: path})
 	if !errors.As(err, &in) || !strings.Contains(err.Error(), `cannot reach the cluster of context "dead" in kubeconfig `+path+" at https://127.0.0.1:1") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("unreachable cluster: %v", err)
+	}
+}
+
+// TestImplAdopterReplacesWorkloadControllers: with impl's adopter (asked
+// for, as cascade fuzz does, or implied by its bug) the impl target does
+// not start kube-controller-manager's deployment, replicaset and
+// replicationcontroller controllers, which would adopt alongside it, and
+// keeps the job and cronjob controllers, whose adoption the adopter does
+// not cover; without it, all of them run.
+func TestImplAdopterReplacesWorkloadControllers(t *testing.T) {
+	adopterOnly := []string{"job", "cronjob"}
+	for _, c := range []struct {
+		spec    Spec
+		adopts  bool
+		running []string
+	}{
+		{Spec{Name: Impl}, false, WorkloadControllers},
+		{Spec{Name: Impl, Adopter: true}, true, adopterOnly},
+		{Spec{Name: Impl, Inject: bugs.Of(bugs.AdoptWithoutRecheck)}, true, adopterOnly},
+	} {
+		if got := c.spec.implAdopts(); got != c.adopts {
+			t.Errorf("%+v: impl's adopter adopts = %v, want %v", c.spec, got, c.adopts)
+		}
+		if got := c.spec.implControllers(); !slices.Equal(got, c.running) {
+			t.Errorf("%+v: kube-controller-manager runs %v, want %v", c.spec, got, c.running)
+		}
+	}
+	for _, k := range SteppedAdopterKinds {
+		if !slices.Contains(adopter.Kinds, k) {
+			t.Errorf("impl's adopter does not manage %s", k)
+		}
 	}
 }
