@@ -142,7 +142,8 @@ func TestOrphanAdoptionFixed(t *testing.T) {
 	env.Consistently(t, 2*time.Second, Want{herd: "gone", pod: "live"})
 }
 
-// traces/races/kubernetes-114603-fixed.trace and its bug twin: the GC
+// traces/races/kubernetes-114603-fixed.trace and its bug twin
+// delete-without-rv-owner-moved: the GC
 // decides to delete cm/proxy, the user moves its reference to v19 before
 // the DELETE is sent. With the resourceVersion precondition the DELETE
 // fails 409 and the proxy survives; without it the proxy is collected.

@@ -146,13 +146,13 @@ func (m *Model) create(s *State, rq request, o Object) Result {
 	// Store.Create validates (BeforeCreate) and runs validating
 	// admission before it writes to etcd, which is where an existing key
 	// is found: an invalid create of a taken name is 422, not 409.
-	if r := validateMeta(&o, nil); !r.OK() {
+	if r := validateMeta(m.semantics(), &o, nil); !r.OK() {
 		return r
 	}
 	if r := admitOwnerRefs(rq, &o, nil); !r.OK() {
 		return r
 	}
-	if s.Lookup(o.Kind, o.Namespace, o.Name) != nil {
+	if !CreateAnswers(s.Lookup(o.Kind, o.Namespace, o.Name) != nil).Has(AnswerOK) {
 		return fail(409, "AlreadyExists", "%s %q already exists", info.Resource, o.Name)
 	}
 	// rest.BeforeCreate clears deletionTimestamp.
@@ -205,18 +205,16 @@ var crdKindID = func() KindID { k, _ := KindByShort("crd"); return k }()
 
 // ---- validation (apimachinery/pkg/api/validation/objectmeta.go) ----
 
-// validateMeta checks finalizers and ownerReferences of a new object
-// version; old is nil on create.
-func validateMeta(o *Object, old *Object) Result {
-	if o.HasFinalizer(FinalizerOrphan) && o.HasFinalizer(FinalizerForeground) {
-		return fail(422, "Invalid", "metadata.finalizers: finalizer orphan and foregroundDeletion cannot be both set")
+// validateMeta checks finalizers (UpdateDenial) and ownerReferences of a
+// new object version; old is nil on create.
+func validateMeta(sem Semantics, o *Object, old *Object) Result {
+	next := View{Kind: o.Kind, Deleting: o.Deleting, Finalizers: o.Finalizers}
+	var prev *View
+	if old != nil {
+		prev = &View{Kind: old.Kind, Deleting: old.Deleting, Finalizers: old.Finalizers}
 	}
-	if !o.Kind.Info().Custom {
-		for _, f := range o.Finalizers {
-			if !strings.Contains(f, "/") && f != FinalizerOrphan && f != FinalizerForeground && f != FinalizerNamespace && f != FinalizerCRDCleanup {
-				return fail(422, "Invalid", "metadata.finalizers: %q: name is neither a standard finalizer name nor is it fully qualified", f)
-			}
-		}
+	if deny := UpdateDenial(sem, prev, &next); deny.Message != "" {
+		return fail(422, "Invalid", "%s", deny.Message)
 	}
 	controller := ""
 	for _, r := range o.Owners {
@@ -270,14 +268,19 @@ func admitOwnerRefs(rq request, o *Object, old *Object) Result {
 func (m *Model) update(s *State, rq request, t Target, uid UID, rv int, mutate func(*Object) Result) Result {
 	cur := s.Lookup(t.Kind, t.Namespace, t.Name)
 	if cur == nil {
+		// The model's updates are merge patches: their metadata.uid is no
+		// storage precondition, so even before kubernetes#132470 a patch
+		// of a removed object answers 404 (Semantics.UpdateRemovedConflict
+		// is a PUT's answer).
 		return notFound(t.Kind, t.Name)
 	}
-	if uid != 0 && cur.UID != uid {
+	pre := Preconditions{UID: check(uid != 0, cur.UID == uid), RV: check(rv != 0, cur.RV == rv)}
+	switch PreconditionAnswers(m.semantics(), VerbUpdate, true, pre, false).Code() {
+	case 422:
 		// A patch carrying metadata.uid fails validation as an attempt to
 		// change an immutable field.
 		return fail(422, "Invalid", "metadata.uid: field is immutable")
-	}
-	if rv != 0 && cur.RV != rv {
+	case 409:
 		return fail(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again")
 	}
 	old := *cur
@@ -292,14 +295,7 @@ func (m *Model) update(s *State, rq request, t Target, uid UID, rv int, mutate f
 	// create does: making one of two references to a UID equal to the
 	// other leaves one.
 	next.Owners = dedupOwners(next.Owners)
-	if old.Deleting && !m.Bugs.Has(BugFinalizerAfterDeletion) {
-		for _, f := range next.Finalizers {
-			if !old.HasFinalizer(f) {
-				return fail(422, "Invalid", "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [%q]", f)
-			}
-		}
-	}
-	if r := validateMeta(&next, &old); !r.OK() {
+	if r := validateMeta(m.semantics(), &next, &old); !r.OK() {
 		return r
 	}
 	if r := admitOwnerRefs(rq, &next, &old); !r.OK() {
@@ -308,7 +304,7 @@ func (m *Model) update(s *State, rq request, t Target, uid UID, rv int, mutate f
 	if equalObjects(&old, &next) {
 		return ok(200) // a no-op patch writes nothing
 	}
-	if next.Deleting && len(next.Finalizers) == 0 {
+	if UpdateRemoves(&View{Kind: next.Kind, Deleting: next.Deleting, Finalizers: next.Finalizers}) {
 		s.remove(next.UID)
 		s.notify(Deleted, &next)
 		return ok(200)
@@ -348,21 +344,32 @@ func equalObjects(a, b *Object) bool {
 // delete runs one DELETE request.
 func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Result {
 	// rest.BeforeDelete: ValidateDeleteOptions comes first.
-	if opts.OrphanDependents != nil && opts.Policy != NoPolicy {
-		return fail(422, "Invalid", "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: %q: orphanDependents and deletionPropagation cannot be both set", opts.Policy.String())
+	if deny := DeleteOptionsDenial(opts); deny != "" {
+		return fail(422, "Invalid", "%s", deny)
 	}
 	cur := s.Lookup(t.Kind, t.Namespace, t.Name)
 	if cur == nil {
 		return notFound(t.Kind, t.Name)
 	}
-	if opts.PreconditionUID != 0 && cur.UID != opts.PreconditionUID {
-		if t.Kind.Info().Kind == "Namespace" {
+	pre := Preconditions{UID: check(opts.PreconditionUID != 0, cur.UID == opts.PreconditionUID),
+		RV: check(opts.PreconditionRV != 0, cur.RV == opts.PreconditionRV)}
+	if !PreconditionAnswers(m.semantics(), VerbDelete, true, pre, false).Has(AnswerOK) {
+		switch {
+		case pre.UID == Fails && t.Kind.Info().Kind == "Namespace":
 			return fail(409, "Conflict", "Precondition failed: UID in precondition: %s, UID in object meta: %s", s.UIDLabel(opts.PreconditionUID), s.UIDLabel(cur.UID))
+		case pre.UID == Fails:
+			return fail(409, "Conflict", "the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", s.UIDLabel(opts.PreconditionUID), s.UIDLabel(cur.UID))
 		}
-		return fail(409, "Conflict", "the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", s.UIDLabel(opts.PreconditionUID), s.UIDLabel(cur.UID))
-	}
-	if opts.PreconditionRV != 0 && cur.RV != opts.PreconditionRV {
 		return fail(409, "Conflict", "the ResourceVersion in the precondition (%d) does not match the ResourceVersion in record (%d). The object might have been modified", opts.PreconditionRV, cur.RV)
+	}
+	if v := cur.View(); terminatingNamespace(&v) {
+		// The Namespace registry's Delete (pkg/registry/core/namespace/
+		// storage Delete) chooses the GC finalizers only on the first
+		// DELETE; once deletionTimestamp is set it answers the Namespace
+		// as it is while spec.finalizers remain, without calling the
+		// admission webhooks (deleteValidation) and whatever the options
+		// (traces/scenarios/namespace-second-delete-changes-nothing).
+		return ok(200)
 	}
 	if rq.admit {
 		if deny := m.protectionDenies(s, cur); deny != "" {
@@ -370,15 +377,14 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 		}
 	}
 	next := *cur
+	res := Delete(m.semantics(), &View{Kind: cur.Kind, Deleting: cur.Deleting, Finalizers: cur.Finalizers}, opts)
+	next.Finalizers = res.Finalizers
 	if t.Kind == crdKind() && !cur.Deleting {
 		// apiextensions' CRD REST Delete: the first delete only sets
 		// deletionTimestamp and the cleanup finalizer (no GC finalizers)
 		// and always carries a UID precondition; the cleanup controller
 		// then removes the custom resources.
 		next.Deleting = true
-		if !next.HasFinalizer(FinalizerCRDCleanup) {
-			next.Finalizers = append(slices.Clip(next.Finalizers), FinalizerCRDCleanup)
-		}
 		if opts.DryRun {
 			return ok(200)
 		}
@@ -394,14 +400,12 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 		s.notify(Modified, &next)
 		return ok(200)
 	}
-	next.Finalizers = deletionFinalizers(cur, opts)
-	pending := len(next.Finalizers) != 0
-	if !pending {
+	if res.Removed {
 		if opts.DryRun {
 			return ok(200)
 		}
 		gone := *cur // cur points into s.Objects, which remove shifts
-		if gracefulDelete(t.Kind) && !cur.Deleting {
+		if res.TwoWrites {
 			// A kind with a graceful strategy is deleted in two writes
 			// even at grace period 0: rest.BeforeDelete finds
 			// CheckGracefulDelete true, so Store.Delete first runs
@@ -433,23 +437,30 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 	return ok(200)
 }
 
-// gracefulDelete reports whether kind k's registry strategy implements
+// terminatingNamespace reports whether o is a Namespace being deleted that
+// its spec.finalizers (FinalizerNamespace) still hold: a DELETE of it
+// changes nothing.
+func terminatingNamespace(o *View) bool {
+	return o.Kind.Info().Kind == "Namespace" && o.Deleting && o.hasFinalizer(FinalizerNamespace)
+}
+
+// GracefulDelete reports whether kind k's registry strategy implements
 // rest.RESTGracefulDeleteStrategy. Of the model's kinds only Pod does
 // (pkg/registry/core/pod/strategy.go CheckGracefulDelete), and it always
 // answers true. The model's pods are never scheduled, so their grace
 // period is 0 and they go at once, but by the graceful path.
-func gracefulDelete(k KindID) bool { return k == podKindID }
+func GracefulDelete(k KindID) bool { return k == podKindID }
 
 var podKindID = func() KindID { k, _ := KindByShort("pod"); return k }()
 
 // deletionFinalizers is deletionFinalizersForGarbageCollection: drop both
 // GC finalizers and add back the one the request and the object call for.
-// DeletionFinalizers is deletionFinalizers for callers outside the model:
-// the harness reads real DELETE answers with the same choice.
-func DeletionFinalizers(o *Object, opts DeleteOptions) []string { return deletionFinalizers(o, opts) }
-
-func deletionFinalizers(o *Object, opts DeleteOptions) []string {
+// Callers outside the model read it as Delete's Finalizers.
+func deletionFinalizers(o *View, opts DeleteOptions) []string {
 	info := o.Kind.Info()
+	if terminatingNamespace(o) {
+		return o.Finalizers // the Namespace registry chooses only on the first DELETE
+	}
 	orphan, fg := shouldOrphanDependents(o, opts), shouldDeleteDependents(o, opts)
 	if info.Kind == "Namespace" {
 		orphan, fg = namespaceFinalizers(o, opts)
@@ -469,7 +480,7 @@ func deletionFinalizers(o *Object, opts DeleteOptions) []string {
 	if info.Kind == "Namespace" && !o.Deleting && !slices.Contains(out, FinalizerNamespace) {
 		out = append(out, FinalizerNamespace)
 	}
-	if sameSet(out, o.Finalizers) {
+	if SameFinalizers(out, o.Finalizers) {
 		return o.Finalizers
 	}
 	return out
@@ -477,7 +488,7 @@ func deletionFinalizers(o *Object, opts DeleteOptions) []string {
 
 // shouldOrphanDependents mirrors store.go, including the precedence of an
 // existing GC finalizer (first in list order wins) over the kind default.
-func shouldOrphanDependents(o *Object, opts DeleteOptions) bool {
+func shouldOrphanDependents(o *View, opts DeleteOptions) bool {
 	def := o.Kind.Info().DefaultPolicy
 	if def == Unsupported {
 		return false
@@ -504,7 +515,7 @@ func shouldOrphanDependents(o *Object, opts DeleteOptions) bool {
 
 // shouldDeleteDependents mirrors store.go. orphanDependents=false means
 // background, never foreground, in the generic store.
-func shouldDeleteDependents(o *Object, opts DeleteOptions) bool {
+func shouldDeleteDependents(o *View, opts DeleteOptions) bool {
 	if o.Kind.Info().DefaultPolicy == Unsupported {
 		return false
 	}
@@ -531,14 +542,14 @@ func shouldDeleteDependents(o *Object, opts DeleteOptions) bool {
 // namespaceFinalizers is the Namespace registry's own choice
 // (shouldHaveOrphanFinalizer / shouldHaveDeleteDependentsFinalizer):
 // orphanDependents=false there means foreground.
-func namespaceFinalizers(o *Object, opts DeleteOptions) (orphan, fg bool) {
+func namespaceFinalizers(o *View, opts DeleteOptions) (orphan, fg bool) {
 	switch {
 	case opts.OrphanDependents != nil:
 		orphan = *opts.OrphanDependents
 	case opts.Policy != NoPolicy:
 		orphan = opts.Policy == Orphan
 	default:
-		orphan = o.HasFinalizer(FinalizerOrphan)
+		orphan = o.hasFinalizer(FinalizerOrphan)
 	}
 	switch {
 	case opts.OrphanDependents != nil:
@@ -546,7 +557,7 @@ func namespaceFinalizers(o *Object, opts DeleteOptions) (orphan, fg bool) {
 	case opts.Policy != NoPolicy:
 		fg = opts.Policy == Foreground
 	default:
-		fg = o.HasFinalizer(FinalizerForeground)
+		fg = o.hasFinalizer(FinalizerForeground)
 	}
 	return orphan, fg
 }
@@ -559,7 +570,9 @@ func setLabel(ls []Label, key, value string) []Label {
 	return out
 }
 
-func sameSet(a, b []string) bool {
+// SameFinalizers reports whether a and b hold the same finalizers, in
+// any order (the API server's finalizer lists are sets in effect).
+func SameFinalizers(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -584,4 +597,11 @@ func (s *State) notify(t EventType, o *Object) {
 	if controllerWatches(o.Kind) {
 		s.Controller.Watch.setQueue(s.ws, o.Kind, appendIn(s.ws.eventArena(), s.Controller.Watch.queue(o.Kind), WatchEvent{Type: t, Obj: *o}))
 	}
+}
+
+// semantics is the Semantics the model's API server answers by: the
+// model's release (Model.Release), with the bug switches that change an
+// answer.
+func (m *Model) semantics() Semantics {
+	return Semantics{FinalizerAfterDeletion: m.Bugs.Has(BugFinalizerAfterDeletion)}.For(m.Release)
 }

@@ -134,6 +134,9 @@ type Model struct {
 	// manages Herds only) sets it, so that Enabled offers no adoption or
 	// release nobody there would make.
 	Controllers []string
+	// Release is the Kubernetes release whose semantics the model follows
+	// (ReleaseChanges); the zero value is DefaultRelease.
+	Release Release
 }
 
 // controls reports whether the adopting controller of owner kind k runs.

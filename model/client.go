@@ -117,6 +117,11 @@ func (m *Model) applyClient(s *State, st *Step) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
+		if d := s.Lookup(t.Kind, t.Namespace, t.Name); d != nil {
+			if _, had := d.OwnerRefTo(ref.UID); !had {
+				defer s.dropOrphanWatch(ref.UID, d.UID)
+			}
+		}
 		return m.update(s, rq, t, 0, st.IfRV, func(o *Object) Result {
 			owners := slices.Clone(o.Owners)
 			if i := slices.IndexFunc(owners, func(r OwnerRef) bool { return r.UID == ref.UID }); i >= 0 {
@@ -159,6 +164,24 @@ func (m *Model) applyClient(s *State, st *Step) (Result, error) {
 		}), nil
 	}
 	return Result{}, fmt.Errorf("client cannot do op %d", st.Op)
+}
+
+// dropOrphanWatch withdraws the orphan-respected promise for dep when a
+// client gives it a reference to owner that it did not have (one the
+// orphaning removed, say): the orphan request protects the references
+// that existed when it was made, and collecting an object for a
+// reference written afterwards, to an owner that is gone, is the GC's
+// job (traces/scenarios/orphan-reference-added-back.trace). Deferred,
+// it runs after the update; a refused update withdraws nothing.
+func (s *State) dropOrphanWatch(owner, dep UID) {
+	if d := s.Get(dep); d == nil {
+		return
+	} else if _, has := d.OwnerRefTo(owner); !has {
+		return
+	}
+	if slices.ContainsFunc(s.Orphans, func(w OrphanWatch) bool { return w.Owner == owner && w.Dep == dep }) {
+		s.Orphans = slices.DeleteFunc(slices.Clone(s.Orphans), func(w OrphanWatch) bool { return w.Owner == owner && w.Dep == dep })
+	}
 }
 
 // trackOrphanRequest maintains the orphan-respected ghost: when a client

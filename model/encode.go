@@ -149,7 +149,7 @@ func (s *State) encPart(b []byte, part int) []byte {
 		for _, o := range s.Orphans {
 			b = binary.AppendUvarint(b, uint64(o.Owner))
 			b = binary.AppendUvarint(b, uint64(o.Dep))
-			b = append(b, flags3(o.Ran, o.Seen, o.Switched))
+			b = append(b, flags3(o.Ran, o.Seen, o.Switched)|byte(o.Overridden)<<3)
 		}
 	case partEvents:
 		b = binary.AppendUvarint(b, uint64(len(s.Events)))
@@ -753,7 +753,7 @@ func (d *Decoder) decPart(s *State, part int) {
 				o := &s.Orphans[i]
 				o.Owner, o.Dep = UID(d.uvarint()), UID(d.uvarint())
 				f := d.byte()
-				o.Ran, o.Seen, o.Switched = f&1 != 0, f&2 != 0, f&4 != 0
+				o.Ran, o.Seen, o.Switched, o.Overridden = f&1 != 0, f&2 != 0, f&4 != 0, Override(f>>3)
 			}
 		}
 	case partEvents:

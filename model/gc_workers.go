@@ -164,7 +164,8 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 	}
 	// Buffers on the stack: most items have one or two owners.
 	var danglingBuf, waitingBuf [4]OwnerRef
-	solid, dangling, waiting := 0, danglingBuf[:0], waitingBuf[:0]
+	var classBuf [4]RefClass
+	classes, dangling, waiting := classBuf[:0], danglingBuf[:0], waitingBuf[:0]
 	for _, ref := range latest.Owners {
 		d, owner, e := m.isDangling(s, ref, item)
 		if e != errNone {
@@ -175,17 +176,19 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 			ov := owner.View()
 			v = &ov
 		}
-		switch ClassifyOwner(v) {
-		case RefDangling:
-			dangling = append(dangling, ref)
-		case RefWaiting:
+		c := ClassifyOwner(v)
+		classes = append(classes, c)
+		switch {
+		case !RefRemovable(c):
+		case c == RefWaiting:
 			waiting = append(waiting, ref)
 		default:
-			solid++
+			dangling = append(dangling, ref)
 		}
 	}
 	switch {
-	case solid != 0:
+	case !GCMayDelete(classes):
+		// the solid arm: remove the RefRemovable references
 		if len(dangling) == 0 && len(waiting) == 0 {
 			return nil, done
 		}
@@ -233,7 +236,10 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 }
 
 // deleteWrite is deleteObject's request: UID and resourceVersion
-// preconditions (kubernetes#132632) unless BugDeleteWithoutRVPrecondition.
+// preconditions (kubernetes#132632) on releases that carry
+// ChangeGCDeleteRV, unless BugDeleteWithoutRVPrecondition; the UID
+// precondition only before. The write keeps the ownerReferences its GET
+// read (Owners) either way.
 // waiting are the references classifyReferences found waiting for
 // dependents (Write.Waited).
 func (m *Model) deleteWrite(item *Node, latest *Object, p Policy, waiting []OwnerRef) Write {
@@ -244,7 +250,7 @@ func (m *Model) deleteWrite(item *Node, latest *Object, p Policy, waiting []Owne
 		}
 	}
 	slices.Sort(w.Waited)
-	if m.Bugs.Has(BugDeleteWithoutRVPrecondition) {
+	if m.Bugs.Has(BugDeleteWithoutRVPrecondition) || !m.kubeRelease().Has(ChangeGCDeleteRV) {
 		w.RV = 0
 	}
 	return w
@@ -330,6 +336,10 @@ func (m *Model) doWrite(s *State, w Write) Result {
 	switch w.Op {
 	case WriteDelete:
 		opts := DeleteOptions{Policy: w.Policy, PreconditionUID: w.Item.UID, PreconditionRV: w.RV}
+		var before Object
+		if live := s.Lookup(t.Kind, t.Namespace, t.Name); live != nil {
+			before = *live
+		}
 		r := m.delete(s, m.gcRequest(), t, opts)
 		if r.Code == 409 && w.RV != 0 {
 			// deleteObject: retry with the UID precondition alone when only
@@ -340,8 +350,13 @@ func (m *Model) doWrite(s *State, w Write) Result {
 			}
 			if live.UID == w.Item.UID && live.RV != w.RV && slices.Equal(live.Owners, w.Owners) {
 				opts.PreconditionRV = 0
-				return m.delete(s, m.gcRequest(), t, opts)
+				r = m.delete(s, m.gcRequest(), t, opts)
+				s.trackOrphanOverride(&before, OverriddenByRetry)
 			}
+			return r
+		}
+		if r.OK() && w.Policy == Foreground && len(w.Waited) > 0 {
+			s.trackOrphanOverride(&before, OverriddenByWaiting)
 		}
 		return r
 	case WritePatchOwners:
@@ -353,20 +368,61 @@ func (m *Model) doWrite(s *State, w Write) Result {
 		// Strategic merge by uid: refs present are overwritten with the
 		// graph's copy (blockOwnerDeletion=false); refs no longer present
 		// are appended, exactly as the patch list would merge.
-		return m.update(s, m.gcRequest(), t, w.Item.UID, 0, func(o *Object) Result {
+		var putBack []UID
+		r := m.update(s, m.gcRequest(), t, w.Item.UID, 0, func(o *Object) Result {
 			owners := slices.Clone(o.Owners)
 			for _, pr := range w.Owners {
 				if j := slices.IndexFunc(owners, func(r OwnerRef) bool { return r.UID == pr.UID }); j >= 0 {
 					owners[j] = pr
 				} else {
 					owners = append(owners, pr)
+					putBack = append(putBack, pr.UID)
 				}
 			}
 			o.Owners = owners
 			return ok(200)
 		})
+		if r.OK() {
+			for _, owner := range putBack {
+				s.trackPutBack(owner, w.Item.UID)
+			}
+		}
+		return r
 	}
 	panic("unknown write")
+}
+
+// trackOrphanOverride records on the orphan-respected ghost that a GC
+// DELETE took the orphan finalizer away from prev, an object deleting
+// with it: the GC, not a client, withdrew the promise.
+func (s *State) trackOrphanOverride(prev *Object, how Override) {
+	if !prev.Deleting || !prev.HasFinalizer(FinalizerOrphan) {
+		return
+	}
+	if next := s.Get(prev.UID); next != nil && next.HasFinalizer(FinalizerOrphan) {
+		return
+	}
+	cloned := false
+	for i := range s.Orphans {
+		if w := &s.Orphans[i]; w.Owner != prev.UID || w.Overridden != NotOverridden {
+			continue
+		}
+		if !cloned {
+			s.Orphans, cloned = slices.Clone(s.Orphans), true // states share it
+		}
+		s.Orphans[i].Overridden = how
+	}
+}
+
+// trackPutBack records on the orphan-respected ghost that a GC patch put
+// dep's reference to owner back after owner's orphaning removed it.
+func (s *State) trackPutBack(owner, dep UID) {
+	i := slices.IndexFunc(s.Orphans, func(w OrphanWatch) bool { return w.Owner == owner && w.Dep == dep && w.Ran })
+	if i < 0 || s.Orphans[i].Overridden != NotOverridden {
+		return
+	}
+	s.Orphans = slices.Clone(s.Orphans) // states share it
+	s.Orphans[i].Overridden = PutBackByUnblock
 }
 
 // removeFinalizer is operations.go removeFinalizer: GET, drop the

@@ -58,6 +58,9 @@ const (
 	KnownForegroundEnded = "foreground-ended"
 	// KnownRetryWithoutRV: deleteObject's retry without resourceVersion.
 	KnownRetryWithoutRV = "retry-without-rv"
+	// KnownForegroundOverridesOrphan: the waiting branch's Foreground
+	// DELETE switches a dependent's orphan deletion.
+	KnownForegroundOverridesOrphan = "foreground-overrides-orphan"
 	// KnownStaleOrphanPolicy: Orphan asked from a GET before attemptToOrphan.
 	KnownStaleOrphanPolicy = "stale-orphan-policy"
 	// KnownStaleGraph: a decision on a graph behind the store.
@@ -70,6 +73,9 @@ const (
 	KnownClusterScopedBlocker = "cluster-scoped-blocker"
 	// KnownStoppedMonitor: a stopped monitor's nodes outlive their objects.
 	KnownStoppedMonitor = "stopped-monitor"
+	// KnownOwnerChangeBeforeDelete: a GC DELETE without the
+	// resourceVersion precondition, before v1.34.
+	KnownOwnerChangeBeforeDelete = "kubernetes#114603"
 )
 
 // harness/lin's own rules (lin.Prop*), which entries relax by name, and
@@ -110,9 +116,16 @@ type KnownRace struct {
 	// traces/races/ (the model's sites) and harness/lin tests,
 	// "harness/lin.TestName" (lin's). Each fails with the entry disabled.
 	Fixtures []string
+	// Releases are the releases that carry the race; the zero range is
+	// every release. A site excuses a violation only on a release the
+	// range contains (PresentIn).
+	Releases ReleaseRange
 	// Doc explains it.
 	Doc string
 }
+
+// PresentIn reports whether release r carries the race.
+func (k *KnownRace) PresentIn(r Release) bool { return k.Releases.Contains(r) }
 
 // KnownRaces is the registry, in the order `cascade check --list-known`
 // prints it.
@@ -161,11 +174,19 @@ var KnownRaces = []KnownRace{
 			"harness/lin.TestWaitingRefRemovedAfterWaitEnded"},
 		Doc: "A GC write decided while the owner waited for dependents lands after foregroundDeletion went from the owner, still being deleted and so solid; the resourceVersion precondition guards the dependent only."},
 	{ID: KnownRetryWithoutRV, Upstream: "garbagecollector.go deleteObject (kubernetes#132632): a DELETE refused on its resourceVersion is retried without one when the ownerReferences are unchanged",
-		Relaxes:  []string{PropForegroundWaits, PropNoSolidOwnerCollected},
+		Relaxes:  []string{PropForegroundWaits, PropNoSolidOwnerCollected, PropOrphanRespected},
 		Evidence: []Evidence{EvidenceModelState, EvidenceAuditOrder},
-		Sites:    []string{"model checkForegroundWaits", "lin retryRace"},
-		Fixtures: []string{"traces/races/gc-background-overrides-foreground.trace", "harness/lin.TestRetryWithoutRV"},
-		Doc:      "The retried DELETE misses a client write that landed between deleteObject's GET and the retry: a Foreground deletion it overrides, or a reference removed or added."},
+		Sites:    []string{"model checkForegroundWaits", "model checkOrphanRespected", "lin retryRace"},
+		Fixtures: []string{"traces/races/gc-background-overrides-foreground.trace", "traces/races/gc-retry-overrides-orphan.trace", "harness/lin.TestRetryWithoutRV"},
+		// the retry came with the resourceVersion precondition it drops
+		Releases: ReleaseRange{From: ReleaseChanges[ChangeGCDeleteRV].Since},
+		Doc:      "The retried DELETE misses a client write that landed between deleteObject's GET and the retry: a Foreground or Orphan deletion it overrides (the orphaned object's dependents are then collected), or a reference removed or added."},
+	{ID: KnownForegroundOverridesOrphan, Upstream: "garbagecollector.go attemptToDeleteItem: the branch for an item whose owner waits for its dependents sends DeletePropagationForeground without looking at an orphan finalizer its GET read, unlike the default branch's \"if an existing orphan finalizer is already on the object, honor it\" (no upstream issue found; found by cascade check --universe trio)",
+		Relaxes:  []string{PropOrphanRespected},
+		Evidence: []Evidence{EvidenceModelState},
+		Sites:    []string{"model checkOrphanRespected"},
+		Fixtures: []string{"traces/races/foreground-overrides-orphan.trace"},
+		Doc:      "An owner deletes its dependents in the foreground; a client deletes one of them, itself an owner, with Orphan; before the GC's graph sees that deletion (a graph that had would leave the item to attemptToOrphan), attemptToDeleteItem GETs the item, finds its owner waiting and sends a Foreground DELETE, which the API server applies to the deletion under way (kubernetes#32339): the orphan finalizer goes and the item's own dependents are collected."},
 	{ID: KnownStaleOrphanPolicy, Upstream: "garbagecollector.go attemptToDeleteItem: \"if an existing orphan finalizer is already on the object, honor it\"",
 		Relaxes:  []string{PropNeverSilentlyOrphaned},
 		Evidence: []Evidence{EvidenceWindow},
@@ -174,12 +195,12 @@ var KnownRaces = []KnownRace{
 		Fixtures: []string{"harness/lin.TestStaleOrphanPolicy"},
 		Doc:      "A GC DELETE asking for Orphan, as its GET saw the finalizer, puts back the orphan finalizer attemptToOrphan removed since; harmless, attemptToOrphan runs again."},
 	{ID: KnownStaleGraph, Upstream: "garbagecollector.go attemptToDeleteItem and unblockOwnerReferencesStrategicMergePatch read the GC's graph, behind the store",
-		Relaxes:  []string{knownLinCycleUnblocked, knownLinGCWrites},
-		Evidence: []Evidence{EvidenceGraphChanges, EvidenceWindow},
+		Relaxes:  []string{knownLinCycleUnblocked, knownLinGCWrites, PropOrphanRespected},
+		Evidence: []Evidence{EvidenceModelState, EvidenceGraphChanges, EvidenceWindow},
 		Window:   knownWindowStaleGraph,
-		Sites:    []string{"lin cycleUnblocked", "lin unblockedFromGraph"},
-		Fixtures: []string{"harness/lin.TestCycleUnblocked", "harness/lin.TestUnblockPutsBackReference"},
-		Doc:      "A GC decision reads dependents, references or deletion state from a graph that has not yet applied a recent write."},
+		Sites:    []string{"model checkOrphanRespected", "lin cycleUnblocked", "lin unblockedFromGraph"},
+		Fixtures: []string{"traces/races/unblock-puts-back-orphaned-reference.trace", "harness/lin.TestCycleUnblocked", "harness/lin.TestUnblockPutsBackReference"},
+		Doc:      "A GC decision reads dependents, references or deletion state from a graph that has not yet applied a recent write; the unblock patch, merged by UID, puts back a reference the orphaning removed, and the dependent is collected for it."},
 	{ID: KnownStaleDuplicateRef, Upstream: "graph_builder.go referencesDiffs keys old references by UID (no upstream issue)",
 		Relaxes:  []string{PropNoStuckFinalizer, PropGraphAgrees},
 		Evidence: []Evidence{EvidenceModelState},
@@ -196,14 +217,21 @@ var KnownRaces = []KnownRace{
 		Relaxes:  []string{PropNoStuckFinalizer},
 		Evidence: []Evidence{EvidenceModelState},
 		Sites:    []string{"model checkStuckFinalizer"},
-		Fixtures: []string{"traces/races/cluster-scoped-blocker.trace", "traces/races/protected-blocker-retry.trace"},
-		Doc:      "A foreground owner waits forever on a cluster-scoped blocking dependent naming a namespaced owner, which the GC gives up on."},
+		Fixtures: []string{"traces/races/cluster-scoped-blocker.trace", "traces/races/cluster-scoped-blocker-chain.trace", "traces/races/protected-blocker-retry.trace"},
+		Doc:      "A foreground owner waits forever on a cluster-scoped blocking dependent naming a namespaced owner, which the GC gives up on, directly or through blocking dependents it drove into foreground deletion."},
 	{ID: KnownStoppedMonitor, Upstream: "graph_builder.go syncMonitors closes a removed resource's monitor and leaves its nodes in the graph (no upstream issue; found by stepped fuzzing of the model once runs deleted CRDs)",
 		Relaxes:  []string{PropGraphAgrees},
 		Evidence: []Evidence{EvidenceModelState},
 		Sites:    []string{"model checkGraphAgrees"},
 		Fixtures: []string{"traces/races/stopped-monitor-keeps-node.trace"},
 		Doc:      "A discovery sync that finds a CRD gone stops its resource's monitor before the custom resources' deletion events reach the graph; the events go with the informer and their nodes stay in the graph for good."},
+	{ID: KnownOwnerChangeBeforeDelete, Upstream: "kubernetes#114603, fixed by #132632 in v1.34.0: garbagecollector.go deleteObject sent the UID precondition only",
+		Relaxes:  []string{PropNoSolidOwnerCollected, knownLinResolvable},
+		Evidence: []Evidence{EvidenceModelState, EvidenceRecordedReads},
+		Sites:    []string{"model checkSolidOwner", "lin gcDelete"},
+		Fixtures: []string{"traces/races/kubernetes-114603.trace", "harness/lin.TestOwnerChangeBeforeDelete"},
+		Releases: ReleaseRange{Until: ReleaseChanges[ChangeGCDeleteRV].Since},
+		Doc:      "attemptToDeleteItem GETs a dependent, finds its owners absent and decides to delete it; a client adds a live owner or removes the last reference before the DELETE lands, and the DELETE, without a resourceVersion precondition, collects it. The model sees it in the in-flight write's ownerReferences; harness/lin in the GC's recorded GET of the object and the write that changed its references after it."},
 }
 
 // KnownRaceByID finds an entry.

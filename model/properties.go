@@ -199,6 +199,29 @@ func checkSolidOwner(m *Model, t *Transition) *Violation {
 	if !isDel || !started(t, d) {
 		return nil
 	}
+	v := solidOwnerCollected(t, d)
+	if v != nil && v.Known == "" {
+		m.ownersChangedUnguarded(t, d, v)
+	}
+	return v
+}
+
+// ownersChangedUnguarded excuses v as kubernetes#114603 on a release
+// without ChangeGCDeleteRV: the GC's DELETE carried no resourceVersion
+// precondition, and the ownerReferences of d changed between the GET its
+// decision read (the in-flight write's Owners) and the DELETE's landing.
+func (m *Model) ownersChangedUnguarded(t *Transition, d *Object, v *Violation) {
+	w := gcDeleteWrite(t)
+	if k, _ := KnownRaceByID(KnownOwnerChangeBeforeDelete); w == nil || w.RV != 0 || !k.PresentIn(m.kubeRelease()) || slices.Equal(w.Owners, d.Owners) {
+		return
+	}
+	if v.Known = Excuse(KnownOwnerChangeBeforeDelete); v.Known != "" {
+		v.Message += fmt.Sprintf("; its ownerReferences changed after the GET the GC decided on, and the DELETE carried no resourceVersion precondition (%s, before %s)",
+			ReleaseChanges[ChangeGCDeleteRV].PR, ReleaseChanges[ChangeGCDeleteRV].Since)
+	}
+}
+
+func solidOwnerCollected(t *Transition, d *Object) *Violation {
 	if owner := solidOwner(t.Prev, d); owner != nil {
 		if !owner.Deleting {
 			return &Violation{Property: PropNoSolidOwnerCollected, Message: fmt.Sprintf("gc deleted %s while its owner %s was live and not being deleted", d.Key(), owner.Key())}
@@ -277,6 +300,15 @@ func checkOrphanRespected(m *Model, t *Transition) *Violation {
 		case w.Switched:
 			v.Known = Excuse(KnownPolicySwitch)
 			v.Message += "; the orphan request switched a deletion already under way"
+		case w.Overridden == OverriddenByRetry:
+			v.Known = Excuse(KnownRetryWithoutRV)
+			v.Message += "; a GC DELETE decided before the orphan request, retried without its resourceVersion precondition, switched the orphan deletion to its own policy"
+		case w.Overridden == PutBackByUnblock:
+			v.Known = Excuse(KnownStaleGraph)
+			v.Message += "; the GC's unblock patch, built from a graph that had not seen the orphaning, put the reference back"
+		case w.Overridden == OverriddenByWaiting:
+			v.Known = Excuse(KnownForegroundOverridesOrphan)
+			v.Message += "; the GC's Foreground DELETE for an owner waiting on it, decided on a GET that read the orphan deletion, switched it to foreground"
 		}
 		return v
 	}
@@ -481,9 +513,14 @@ func checkStuckFinalizer(m *Model, s *State) *Violation {
 				} else {
 					v.Message += fmt.Sprintf("; it waits for %s, which blocks itself through dependents that are all deleting in the foreground", y.Key())
 				}
-			} else if d := clusterScopedBlocker(s, x.UID); d != nil {
+			} else if d, via := clusterScopedBlocker(s, x.UID, nil); d != nil {
 				v.Known = Excuse(KnownClusterScopedBlocker)
-				v.Message += fmt.Sprintf("; it waits for %s, a cluster-scoped object naming a namespaced owner, which the GC never deletes", d.Key())
+				if via != nil {
+					v.Message += fmt.Sprintf("; it waits for %s, deleting in the foreground, which waits", via.Key())
+				} else {
+					v.Message += "; it waits"
+				}
+				v.Message += fmt.Sprintf(" for %s, a cluster-scoped object naming a namespaced owner, which the GC never deletes", d.Key())
 			}
 			return v
 		}
@@ -632,18 +669,31 @@ func foregroundCycle(s *State, target, x *Object, visiting []UID) bool {
 // blocks owner and names some namespaced owner, or nil: classifyReferences
 // stops at that reference's namespacedOwnerOfClusterScopedObjectErr, so
 // the GC gives up on the dependent whatever its other references say.
-func clusterScopedBlocker(s *State, owner UID) *Object {
+//
+// It also finds such a blocker behind a blocking dependent that is
+// itself deleting in the foreground and waits on it, as the waiting
+// branch of attemptToDeleteItem drives the dependents of a foreground
+// owner into foreground deletion: via is the first such dependent (nil
+// when owner waits on the blocker directly).
+func clusterScopedBlocker(s *State, owner UID, visiting []UID) (blocker, via *Object) {
+	if slices.Contains(visiting, owner) {
+		return nil, nil
+	}
+	visiting = append(visiting, owner)
 	for i := range s.Objects {
 		d := &s.Objects[i]
-		if d.Deleting || d.Namespace != "" {
-			continue
-		}
 		blocks := slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { return r.UID == owner && r.Block })
-		if blocks && slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { c, _ := classifyRef(s, d, r); return c == RefUnresolvable }) {
-			return d
+		switch {
+		case !blocks:
+		case !d.Deleting && d.Namespace == "" && slices.ContainsFunc(d.Owners, func(r OwnerRef) bool { c, _ := classifyRef(s, d, r); return c == RefUnresolvable }):
+			return d, nil
+		case d.Deleting && d.HasFinalizer(FinalizerForeground):
+			if b, _ := clusterScopedBlocker(s, d.UID, visiting); b != nil {
+				return b, d
+			}
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // staleBlocker returns a dependent whose graph node still blocks owner

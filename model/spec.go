@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"iter"
+	"slices"
 )
 
 // This file is the one statement of two rules that both the model and
@@ -167,3 +168,61 @@ func ClassifyOwner(owner *View) RefClass {
 	}
 	return RefSolid
 }
+
+// GCDeleteBlocker is the index of the first of an object's
+// ownerReferences, as classifyReferences sorted them into classes, that
+// forbids attemptToDeleteItem (garbagecollector.go) to delete it, -1 when
+// none does: an unresolvable one first (isDangling fails, and the worker
+// retries or forgets the item), else a solid one (the solid arm only
+// patches references away).
+func GCDeleteBlocker(classes []RefClass) int {
+	if i := slices.Index(classes, RefUnresolvable); i >= 0 {
+		return i
+	}
+	return slices.Index(classes, RefSolid)
+}
+
+// GCMayDelete reports whether attemptToDeleteItem may delete an object
+// whose ownerReferences classifyReferences sorted into classes: it has
+// some (an object without ownerReferences is left alone), and none
+// forbids it (GCDeleteBlocker).
+func GCMayDelete(classes []RefClass) bool {
+	return len(classes) > 0 && GCDeleteBlocker(classes) < 0
+}
+
+// RefRemovable reports whether attemptToDeleteItem's solid arm removes
+// a reference of class c from an object that also has a solid owner: a
+// dangling or a waiting one (the ownerReferences patch of
+// garbagecollector.go, classifyReferences' dangling and
+// waitingForDependentsDeletion).
+func RefRemovable(c RefClass) bool { return c == RefDangling || c == RefWaiting }
+
+// Orphaning reports whether owner is being deleted with the orphan
+// finalizer: attemptToOrphan's orphanDependents then removes every
+// reference to its UID that the GC's graph holds, which links
+// dependents by UID, through a reference it cannot resolve too.
+func Orphaning(owner *View) bool {
+	return owner.Deleting && owner.hasFinalizer(FinalizerOrphan)
+}
+
+// GCFinalizerDenial is why the GC may not remove finalizer f from o, or
+// "": it removes only its own finalizers (removeFinalizer in
+// operations.go: orphan after attemptToOrphan, foregroundDeletion in
+// processDeletingDependentsItem), and only from an object being
+// deleted. Whether o's dependents let it go is GCFinalizerWaits.
+func GCFinalizerDenial(o *View, f string) string {
+	switch {
+	case f != FinalizerOrphan && f != FinalizerForeground:
+		return fmt.Sprintf("finalizer %q is not the GC's", f)
+	case !o.Deleting:
+		return fmt.Sprintf("%s is on an object not being deleted", f)
+	}
+	return ""
+}
+
+// GCFinalizerWaits reports which dependents the GC's finalizer f waits
+// for: blockingOnly for foregroundDeletion (processDeletingDependentsItem
+// removes it once blockingDependents is empty), every dependent for
+// orphan (attemptToOrphan removes it after orphanDependents removed
+// every reference).
+func GCFinalizerWaits(f string) (blockingOnly bool) { return f == FinalizerForeground }

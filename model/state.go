@@ -274,11 +274,36 @@ type Controller struct {
 // deletion was accepted. Seen records whether the GC's graph knew Dep as
 // a dependent when attemptToOrphan ran (false: the kubernetes#26120 race).
 // Switched records that the orphan request came after Owner's deletion
-// had already started under another policy.
+// had already started under another policy. Overridden records how a GC
+// DELETE then took the orphan finalizer away from Owner, or a GC patch
+// put Dep's reference to Owner back, if one did.
 type OrphanWatch struct {
 	Owner, Dep          UID
 	Ran, Seen, Switched bool
+	Overridden          Override
 }
+
+// Override is how a GC DELETE switched an orphan deletion under way to
+// another policy (ghost state for orphan respected).
+type Override uint8
+
+// Overrides.
+const (
+	NotOverridden Override = iota
+	// OverriddenByRetry: deleteObject's DELETE failed its
+	// resourceVersion precondition and its retry without one, decided
+	// before the orphan request, switched it (KnownRetryWithoutRV).
+	OverriddenByRetry
+	// OverriddenByWaiting: attemptToDeleteItem's waiting branch, whose
+	// GET had read the orphan deletion, asked for Foreground
+	// (KnownForegroundOverridesOrphan).
+	OverriddenByWaiting
+	// PutBackByUnblock: not the owner's deletion but Dep's reference to
+	// Owner, which the orphaning had removed: the GC's unblock patch,
+	// built from a graph that had not seen the removal, put it back
+	// (KnownStaleGraph).
+	PutBackByUnblock
+)
 
 // UIDInfo is what the model remembers of a UID it handed out.
 type UIDInfo struct {

@@ -21,7 +21,7 @@ import (
 
 var (
 	targetsFlag = flag.String("targets", "model,upstream,impl,impl-stepped", "comma-separated targets to run: model, upstream, impl, impl-stepped")
-	kubeBinDir  = flag.String("kube-bin-dir", "", "directory with etcd, kube-apiserver and kube-controller-manager (default: KUBEBUILDER_ASSETS, then bin/kube/v1.36.3)")
+	kubeBinDir  = flag.String("kube-bin-dir", "", "directory with etcd, kube-apiserver and kube-controller-manager (default: KUBEBUILDER_ASSETS, then bin/kube/"+controlplane.KubeVersion+"); the suite judges the release of its kube-apiserver")
 	datastore   = flag.String("datastore", "", "what the envtest targets' kube-apiserver stores objects in: etcd (default), or kine (bin/kine, 'make kine')")
 )
 

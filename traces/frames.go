@@ -21,11 +21,10 @@ type Frame struct {
 // Frames replays a trace step by step. The first frame is the empty
 // initial state.
 func Frames(t *Trace) ([]Frame, error) {
-	bugs, err := t.Bugs()
+	m, err := t.Model()
 	if err != nil {
 		return nil, err
 	}
-	m := &model.Model{Bugs: bugs}
 	s := model.NewState()
 	frames := []Frame{{Command: "(initial state)", State: s, Result: model.Result{Code: 200}}}
 	for si, st := range t.Stanzas {

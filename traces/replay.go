@@ -14,15 +14,53 @@ type StanzaResult struct {
 	Violations []*model.Violation
 }
 
-// Replay runs a trace on the model and returns each stanza's output. A
-// command that cannot be taken (a GC step that is not enabled, an owner
-// that cannot be resolved) is an error naming file and line.
+// Replay runs a trace on the model, on the release Trace.ReleaseFor picks
+// with none named, and returns each stanza's output. A command that
+// cannot be taken (a GC step that is not enabled, an owner that cannot be
+// resolved) is an error naming file and line.
 func Replay(t *Trace) ([]StanzaResult, *model.State, error) {
+	return ReplayOn(t, model.Release{})
+}
+
+// ReplayOn is Replay on release r (the zero Release: as Replay). A trace
+// that does not hold for r is an error, *NotForRelease.
+func ReplayOn(t *Trace, r model.Release) ([]StanzaResult, *model.State, error) {
 	bugs, err := t.Bugs()
 	if err != nil {
 		return nil, nil, err
 	}
-	m := &model.Model{Bugs: bugs}
+	rel, err := t.ReleaseFor(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return replayModel(t, &model.Model{Bugs: bugs, Release: rel})
+}
+
+// Model is the model a trace replays on with no release named: its bug
+// switches, on the release ReleaseFor picks.
+func (t *Trace) Model() (*model.Model, error) {
+	bugs, err := t.Bugs()
+	if err != nil {
+		return nil, err
+	}
+	rel, err := t.ReleaseFor(model.Release{})
+	if err != nil {
+		return nil, err
+	}
+	return &model.Model{Bugs: bugs, Release: rel}, nil
+}
+
+// ReplayIgnoringReleases replays t on release r whatever its releases
+// header says, to show that the trace depends on the release.
+func ReplayIgnoringReleases(t *Trace, r model.Release) ([]StanzaResult, *model.State, error) {
+	bugs, err := t.Bugs()
+	if err != nil {
+		return nil, nil, err
+	}
+	return replayModel(t, &model.Model{Bugs: bugs, Release: r})
+}
+
+func replayModel(t *Trace, m *model.Model) ([]StanzaResult, *model.State, error) {
 	s := model.NewState()
 	var results []StanzaResult
 	for _, st := range t.Stanzas {

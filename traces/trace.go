@@ -46,6 +46,7 @@ const (
 	HeaderKnown    = "known"    // the known-race registry entry (model.KnownRaces) the trace shows
 	HeaderTargets  = "targets"  // where the trace runs: model, impl, upstream
 	HeaderLabels   = "labels"   // Ginkgo labels
+	HeaderReleases = "releases" // the Kubernetes releases the trace holds for (model.ParseReleaseRange); every one without it
 )
 
 // Header is one `# key: value` line.
@@ -106,6 +107,51 @@ func (t *Trace) Bugs() (model.BugSet, error) {
 		set = set.With(b)
 	}
 	return set, nil
+}
+
+// Releases returns the releases the trace holds for: its `# releases:`
+// header, or every release.
+func (t *Trace) Releases() (model.ReleaseRange, error) {
+	v := t.Header(HeaderReleases)
+	if v == "" {
+		return model.ReleaseRange{}, nil
+	}
+	rr, err := model.ParseReleaseRange(v)
+	if err != nil {
+		return rr, t.errAt(t.headerLine(HeaderReleases), 1, "%v", err)
+	}
+	return rr, nil
+}
+
+// ReleaseFor is the release the trace replays on when r is asked for (the
+// zero Release: none named): r when the trace holds for it. With none
+// named, the default release if the trace holds for it, else the newest
+// its range allows. An error says the trace does not hold for r.
+func (t *Trace) ReleaseFor(r model.Release) (model.Release, error) {
+	rr, err := t.Releases()
+	if err != nil {
+		return r, err
+	}
+	switch {
+	case rr.Contains(r):
+		return r.Or(), nil
+	case r == (model.Release{}) && rr.Last() != (model.Release{}):
+		return rr.Last(), nil
+	case r == (model.Release{}):
+		return rr.From, nil
+	}
+	return r, &NotForRelease{Trace: t.Path, Release: r, Holds: rr}
+}
+
+// NotForRelease says a trace does not hold for the release asked.
+type NotForRelease struct {
+	Trace   string
+	Release model.Release
+	Holds   model.ReleaseRange
+}
+
+func (e *NotForRelease) Error() string {
+	return fmt.Sprintf("%s holds for %s, not %s (its releases header)", e.Trace, e.Holds, e.Release)
 }
 
 func (t *Trace) headerLine(key string) int {
@@ -180,7 +226,7 @@ func Parse(path string, r io.Reader) (*Trace, error) {
 
 func isHeaderKey(k string) bool {
 	switch k {
-	case HeaderProperty, HeaderFoundBy, HeaderBug, HeaderKnown, HeaderTargets, HeaderLabels:
+	case HeaderProperty, HeaderFoundBy, HeaderBug, HeaderKnown, HeaderTargets, HeaderLabels, HeaderReleases:
 		return true
 	}
 	return false

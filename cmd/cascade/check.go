@@ -18,7 +18,7 @@ import (
 )
 
 type checkFlags struct {
-	preset                         string
+	preset, universe               string
 	setup, ops, bugs, constraints  []string
 	expect                         []string
 	coalesce, noSymmetry           bool
@@ -26,13 +26,15 @@ type checkFlags struct {
 	out                            string
 	jsonOut, quiet, strict         bool
 	listBugs, listProps, listScope bool
-	listKnown                      bool
+	listKnown, listUniverses       bool
+	classes                        bool
+	kubeVersion                    string
 }
 
 func newCheckCmd() *cobra.Command {
 	var f checkFlags
 	cmd := &cobra.Command{
-		Use:   "check [--preset NAME | --setup CMD... --op CMD...] [flags]",
+		Use:   "check [--preset NAME | --universe NAME | --setup CMD... --op CMD...] [flags]",
 		Short: "Explore the model exhaustively and write the shortest counterexamples",
 		Long: `check explores every interleaving of a bounded scope of the model breadth-first
 and reports, for each property it breaks, the shortest path to a violation,
@@ -43,6 +45,13 @@ A scope is a preset (--preset, see --list-presets) or built from flags:
 --setup commands build the initial state (not explored; 'settle' allowed),
 --op commands are client requests the environment may send, each at most once,
 in any order, interleaved with every GC, controller and informer step.
+A universe (--universe, see --list-universes) is bounds instead of a scope:
+the search starts from every initial ownership graph the bounds allow, up to
+symmetry (objects of one kind, namespace and create arguments are
+interchangeable), and sends up to the universe's budget of requests from its
+op alphabet, repeats allowed. It reports the shortest counterexample of every
+violation class (property, known race or none, kind of step that broke it),
+each written as a trace; an unclassified class fails the run.
 
 Properties (--list-properties) are checked on every transition (always),
 in every quiescent state (quiescent liveness) or must be witnessed at least
@@ -50,6 +59,10 @@ once (sometimes; a preset that never witnesses one it expects is vacuous and
 fails). --bug switches on a catalogued bug (--list-bugs). Violations that are
 documented upstream races are reported as known, naming their entry in the
 known-race registry (--list-known), and do not fail the run unless --strict.
+--kube-version picks the Kubernetes release the model follows (default: the
+release of the kube-apiserver binary in use: ` + releaseInUse + `); some races are
+known only in the releases that have them (kubernetes#114603 before v1.34.0:
+cascade check --preset owner-swap --kube-version v1.33.13).
 
 Progress goes to stderr once a second; the result goes to stdout as text or
 --json (the schema conform and fuzz share; see README). An interrupt ends the
@@ -58,6 +71,7 @@ search at once, writing nothing.
 Examples:
   cascade check --preset orphan-adoption --bug adopt-without-recheck
   cascade check --preset all-policies --json
+  cascade check --universe pair
   cascade check --setup 'create cm/a' --setup 'create cm/b owner=cm/a,block' --setup settle \
                 --op 'delete cm/a propagation=Foreground' --constraint 'events<=4'`,
 		Args: cobra.NoArgs,
@@ -65,6 +79,7 @@ Examples:
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.preset, "preset", "", "named scope (see --list-presets)")
+	fl.StringVar(&f.universe, "universe", "", "named universe: every initial graph of its bounds (see --list-universes)")
 	fl.StringArrayVar(&f.setup, "setup", nil, "setup command for a custom scope (repeatable; trace syntax, or 'settle')")
 	fl.StringArrayVar(&f.ops, "op", nil, "client request the environment may send once (repeatable)")
 	fl.StringArrayVar(&f.bugs, "bug", nil, "switch on a catalogued bug (repeatable; see --list-bugs)")
@@ -83,6 +98,9 @@ Examples:
 	fl.BoolVar(&f.listProps, "list-properties", false, "list the named properties and exit")
 	fl.BoolVar(&f.listScope, "list-presets", false, "list the preset scopes and exit")
 	fl.BoolVar(&f.listKnown, "list-known", false, "list the registry of known upstream races and exit")
+	registerKubeVersion(fl, &f.kubeVersion)
+	fl.BoolVar(&f.classes, "classes", false, "report and write the shortest counterexample of every violation class, not only of every property (always on for --universe)")
+	fl.BoolVar(&f.listUniverses, "list-universes", false, "list the named universes with their bounds and exit")
 	return cmd
 }
 
@@ -97,10 +115,24 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 		return listPresets(stdout)
 	case f.listKnown:
 		return listKnown(stdout)
+	case f.listUniverses:
+		return listUniverses(stdout)
 	}
 	scope, err := buildScope(f)
 	if err != nil {
 		return err
+	}
+	// the model needs no binaries: a release named wins over theirs
+	if f.kubeVersion != "" {
+		scope.Release, err = parseKubeVersion(f.kubeVersion)
+	} else {
+		scope.Release, _, err = resolveRelease("", "")
+	}
+	if err != nil {
+		return err
+	}
+	if !f.quiet {
+		fmt.Fprintln(stderr, "check: "+releaseNote(scope.Release))
 	}
 	opts := check.Options{Workers: f.workers}
 	if !f.quiet {
@@ -133,19 +165,30 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 	if err != nil {
 		return err
 	}
+	classes := f.classes || f.universe != ""
+	classFiles := map[string]string{}
+	if classes {
+		classFiles, err = writeClassTraces(f.out, scope, res)
+	}
+	if err != nil {
+		return err
+	}
 	failed := len(res.Vacuous) > 0 || res.VacuousScope() != ""
 	for _, v := range res.Violations {
 		failed = failed || v.Known == "" || f.strict
 	}
 	if f.jsonOut {
-		s := newSummary(cmd, "model", "", 0)
+		s := newSummary(cmd, "model", "", 0, scope.Release)
 		s.Result = summaryPass
 		if failed {
 			s.Result = summaryFail
 		}
-		err = printJSON(stdout, s, res, files)
+		err = printJSON(stdout, s, res, files, classFiles)
 	} else {
 		err = printText(stdout, res, files)
+		if err == nil && classes {
+			err = printClasses(stdout, res, classFiles)
+		}
 	}
 	if err != nil {
 		return err
@@ -161,6 +204,14 @@ func buildScope(f *checkFlags) (check.Scope, error) {
 	switch {
 	case f.preset != "" && (len(f.setup) > 0 || len(f.ops) > 0):
 		return scope, usageErr("--preset cannot be combined with --setup or --op")
+	case f.universe != "" && (f.preset != "" || len(f.setup) > 0 || len(f.ops) > 0):
+		return scope, usageErr("--universe cannot be combined with --preset, --setup or --op")
+	case f.universe != "":
+		u, err := check.UniverseByName(f.universe)
+		if err != nil {
+			return scope, usageErr("%v", err)
+		}
+		scope = u.Scope()
 	case f.preset != "":
 		p, err := check.Preset(f.preset)
 		if err != nil {
@@ -271,9 +322,11 @@ func printText(w io.Writer, res *check.Result, files map[string]string) error {
 	return nil
 }
 
-func printJSON(w io.Writer, s summary, res *check.Result, files map[string]string) error {
+func printJSON(w io.Writer, s summary, res *check.Result, files, classFiles map[string]string) error {
 	type violation struct {
 		Property string   `json:"property"`
+		Class    string   `json:"class,omitempty"`
+		Root     string   `json:"initial_graph,omitempty"`
 		Known    string   `json:"known,omitempty"`
 		Message  string   `json:"message"`
 		Steps    []string `json:"steps"`
@@ -291,6 +344,8 @@ func printJSON(w io.Writer, s summary, res *check.Result, files map[string]strin
 		StatesPerSecond      float64     `json:"distinct_states_per_second"`
 		CollisionProbability float64     `json:"collision_probability"`
 		Violations           []violation `json:"violations"`
+		Roots                int         `json:"initial_states"`
+		Classes              []violation `json:"classes"`
 		Witnessed            []string    `json:"witnessed"`
 		Vacuous              []string    `json:"vacuous"`
 		VacuousScope         string      `json:"vacuous_scope,omitempty"`
@@ -300,7 +355,11 @@ func printJSON(w io.Writer, s summary, res *check.Result, files map[string]strin
 		StatesPerSecond:      float64(res.Distinct) / max(res.Elapsed.Seconds(), 1e-9),
 		CollisionProbability: res.CollisionProbability, Violations: []violation{}, Witnessed: []string{}, Vacuous: append([]string{}, res.Vacuous...)}
 	for _, v := range res.Violations {
-		out.Violations = append(out.Violations, violation{v.Property, v.Known, v.Message, v.Steps, files[v.Property]})
+		out.Violations = append(out.Violations, violation{Property: v.Property, Known: v.Known, Message: v.Message, Steps: v.Steps, Trace: files[v.Property]})
+	}
+	out.Roots, out.Classes = res.Roots, []violation{}
+	for _, v := range res.Classes {
+		out.Classes = append(out.Classes, violation{Property: v.Property, Class: v.Class, Root: v.Root, Known: v.Known, Message: v.Message, Steps: v.Steps, Trace: classFiles[v.Class]})
 	}
 	for p, ok := range res.Witnessed {
 		if ok {
@@ -329,6 +388,9 @@ func listKnown(w io.Writer) error {
 		if k.Window != "" {
 			fmt.Fprintf(w, "  window, because: %s\n", k.Window)
 		}
+		if !k.Releases.All() {
+			fmt.Fprintf(w, "  releases: %s\n", k.Releases)
+		}
 		fmt.Fprintf(w, "  sites: %s\n  fixtures: %s\n\n", strings.Join(k.Sites, "; "), strings.Join(k.Fixtures, ", "))
 	}
 	return nil
@@ -353,7 +415,7 @@ func evidenceList(k *model.KnownRace) string {
 // knownTable renders the registry as the README's table of known races.
 func knownTable() string {
 	var b strings.Builder
-	b.WriteString("| ID | Upstream | Relaxes | Evidence | Fixtures |\n|---|---|---|---|---|\n")
+	b.WriteString("| ID | Upstream | Releases | Relaxes | Evidence | Fixtures |\n|---|---|---|---|---|---|\n")
 	for _, k := range model.KnownRaces {
 		ev := evidenceList(&k)
 		if k.Window != "" {
@@ -363,7 +425,7 @@ func knownTable() string {
 		for i, f := range k.Fixtures {
 			fx[i] = "`" + f + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", k.ID, k.Upstream, quoteAll(k.Relaxes), ev, strings.Join(fx, ", "))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", k.ID, k.Upstream, k.Releases, quoteAll(k.Relaxes), ev, strings.Join(fx, ", "))
 	}
 	return b.String()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl/bugs"
 )
@@ -44,7 +45,7 @@ the entries this run wrote are removed and the previous current context is
 restored. A name the file already uses for an entry cascade did not write
 is refused. Entries carry a "cascade" extension naming the run.
 
-  --target upstream  etcd, kube-apiserver and kube-controller-manager v1.36.3
+  --target upstream  etcd, kube-apiserver and kube-controller-manager (` + releaseInUse + `)
                      (garbage collector and workload controllers), cascade's
                      deletion-protection webhook
   --target impl      the same with cascade's reference GC in place of
@@ -58,10 +59,10 @@ conformance suite through the kubeconfig target:
   cascade cluster --kubeconfig-out /tmp/cascade.kubeconfig &
   cascade conform --target kubeconfig --kubeconfig /tmp/cascade.kubeconfig --limited-context cascade-limited
 
-The binaries come from --kube-bin-dir, $KUBEBUILDER_ASSETS, or bin/kube/v1.36.3
+The binaries come from --kube-bin-dir, $KUBEBUILDER_ASSETS, or bin/kube/` + controlplane.KubeVersion + `
 of the checkout ('make kube' builds them). --datastore kine stores the
 objects in kine over SQLite, k3s's datastore, instead of etcd
-(bin/kine/v0.17.5/kine of the checkout; 'make kine' builds it).
+(bin/kine/` + controlplane.KineVersion + `/kine of the checkout; 'make kine' builds it).
 
 Exit codes: 0 after a clean stop, 1 when the control plane fails to start or
 stop, 2 usage error (also: missing binaries).`,
@@ -74,7 +75,7 @@ stop, 2 usage error (also: missing binaries).`,
 	fl.StringVar(&f.target, "target", f.target, "which garbage collector runs: upstream or impl")
 	fl.StringArrayVar(&f.inject, "inject", nil, "impl: switch on a catalogued bug (repeatable; "+strings.Join(bugs.InjectableNames(), ", ")+")")
 	fl.StringVar(&f.datastore, "datastore", "", datastoreUsage+" (default etcd)")
-	fl.StringVar(&f.binDir, "kube-bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager (default: $KUBEBUILDER_ASSETS, else bin/kube/v1.36.3 of the checkout)")
+	fl.StringVar(&f.binDir, "kube-bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager (default: $KUBEBUILDER_ASSETS, else bin/kube/"+controlplane.KubeVersion+" of the checkout)")
 	return cmd
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/traces"
 )
@@ -135,7 +136,7 @@ target cannot run are skipped with the reason (see 'cascade replay --help').
 
 Targets:
   model         the model
-  upstream      envtest (etcd, kube-apiserver v1.36.3) + kube-controller-manager
+  upstream      envtest (etcd, kube-apiserver) + kube-controller-manager
                 (garbagecollector, replicaset, deployment, replicationcontroller,
                 job, cronjob) + cascade's deletion-protection webhook + a
                 principal without update on */finalizers (as=limited)
@@ -154,10 +155,17 @@ Targets:
                 it from this machine for the run). Up to 100 requests/s.
 
 The envtest binaries come from --kube-bin-dir, $KUBEBUILDER_ASSETS, or
-bin/kube/v1.36.3 of the checkout around the working directory or the
-executable ('make kube' builds them). --datastore kine runs the envtest
-targets' kube-apiserver on kine over SQLite, k3s's datastore, instead of
-etcd (bin/kine/v0.17.5/kine of the checkout; 'make kine' builds it).
+bin/kube/<--kube-version> of the checkout around the working directory or the
+executable (bin/kube/` + controlplane.KubeVersion + ` without --kube-version; 'make kube
+KUBE_VERSION=vX.Y.Z' builds them). Here and now: ` + releaseInUse + `.
+--kube-version names the release they run (by default the release of that
+kube-apiserver): traces whose '# releases:' header excludes it are skipped,
+the model and the history checks follow its semantics, and known races are
+those of that release (kubernetes#114603 before v1.34.0). On the model target
+without --kube-version each trace replays on the releases its header names.
+--datastore kine runs the envtest targets' kube-apiserver on kine over
+SQLite, k3s's datastore, instead of etcd (bin/kine/` + controlplane.KineVersion + `/kine of the
+checkout; 'make kine' builds it).
 
 The summary table (trace, result, time) goes to stdout, or a JSON summary
 with --json (the schema check and fuzz share, with the fuzz phase's seed and
@@ -282,7 +290,7 @@ func runConform(cmd *cobra.Command, f *conformFlags) error {
 		}
 	}
 	rep.Interrupted = ctx.Err() != nil
-	rep.summary = newSummary(cmd, spec.Name, "fuzz-seed", env.seed)
+	rep.summary = newSummary(cmd, spec.Name, "fuzz-seed", env.seed, spec.Release)
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	switch {
 	case rep.Interrupted:

@@ -20,15 +20,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/driver"
 	"github.com/cascade-k8s/cascade/harness/target"
 )
 
 // The tests below start real control planes. They take the binaries from
-// -kube-bin-dir, else $KUBEBUILDER_ASSETS, else bin/kube/v1.36.3 of the
+// -kube-bin-dir, else $KUBEBUILDER_ASSETS, else bin/kube/<controlplane.KubeVersion> of the
 // checkout, as `cascade` itself does ('make kube' builds them).
 
-var kubeBinDir = flag.String("kube-bin-dir", "", "directory holding etcd, kube-apiserver and kube-controller-manager (default: $KUBEBUILDER_ASSETS, else <repo>/bin/kube/v1.36.3)")
+var kubeBinDir = flag.String("kube-bin-dir", "", "directory holding etcd, kube-apiserver and kube-controller-manager (default: $KUBEBUILDER_ASSETS, else <repo>/bin/kube/"+controlplane.KubeVersion+")")
 
 // asCascade makes the test binary run cascade's main instead of the
 // tests, so that a test can run `cascade cluster` as a separate process

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/fuzz"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl/bugs"
@@ -22,8 +24,9 @@ type fuzzFlags struct {
 	seed                                                          uint64
 	checks, steps, clients                                        int
 	shrinkTime, informerLag, informerRelist, writeDelay           time.Duration
-	restartAPIServer, restartGC                                   time.Duration
-	json, coverage                                                bool
+	restartAPIServer, restartGC, restartKCM                       time.Duration
+	json, coverage, noProxy                                       bool
+	kubeVersion                                                   string
 }
 
 func newFuzzCmd() *cobra.Command {
@@ -73,10 +76,12 @@ flag is given, --inject switches on the fault its race needs and says so on
 stderr: --informer-lag 200ms for lookup-ignores-scope and
 adopt-without-recheck, --informer-relist 300ms for forget-unobserved-virtual,
 --write-delay 200ms for delete-without-rv-precondition; any fault flag, 0
-included, turns that off. With adopt-without-recheck, impl's adopter stands in for kube-controller-manager's
-Deployment, ReplicaSet and ReplicationController controllers, and
---informer-lag also lags each of its watch streams (its cache may show an
-owner live after the owner's deletion; its recheck GET is not lagged). On
+included, turns that off. On impl, impl's adopter stands in for
+kube-controller-manager's Deployment, ReplicaSet and ReplicationController
+controllers (it adopts and releases, and creates nothing; the job and
+cronjob controllers stay kube-controller-manager's), as on impl-stepped,
+and --informer-lag also lags each of its watch streams (its cache may show
+an owner live after the owner's deletion; its recheck GET is not lagged). On
 envtest targets the audit log records the controllers' GETs, so an adoption
 to an owner being deleted is the known race kubernetes#42938 only after the
 controller's own recheck GET showed the owner live. On impl the harness also
@@ -85,21 +90,49 @@ decision read from its graph (the cycle-breaking unblock) is excused as a
 graph behind the store only when the graph had not yet applied the writes
 it needed.
 
-Two faults restart a component once in every concurrent run, at a random
+On --target upstream kube-controller-manager talks to kube-apiserver through
+cascade's API proxy (README "The API proxy"), which records every watch event
+it hands to the controller manager's informers, with its moment, and every
+request of its clients with its answer; a failing run writes that evidence to
+--out as evidence.jsonl beside history.html. --no-proxy lets the controller
+manager talk to kube-apiserver directly (no evidence, no faults; for measuring
+the proxy's overhead). Behind the proxy the three faults above apply to the
+real binary too: --informer-lag holds each event of each of the controller
+manager's watch streams (each stream's in order), --informer-relist ends an
+informer's watch now and then with 410 Expired, so that it lists again, and
+holds that list (an informer breaks at most once per 2m5s, so that client-go's
+relist back-off stays under 1.6 s), and --write-delay holds each write of its
+garbage collector. The faults draw their times from --seed.
+
+Three faults restart a component once in every concurrent run, at a random
 time up to D after its clients start (rapid draws it, so --seed fixes it):
 --restart-apiserver D (upstream, impl) stops kube-apiserver gracefully and
-starts it again on the same etcd (or kine), port, certificates and audit log, and
+starts it again on the same etcd (or kine), port, certificates and audit log,
 --restart-gc D (impl) stops impl's GC, cancelling what it has in flight,
-and starts a new one with an empty graph, aimed at a moment when a GC write
-is in flight (within 5 s of the drawn time). Clients resend a step that got
+and starts a new one with an empty graph, and --restart-kcm D (upstream)
+kills kube-controller-manager (SIGKILL) and starts it again, returning once
+its GC collects; the last two are aimed at a moment when a GC write is in
+flight (within 5 s of the drawn time; on upstream the proxy sees it). Clients resend a step that got
 no answer, as a real client does; each write whose answer was lost and that
 the audit log does not hold is in the history as maybe applied. The run
 must still be linearizable and, once quiet, live; after a kube-apiserver
 restart it settles again, a second apart, until its state is live or 150 s
 have passed (client-go's informer and work-item back-offs after the
-outage, see README). Each run's progress line
+outage, see README), after a kube-controller-manager restart until 45 s
+have passed, and after creating a CRD until 2 minutes after the
+create (the GC's informer of a CRD created again lists after its
+back-off). Each run's progress line
 names its restarts, their time and its ops maybe applied; the --json
 summary totals them (restarts, restart_seconds, maybe_applied).
+
+The history is judged on the Kubernetes release of the control plane
+(--kube-version, by default the release of the kube-apiserver binary in use;
+kubeconfig: the default release unless named): before v1.34.0 an update of a
+removed object carrying its UID answers 409 Conflict (kubernetes#132470), and
+a GC DELETE carries no resourceVersion precondition, so that a client write
+between the GC's GET and its DELETE goes unnoticed: the known race
+kubernetes#114603, reported as present in that release when the GC's
+recorded GET and the write show it.
 
 --coverage prints, after the summary, what the runs that passed exercised of
 the trace language: client verbs × kinds, request and owner-reference options,
@@ -133,9 +166,11 @@ decide some run's history, 130 interrupted.`,
 	fl.IntVar(&f.steps, "steps", 30, "average number of steps per run")
 	fl.IntVar(&f.clients, "clients", 4, "concurrent driver clients (concurrent runs)")
 	fl.DurationVar(&f.shrinkTime, "shrink-time", time.Minute, "time budget for shrinking a failing run (and for searching it for a race)")
-	fl.DurationVar(&f.informerLag, "informer-lag", 0, "impl: delay each of the GC's informer events by a random time up to this, each resource's in order, and each event of impl's adopter's watch streams (with adopt-without-recheck), each stream's in order (a fault; 0: none; unset: what an injected bug's race needs, see above)")
-	fl.DurationVar(&f.informerRelist, "informer-relist", 0, "impl: break each of the GC's watches now and then and relist up to this later, handing on each object's last state only (a fault; 0: none; unset: what an injected bug's race needs, see above)")
-	fl.DurationVar(&f.writeDelay, "write-delay", 0, "impl: hold each GC write a random time up to this before sending it (a fault; 0: none; unset: what an injected bug's race needs, see above)")
+	fl.DurationVar(&f.informerLag, "informer-lag", 0, "impl: delay each of the GC's informer events by a random time up to this, each resource's in order, and each event of impl's adopter's watch streams (with adopt-without-recheck), each stream's in order; upstream: the proxy holds each event of each of kube-controller-manager's watch streams likewise (a fault; 0: none; unset: what an injected bug's race needs, see above)")
+	fl.DurationVar(&f.informerRelist, "informer-relist", 0, "impl: break each of the GC's watches now and then and relist up to this later, handing on each object's last state only; upstream: the proxy ends kube-controller-manager's watches now and then with 410 Expired and holds the relist up to this (a fault; 0: none; unset: what an injected bug's race needs, see above)")
+	fl.DurationVar(&f.writeDelay, "write-delay", 0, "impl, upstream: hold each GC write a random time up to this before sending it (on upstream the proxy holds it) (a fault; 0: none; unset: what an injected bug's race needs, see above)")
+	fl.BoolVar(&f.noProxy, "no-proxy", false, "upstream: let kube-controller-manager talk to kube-apiserver directly, not through cascade's API proxy (no evidence, no faults; for measuring the proxy's overhead)")
+	fl.DurationVar(&f.restartKCM, "restart-kcm", 0, "upstream: kill kube-controller-manager and start it again once per run, at a random time up to this after the run's clients start, aimed at a GC write in flight (a fault; 0: none)")
 	fl.DurationVar(&f.restartAPIServer, "restart-apiserver", 0, "upstream, impl: restart kube-apiserver on the same etcd once per run, at a random time up to this after the run's clients start (a fault; 0: none)")
 	fl.DurationVar(&f.restartGC, "restart-gc", 0, "impl: restart impl's GC (an empty graph, rebuilt from fresh lists) once per run, at a random time up to this after the run's clients start, aimed at a GC write in flight (a fault; 0: none)")
 	fl.StringSliceVar(&f.kinds, "kinds", fuzz.DefaultUniverse.Kinds, "kinds random steps create (short names)")
@@ -143,11 +178,22 @@ decide some run's history, 130 interrupted.`,
 	fl.StringVar(&f.failFile, "failfile", "", "replay a rapid fail file written by an earlier failure")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the kubeconfig target (default: $KUBECONFIG, ~/.kube/config)")
 	fl.StringVar(&f.context, "context", "", "context of the kubeconfig target (default: the current one)")
-	fl.StringVar(&f.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager for envtest targets")
+	fl.StringVar(&f.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager for envtest targets (default: $KUBEBUILDER_ASSETS, else bin/kube/<--kube-version> of the checkout, bin/kube/"+controlplane.KubeVersion+" without it)")
 	fl.StringVar(&f.datastore, "datastore", "", datastoreUsage+" (default etcd)")
+	registerKubeVersion(fl, &f.kubeVersion)
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
 	fl.BoolVar(&f.coverage, "coverage", false, "print the coverage table: verbs × kinds, options, policies and internal steps the passing runs hit")
 	return cmd
+}
+
+// spec is the target the flags ask fuzzing for. Concurrent runs on impl
+// use impl's own adopter for the built-in workloads, as stepped runs do
+// (target.Spec.Adopter).
+func (f *fuzzFlags) spec(inject bugs.Set, log io.Writer) target.Spec {
+	return target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Datastore: f.datastore, Log: log,
+		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay,
+		RestartAPIServer: f.restartAPIServer, RestartGC: f.restartGC, RestartKCM: f.restartKCM, NoProxy: f.noProxy, FaultSeed: f.seed,
+		Audit: f.target != target.Kubeconfig, Adopter: f.target == target.Impl}
 }
 
 func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
@@ -170,12 +216,24 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err := u.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
-	spec := target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Datastore: f.datastore, Log: cmd.ErrOrStderr(),
-		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay,
-		RestartAPIServer: f.restartAPIServer, RestartGC: f.restartGC}
-	if f.target != target.Kubeconfig {
-		spec.Audit = true
+	if f.seed == 0 {
+		// drawn here, not by fuzz, so that the faults' times (FaultSeed)
+		// follow the seed the summary prints
+		f.seed = 1 + rand.Uint64N(1<<53-1)
 	}
+	spec := f.spec(inject, cmd.ErrOrStderr())
+	if f.target == target.Kubeconfig {
+		spec.Release, err = parseKubeVersion(f.kubeVersion)
+	} else {
+		var dir string
+		if spec.Release, dir, err = resolveRelease(f.kubeVersion, f.binDir); dir != "" {
+			spec.BinDir = dir
+		}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "fuzz %s: %s\n", f.target, releaseNote(spec.Release))
 	if err := spec.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
@@ -207,7 +265,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		if rep != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "cascade fuzz: interrupted after %d passed runs (%d steps), seed %d\n", rep.Checks, rep.Steps, rep.Seed)
 			if f.json {
-				_ = printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed), rep, true)
+				_ = printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed, t.Spec.Release), rep, true)
 			}
 		}
 		return errInterrupted
@@ -215,7 +273,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed), rep, f.json); err != nil {
+	if err := printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed, t.Spec.Release), rep, f.json); err != nil {
 		return err
 	}
 	if cfg.Coverage != nil {
@@ -288,6 +346,7 @@ type fuzzFailure struct {
 	Attributed bool    `json:"attributed_to_injected_bugs"`
 	Trace      string  `json:"trace_file,omitempty"`
 	History    string  `json:"history_file,omitempty"`
+	Evidence   string  `json:"evidence_file,omitempty"`
 	FailFile   string  `json:"fail_file,omitempty"`
 	// Replay is the command that replays the trace.
 	Replay string `json:"replay_command,omitempty"`
@@ -310,7 +369,7 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied}
 	if f := rep.Failure; f != nil {
 		out.Failure = &fuzzFailure{Kind: f.Kind, Summary: f.Summary, Steps: f.Steps, Run: f.Run, FoundAfter: f.FoundAfter.Seconds(),
-			Attributed: f.Attributed, Trace: f.Trace, History: f.History, FailFile: f.FailFile, Replay: replayCommand(rep, s.Datastore)}
+			Attributed: f.Attributed, Trace: f.Trace, History: f.History, Evidence: f.Evidence, FailFile: f.FailFile, Replay: replayCommand(rep, s.Datastore)}
 	}
 	return out
 }
@@ -364,7 +423,7 @@ func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
 			shrunk = "interrupted while shrinking,"
 		}
 		fmt.Fprintf(w, "FAILED (%s) in run %d after %s, %s %d steps, seed %d:\n  %s\n", f.Kind, f.Run, f.FoundAfter.Round(time.Millisecond), shrunk, f.Steps, f.Seed, strings.ReplaceAll(f.Summary, "\n", "\n  "))
-		for _, a := range []struct{ what, path string }{{"trace", f.Trace}, {"history", f.History}, {"rapid fail file", f.FailFile}} {
+		for _, a := range []struct{ what, path string }{{"trace", f.Trace}, {"history", f.History}, {"proxy evidence", f.Evidence}, {"rapid fail file", f.FailFile}} {
 			if a.path != "" {
 				fmt.Fprintf(w, "  %s: %s\n", a.what, a.path)
 			}

@@ -40,7 +40,7 @@ func newGCCmd() *cobra.Command {
 		Use:   "gc --kubeconfig PATH [--context C] [--inject BUG]... [--webhook] [flags]",
 		Short: "Run cascade's reference garbage collector against a cluster",
 		Long: `gc runs impl, cascade's reference garbage collector (a re-implementation of
-the kube-controller-manager v1.36 GC), against the cluster a kubeconfig
+the kube-controller-manager v1.36/v1.37 GC), against the cluster a kubeconfig
 names, until interrupted (SIGINT or SIGTERM stop it cleanly).
 
 It is a single instance without leader election:

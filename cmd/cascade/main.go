@@ -73,6 +73,7 @@ Exit codes: 0 all hold, 1 violation or divergence, 2 usage or input error,
 		return usageErr("%v (see '%s --help')", err, c.CommandPath())
 	})
 	root.AddCommand(newCheckCmd(), newRenderCmd(), newReplayCmd(), newConformCmd(), newClusterCmd(), newGCCmd(), newFuzzCmd())
+	withReleaseInHelp(root)
 	return root
 }
 

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cascade-k8s/cascade/model/check"
 )
 
 // cascade runs the CLI in-process and returns stdout and the exit code.
@@ -102,6 +105,9 @@ func TestUsageErrors(t *testing.T) {
 		{"check", "--setup", "create cm/a", "--op", "delete cm/a", "--constraint", "objects.cm<0"},
 		{"check", "--setup", "create cm/a", "--op", "delete cm/a", "--constraint", "objects.cm<=0", "--constraint", "events<=3"},
 		{"check", "--preset", "relist", "--max-depth", "x"},
+		{"check", "--universe", "nope"},
+		{"check", "--universe", "pair", "--preset", "relist"},
+		{"check", "--universe", "pair", "--op", "delete cm/a"},
 		{"render", "missing.trace", "--html", "x.html"},
 		{"render", "../../traces/races/orphan-adoption.trace"},
 		{"replay", "--target", "upstream", "../../traces/races/orphan-adoption.trace"},
@@ -156,6 +162,12 @@ func TestLists(t *testing.T) {
 	out, _ = cascade(t, "check", "--list-properties")
 	if !strings.Contains(out, "orphan respected (always)") || !strings.Contains(out, "garbage is collected (quiescent)") {
 		t.Errorf("--list-properties:\n%s", out)
+	}
+	out, _ = cascade(t, "check", "--list-universes")
+	for _, u := range check.Universes {
+		if !strings.Contains(out, u.Name+"\n") || !strings.Contains(out, fmt.Sprintf("graphs      %d up to symmetry", len(u.InitialGraphs()))) {
+			t.Errorf("--list-universes lacks %s or its graph count:\n%s", u.Name, out)
+		}
 	}
 	out, _ = cascade(t, "check", "--list-presets")
 	if !strings.Contains(out, "orphan-adoption") || !strings.Contains(out, "op     delete deploy/web propagation=Orphan") {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl/bugs"
 	"github.com/cascade-k8s/cascade/traces"
@@ -30,7 +31,8 @@ type targetFlags struct {
 	inject                              []string
 	binDir                              string
 	datastore                           string
-	history                             bool
+	history, noProxy                    bool
+	kubeVersion                         string
 }
 
 // datastoreUsage is the help of --datastore on every command that starts
@@ -46,8 +48,10 @@ func (f *targetFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.webhookHost, "webhook-host", "", "kubeconfig: address the webhook listens on and the API server dials (default 127.0.0.1)")
 	fl.StringArrayVar(&f.inject, "inject", nil, "impl, impl-stepped: switch on a catalogued bug (repeatable; "+strings.Join(bugs.InjectableNames(), ", ")+")")
 	fl.BoolVar(&f.history, "history", false, "upstream, impl: also check each replay's recorded history (the audit log) for linearizability, as cascade fuzz does")
+	fl.BoolVar(&f.noProxy, "no-proxy", false, "upstream: let kube-controller-manager talk to kube-apiserver directly, not through cascade's API proxy (for measuring the proxy's overhead)")
 	fl.StringVar(&f.datastore, "datastore", "", datastoreUsage+" (default etcd)")
-	fl.StringVar(&f.binDir, "kube-bin-dir", "", "envtest targets: directory with etcd, kube-apiserver, kube-controller-manager (default: $KUBEBUILDER_ASSETS, else bin/kube/v1.36.3 of the checkout)")
+	fl.StringVar(&f.binDir, "kube-bin-dir", "", "envtest targets: directory with etcd, kube-apiserver, kube-controller-manager (default: $KUBEBUILDER_ASSETS, else bin/kube/<--kube-version> of the checkout, bin/kube/"+controlplane.KubeVersion+" without it)")
+	fl.StringVar(&f.kubeVersion, "kube-version", "", kubeVersionUsage+"; on the model target without it each trace replays on the releases its header names")
 }
 
 // spec checks the flags and builds the target's Spec; every problem is a
@@ -62,7 +66,26 @@ func (f *targetFlags) spec(log io.Writer) (target.Spec, error) {
 	}
 	s := target.Spec{
 		Name: f.name, Inject: bs, Kubeconfig: f.kubeconfig, Context: f.context, LimitedContext: f.limitedContext,
-		Webhook: f.webhook, WebhookHost: f.webhookHost, BinDir: f.binDir, Datastore: f.datastore, History: f.history, Log: log,
+		Webhook: f.webhook, WebhookHost: f.webhookHost, BinDir: f.binDir, Datastore: f.datastore, History: f.history, NoProxy: f.noProxy, Log: log,
+	}
+	switch {
+	case f.name == target.Model && f.kubeVersion == "":
+		// each trace on its own releases
+	case f.name == target.Kubeconfig || f.name == target.Model:
+		// the model needs no binaries, and a kubeconfig cluster's are not
+		// these: the release is the one named (default for kubeconfig)
+		if s.Release, err = parseKubeVersion(f.kubeVersion); err != nil {
+			return target.Spec{}, err
+		}
+	default:
+		var dir string
+		if s.Release, dir, err = resolveRelease(f.kubeVersion, f.binDir); err != nil {
+			return target.Spec{}, err
+		}
+		if dir != "" {
+			s.BinDir = dir
+		}
+		fmt.Fprintf(log, "%s: %s\n", f.name, releaseNote(s.Release))
 	}
 	if err := s.Validate(); err != nil {
 		return target.Spec{}, usageErr("--target %s: %v", f.name, err)

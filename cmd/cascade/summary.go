@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/cascade-k8s/cascade/model"
 )
 
 // Results of a command as its --json summary names them.
@@ -38,17 +40,23 @@ type summary struct {
 	// without a fuzz phase).
 	Seed uint64 `json:"seed"`
 	// Reproduce is the command line that does the same again, with the
-	// seed made explicit.
+	// seed made explicit, and the release when it was detected and is not
+	// the default one.
 	Reproduce string `json:"command_to_reproduce"`
+	// KubeVersion is the Kubernetes release judged (--kube-version, else
+	// that of the binaries in use); "" on the model target without
+	// --kube-version, where each trace replays on its own releases.
+	KubeVersion string `json:"kube_version"`
 	// Datastore is what an envtest target's kube-apiserver stored objects
 	// in when --datastore was given (etcd or kine); empty otherwise.
 	Datastore string `json:"datastore,omitempty"`
 }
 
-// newSummary starts the summary of cmd's run: its command line with the
-// flags that were given (leaving out those that only shape the report),
-// and seedFlag, when not "", set to seed.
-func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64) summary {
+// newSummary starts the summary of cmd's run on release rel: its command
+// line with the flags that were given (leaving out those that only shape
+// the report), seedFlag, when not "", set to seed, and --kube-version
+// when rel was detected and is not the default.
+func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64, rel model.Release) summary {
 	args := []string{"cascade", cmd.Name()}
 	if f := cmd.Flags().Lookup("target"); f != nil && f.Changed {
 		args = append(args, "--target", shellQuote(f.Value.String()))
@@ -83,7 +91,14 @@ func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64)
 	if seedFlag != "" && !seedSet && seed != 0 {
 		args = append(args, "--"+seedFlag, strconv.FormatUint(seed, 10))
 	}
-	s := summary{Command: cmd.Name(), Target: target, Seed: seed, Reproduce: strings.Join(args, " ")}
+	kv := ""
+	if rel != (model.Release{}) {
+		kv = rel.String()
+		if f := cmd.Flags().Lookup("kube-version"); f != nil && !f.Changed && rel != model.DefaultRelease {
+			args = append(args, "--kube-version", kv)
+		}
+	}
+	s := summary{Command: cmd.Name(), Target: target, Seed: seed, Reproduce: strings.Join(args, " "), KubeVersion: kv}
 	if f := cmd.Flags().Lookup("datastore"); f != nil && f.Changed {
 		s.Datastore = f.Value.String()
 	}

@@ -60,6 +60,9 @@ func sharedSummary(t *testing.T, command, out string) map[string]any {
 	if _, ok := m["seed"].(float64); !ok {
 		t.Errorf("%s: seed = %v, want a number", command, m["seed"])
 	}
+	if v, ok := m["kube_version"].(string); !ok || v != "" && !strings.HasPrefix(v, "v1.") {
+		t.Errorf("%s: kube_version = %v, want a release or \"\"", command, m["kube_version"])
+	}
 	if c, ok := m["command_to_reproduce"].(string); !ok || !strings.HasPrefix(c, "cascade "+command+" ") {
 		t.Errorf("%s: command_to_reproduce = %v, want a cascade %s command line", command, m["command_to_reproduce"], command)
 	}

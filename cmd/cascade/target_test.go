@@ -169,3 +169,15 @@ func TestReplayEmbedded(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }
+
+// TestFuzzUsesImplsAdopter: cascade fuzz on impl runs impl's own adopter
+// for the built-in workloads, as impl-stepped does; on the other targets
+// there is none to ask for.
+func TestFuzzUsesImplsAdopter(t *testing.T) {
+	for name, want := range map[string]bool{target.Impl: true, target.Upstream: false, target.ImplStepped: false, target.Kubeconfig: false} {
+		f := &fuzzFlags{target: name}
+		if got := f.spec(nil, nil).Adopter; got != want {
+			t.Errorf("fuzz --target %s: Adopter = %v, want %v", name, got, want)
+		}
+	}
+}

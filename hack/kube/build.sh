@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # build.sh builds etcd, kube-apiserver and kube-controller-manager of
-# Kubernetes $KUBE_VERSION (default v1.36.3) from the Go module proxy into
+# Kubernetes $KUBE_VERSION (default v1.37.2, the Makefile's) from the Go module proxy into
 # bin/kube/<version>/ (or $KUBE_BIN_DIR).
 #
 # The module file comes from hack/kube/v1.MINOR/go.mod (and go.sum) when it
@@ -16,7 +16,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-version=${KUBE_VERSION:-v1.36.3}
+version=${KUBE_VERSION:-v1.37.2}
 if [[ ! $version =~ ^v1\.([0-9]+)\.([0-9]+)$ ]]; then
   echo "kube: KUBE_VERSION=$version is not a Kubernetes release of the form v1.MINOR.PATCH (for example v1.37.2)" >&2
   exit 2

@@ -72,29 +72,80 @@ func controllerManagerArgs(kubeconfig string, controllers []string) []string {
 	}
 }
 
-// startControllerManager provisions the controller manager's user, writes
-// its kubeconfig and starts the process. It does not wait for readiness.
-func startControllerManager(cp *ControlPlane, controllers []string) (*controllerManager, error) {
+// writeControllerManagerKubeconfig provisions the controller manager's
+// user and writes its kubeconfig: one naming kube-apiserver with the
+// user's client certificate, or, with via, one naming the URL via
+// returns for that identity, without credentials.
+func writeControllerManagerKubeconfig(cp *ControlPlane, via func(*rest.Config) (string, error)) error {
 	user, err := cp.env.ControlPlane.AddUser(envtest.User{Name: ControllerManagerUser, Groups: []string{"system:masters"}}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("controlplane: provision user %s: %s", ControllerManagerUser, oneLine(err.Error()))
+		return fmt.Errorf("controlplane: provision user %s: %s", ControllerManagerUser, oneLine(err.Error()))
 	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		return nil, fmt.Errorf("controlplane: kubeconfig for %s: %s", ControllerManagerUser, oneLine(err.Error()))
+	var kubeconfig []byte
+	if via == nil {
+		kubeconfig, err = user.KubeConfig()
+		if err != nil {
+			return fmt.Errorf("controlplane: kubeconfig for %s: %s", ControllerManagerUser, oneLine(err.Error()))
+		}
+	} else {
+		url, err := via(user.Config())
+		if err != nil {
+			return fmt.Errorf("controlplane: proxy for kube-controller-manager: %w", err)
+		}
+		kubeconfig = proxyKubeconfig(url)
+		cp.proxied = true
 	}
-	kcPath := filepath.Join(cp.dir, "kube-controller-manager.kubeconfig")
-	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
-		return nil, fmt.Errorf("controlplane: %w", err)
+	cp.kcmKubeconfig = filepath.Join(cp.dir, "kube-controller-manager.kubeconfig")
+	if err := os.WriteFile(cp.kcmKubeconfig, kubeconfig, 0o600); err != nil {
+		return fmt.Errorf("controlplane: %w", err)
 	}
+	return nil
+}
+
+// proxyKubeconfig is a kubeconfig naming url, plain HTTP on loopback,
+// without credentials: the proxy adds the identity.
+func proxyKubeconfig(url string) []byte {
+	return []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: proxy
+  cluster:
+    server: %s
+users:
+- name: kube-controller-manager
+  user: {}
+contexts:
+- name: proxy
+  context:
+    cluster: proxy
+    user: kube-controller-manager
+current-context: proxy
+`, url))
+}
+
+// ProxiedArgs are the flags kube-controller-manager runs with in addition
+// when it talks through the API proxy: JSON request bodies, which the
+// proxy reads (harness/proxy explains why JSON).
+var ProxiedArgs = []string{"--kube-api-content-type=application/json"}
+
+// startControllerManager starts the process with the kubeconfig
+// writeControllerManagerKubeconfig wrote. It does not wait for
+// readiness.
+func startControllerManager(cp *ControlPlane, controllers []string) (*controllerManager, error) {
+	kcPath := cp.kcmKubeconfig
 	m := &controllerManager{logPath: filepath.Join(cp.dir, "kube-controller-manager.log"), done: make(chan struct{})}
-	logFile, err := os.Create(m.logPath)
+	// a restarted controller manager appends to its predecessor's log
+	logFile, err := os.OpenFile(m.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
 	defer logFile.Close() // the child has its own descriptor
 
-	m.cmd = exec.Command(filepath.Join(cp.binDir, ControllerManagerBinary), controllerManagerArgs(kcPath, controllers)...)
+	args := controllerManagerArgs(kcPath, controllers)
+	if cp.proxied {
+		args = append(args, ProxiedArgs...)
+	}
+	m.cmd = exec.Command(filepath.Join(cp.binDir, ControllerManagerBinary), args...)
 	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
 	// Its own process group, so Stop can signal everything it might start;
 	// Pdeathsig as a second lifeline beside the one built into the binary.
@@ -158,6 +209,19 @@ func (m *controllerManager) waitCollecting(ctx context.Context, cfg *rest.Config
 				ProbeNamespace, dep.Name, timeout, lastLine(m.logPath), m.logPath)
 		case <-tick.C:
 		}
+	}
+}
+
+// kill sends SIGKILL to the controller manager's process group, as a
+// crash ends it, and waits for the process to be reaped.
+func (m *controllerManager) kill() error {
+	pid := m.cmd.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	select {
+	case <-m.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("controlplane: kube-controller-manager (pid %d) did not exit 10s after SIGKILL", pid)
 	}
 }
 

@@ -33,7 +33,7 @@ import (
 
 // KubeVersion is the Kubernetes version hack/kube/build.sh builds and the
 // default binary directory is named after.
-const KubeVersion = "v1.36.3"
+const KubeVersion = "v1.37.2"
 
 // Names of the control-plane binaries looked up in the binary directory.
 const (
@@ -59,6 +59,15 @@ type Options struct {
 	// Controllers overrides the --controllers list; empty means
 	// DefaultControllers.
 	Controllers []string
+
+	// ControllerManagerVia, when set, puts an API proxy (harness/proxy)
+	// between kube-controller-manager and kube-apiserver: it is called
+	// once, before the controller manager first starts, with the
+	// controller manager's identity (a client configuration for
+	// kube-apiserver as ControllerManagerUser) and returns the URL the
+	// controller manager talks to instead, with no credentials of its
+	// own and JSON request bodies (ProxiedArgs).
+	ControllerManagerVia func(identity *rest.Config) (url string, err error)
 
 	// Audit enables the kube-apiserver audit log (JSON lines, blocking
 	// mode) with the policy described at AuditPolicy; read it with
@@ -96,7 +105,15 @@ type ControlPlane struct {
 	audit   string // audit log path, "" when disabled
 	kcm     *controllerManager
 	kine    *kine // nil on etcd
-	procs   []Process
+	// kcmKubeconfig is the controller manager's kubeconfig, and proxied
+	// says it names a proxy (Options.ControllerManagerVia)
+	kcmKubeconfig string
+	proxied       bool
+	// kcmControllers is its --controllers list, kcmMu guards kcm across
+	// RestartControllerManager
+	kcmControllers []string
+	kcmMu          sync.Mutex
+	procs          []Process
 
 	stopOnce sync.Once
 	stopErr  error
@@ -255,6 +272,10 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 		if len(controllers) == 0 {
 			controllers = DefaultControllers
 		}
+		if err := writeControllerManagerKubeconfig(cp, opts.ControllerManagerVia); err != nil {
+			return nil, err
+		}
+		cp.kcmControllers = controllers
 		cp.kcm, err = startControllerManager(cp, controllers)
 		if err != nil {
 			return nil, err

@@ -67,3 +67,36 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) (Restart, error) {
 	cp.procs = append(slices.Clone(cp.procs), procs...)
 	return r, nil
 }
+
+// RestartControllerManager kills kube-controller-manager (SIGKILL to its
+// process group: a crash, not a graceful stop) and starts it again with
+// the same kubeconfig, flags and log, as a control-plane node's
+// controller manager is restarted after a crash. Its requests in flight
+// are cut off: a write it sent may or may not have been applied, and its
+// informers, graph and work queues start empty; the new process lists
+// everything again. It returns once the new process's garbage collector
+// collects (the probe Start waits for; when it runs the GC), bounded by
+// timeout. It must not run concurrently with itself or with Stop.
+func (cp *ControlPlane) RestartControllerManager(ctx context.Context, timeout time.Duration) error {
+	cp.kcmMu.Lock()
+	defer cp.kcmMu.Unlock()
+	if cp.kcm == nil {
+		return fmt.Errorf("controlplane: restart kube-controller-manager: it does not run")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("controlplane: restart kube-controller-manager: %w", err)
+	}
+	if err := cp.kcm.kill(); err != nil {
+		return err
+	}
+	m, err := startControllerManager(cp, cp.kcmControllers)
+	if err != nil {
+		return err
+	}
+	cp.kcm = m
+	cp.procs = append(slices.Clone(cp.procs), Process{Name: ControllerManagerBinary, PID: m.cmd.Process.Pid})
+	if slices.Contains(cp.kcmControllers, "garbagecollector") {
+		return m.waitCollecting(ctx, cp.Config, timeout)
+	}
+	return nil
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/driver"
 	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/harness/lin"
+	"github.com/cascade-k8s/cascade/harness/proxy"
 	"github.com/cascade-k8s/cascade/harness/replay"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/model"
@@ -30,6 +31,11 @@ import (
 type ConcurrentEnv struct {
 	Target string
 	Admin  *rest.Config
+	// Release is the Kubernetes release of the target's control plane
+	// (the zero value: model.DefaultRelease): the history is judged on it
+	// (lin.Options.Release), and a failure's trace expects what the model
+	// does on it.
+	Release model.Release
 	// Settler waits until the target has gone quiet after a run
 	// (replay.DefaultQuiet: no change for a window).
 	Settler replay.Target
@@ -81,6 +87,11 @@ type ConcurrentEnv struct {
 	// GCTap, when set, records into each run's history the writes of the
 	// target's GC that got no answer (target.Target.GCTap).
 	GCTap *history.Tap
+	// Evidence, when set, returns what the API proxy between
+	// kube-controller-manager and kube-apiserver recorded since its last
+	// call (proxy.Proxy.Take, upstream): a failing run writes it to
+	// EvidenceFile beside its history.
+	Evidence func() proxy.Evidence
 }
 
 // sent is one client step of a concurrent run as it was executed: sent
@@ -132,6 +143,9 @@ type concurrentRun struct {
 	// run's history in time ("" when it did).
 	undecided string
 	checked   time.Duration // how long the check of the history took
+	// proxied summarizes the proxy's evidence of a passed run ("" without
+	// a proxy)
+	proxied string
 }
 
 // RunConcurrent runs cfg.Checks concurrent runs against env.
@@ -185,10 +199,13 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		r.fail = func(kind, summary string, write func(string) (string, error)) {
 			stopIfInterrupted(ctx)
 			judged = true
+			if env.Evidence != nil {
+				write = withEvidence(write, env.Evidence())
+			}
 			if foundAt.IsZero() {
 				foundAt, foundRun = time.Now(), n
 			}
-			last = &runFailure{kind: kind, summary: summary, trace: r.trace(kind, summary), steps: len(r.sent), write: write}
+			last = &runFailure{kind: kind, summary: summary, trace: r.trace(kind, summary), steps: len(r.sent), write: write, evidence: env.Evidence != nil}
 			if repro == nil {
 				repro = r.reproduce(kind, summary)
 			}
@@ -229,6 +246,9 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			if len(r.restarts) > 0 {
 				extra = fmt.Sprintf("; %s, %d ops maybe applied", restartSummary(r.restarts), r.maybe)
 			}
+			if r.proxied != "" {
+				extra += "; proxy: " + r.proxied
+			}
 			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable (checked in %s), quiet state live (%s)%s", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Microsecond), took, extra)
 		}
 	}
@@ -249,7 +269,7 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	case msg == "": // only held failures: the first, unshrunk
 		last, msg = held, held.kind+": "+firstLine(held.summary)
 	case repro != nil:
-		repro.write = last.write // the concurrent run's history, for the record
+		repro.write, repro.evidence = last.write, last.evidence // the concurrent run's history, for the record
 		last = repro
 	}
 	err = finish(cfg, rep, last, foundAt, start, msg, failFile)
@@ -493,6 +513,9 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	if r.env.GraphChanges != nil {
 		r.env.GraphChanges() // the earlier runs' and their cleanups'
 	}
+	if r.env.Evidence != nil {
+		r.env.Evidence() // likewise
+	}
 	if r.env.Audit != nil {
 		// the earlier run's cleanup: its deletes of CRDs, whose names no
 		// run prefix scopes, would otherwise fall into this history
@@ -508,7 +531,7 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	r.settle(d, dyn, prefix)
 
 	var ops []history.Op
-	opts := lin.Options{Timeout: r.env.LinTimeout, Protection: r.env.Protection}
+	opts := lin.Options{Timeout: r.env.LinTimeout, Protection: r.env.Protection, Release: r.env.Release}
 	if r.env.GraphChanges != nil {
 		opts.GraphChanges = r.env.GraphChanges()
 	}
@@ -562,17 +585,20 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	if v := checkLiveness(objs); v != nil {
 		r.fail("liveness", fmt.Sprintf("once quiet: %s", v), nil)
 	}
+	if r.env.Evidence != nil {
+		r.proxied = r.env.Evidence().Summary()
+	}
 }
 
-// settle waits until the cluster is quiet. After a restart it settles
-// again and again, a second apart, until the run's state is live or the
-// restarts' Rewatch bounds have passed (APIServerRewatch derives the
-// bound for kube-apiserver): a quiet window cannot tell a GC that is done
-// from one whose informers or work items are still backing off after the
-// restart, and a fixed wait long enough for the worst back-off would cost
-// every run it. A normal run settles once.
+// settle waits until the cluster is quiet. After a restart, or after
+// creating a CRD, it settles again and again, a second apart, until the
+// run's state is live or the bound has passed (liveUntil: the restarts'
+// Rewatch, APIServerRewatch for kube-apiserver; CRDRewatch): a quiet
+// window cannot tell a GC that is done from one whose informers or work
+// items are still backing off, and a fixed wait long enough for the worst
+// back-off would cost every run it. Any other run settles once.
 func (r *concurrentRun) settle(d *driver.Driver, dyn dynamic.Interface, prefix string) {
-	until := rewatchUntil(r.restarts)
+	until := liveUntil(r.restarts, d.LastCRD())
 	for {
 		if err := r.env.Settler.Settle(r.ctx, d); err != nil {
 			r.fail("liveness", fmt.Sprintf("the cluster did not go quiet: %v", err), nil)
@@ -663,7 +689,7 @@ func (r *concurrentRun) execute(d *driver.Driver) {
 // the description says which clients sent what, and the history's
 // visualization shows the real interleaving.
 func (r *concurrentRun) trace(kind, summary string) string {
-	m := &model.Model{}
+	m := &model.Model{Release: r.env.Release}
 	s := model.NewState()
 	var cmds []string
 	var out []string
@@ -698,5 +724,8 @@ func (r *concurrentRun) trace(kind, summary string) string {
 		desc = append(desc, "impl ran with injected bug(s) "+strings.Join(r.env.Inject, ","))
 	}
 	headers := []traces.Header{{Key: traces.HeaderFoundBy, Value: "cascade fuzz --target " + r.env.Target}}
+	if rel := r.env.Release.Or(); rel != model.DefaultRelease {
+		headers = append(headers, traces.Header{Key: traces.HeaderReleases, Value: rel.MinorRange()})
+	}
 	return traces.Format(desc, headers, []traces.Written{{Commands: cmds, Output: out}})
 }

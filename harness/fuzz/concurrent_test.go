@@ -7,16 +7,20 @@ import (
 
 	"github.com/cascade-k8s/cascade/harness/fuzz"
 	"github.com/cascade-k8s/cascade/harness/replay"
+	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/step"
 )
 
-// Concurrent runs against impl's GC in Auto mode: every history is
-// linearizable with every GC write permitted, and every quiet state live.
+// Concurrent runs against impl's GC and adopter in Auto mode, as
+// `cascade fuzz --target impl` runs them (target.Spec.Adopter): every
+// history is linearizable with every GC and adopter write permitted, and
+// every quiet state live.
 func TestConcurrentImpl(t *testing.T) {
 	needControlPlane(t)
 	ctx := context.Background()
-	it, err := impl.Start(ctx, cp.Config, impl.Options{Mode: step.Auto, Webhook: true})
+	it, err := impl.Start(ctx, cp.Config, impl.Options{Mode: step.Auto, Webhook: true,
+		Adopter: true, AdopterKinds: target.SteppedAdopterKinds})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,8 +87,10 @@ type Failure struct {
 	// steps, without those of its final settle (the model checker's
 	// counterexample lengths do not count a final settle either).
 	Steps int
-	// Trace, History and FailFile are the artifacts written ("" if none).
-	Trace, History, FailFile string
+	// Trace, History and FailFile are the artifacts written ("" if none);
+	// Evidence is the proxy's evidence of the failing run (upstream
+	// behind the proxy, EvidenceFile).
+	Trace, History, FailFile, Evidence string
 	// FoundAfter is the time from the start of Run to the first failing
 	// run (before shrinking).
 	FoundAfter time.Duration
@@ -228,6 +230,7 @@ type runFailure struct {
 	replayHistory bool                             // confirmed by a replay with its history checked
 	replayTarget  string                           // where the trace replays, when not the run's target
 	write         func(dir string) (string, error) // extra artifact (history HTML)
+	evidence      bool                             // write also writes EvidenceFile
 }
 
 // rapidMu serializes Run: rapid's settings are process-wide flags.
@@ -392,6 +395,9 @@ func finish(cfg Config, rep *Report, last *runFailure, foundAt time.Time, start 
 		if last.write != nil {
 			f.History, err = last.write(cfg.Out)
 			errs = append(errs, err)
+		}
+		if last.evidence {
+			f.Evidence = filepath.Join(cfg.Out, EvidenceFile)
 		}
 	}
 	summary := fmt.Sprintf("%s: %s\n", f.Kind, f.Summary)

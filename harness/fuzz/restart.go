@@ -22,8 +22,8 @@ import (
 
 // Restart is a component a concurrent run restarts once, at a random
 // time up to Within after its clients start (drawn by rapid, so a seed
-// fixes it): kube-apiserver (`--restart-apiserver`) or impl's GC
-// (`--restart-gc`). The run waits for its restarts before it settles,
+// fixes it): kube-apiserver (`--restart-apiserver`), impl's GC
+// (`--restart-gc`) or kube-controller-manager (`--restart-kcm`). The run waits for its restarts before it settles,
 // and is judged as any other: its history must be linearizable, with the
 // writes whose answer was lost taken as maybe applied, and once quiet its
 // state must be live, so the restarted GC must finish the work the old
@@ -87,6 +87,9 @@ func Restarts(t *target.Target) []Restart {
 	if d := t.Spec.RestartGC; d > 0 && t.Impl != nil {
 		out = append(out, GCRestart(t.Impl, t.GCTap, d))
 	}
+	if d := t.Spec.RestartKCM; d > 0 && t.CP != nil {
+		out = append(out, KCMRestart(t.CP, t.GCTap, d))
+	}
 	return out
 }
 
@@ -105,6 +108,34 @@ func APIServerRestart(cp *controlplane.ControlPlane, within time.Duration) Resta
 // them is in flight: the case a restart can get wrong.
 func GCRestart(it *impl.Target, tap *history.Tap, within time.Duration) Restart {
 	r := Restart{Name: "impl's GC", Within: within, Do: it.RestartGC}
+	if tap != nil {
+		r.Ready = func() bool { return tap.InFlight() > 0 }
+	}
+	return r
+}
+
+// KCMRewatch bounds how long a restarted kube-controller-manager takes,
+// once its garbage collector collects again (RestartControllerManager
+// returns then), to finish the work its predecessor left: its informers
+// have listed and its graph is built, and every object with owners goes
+// through attemptToDelete once from a fresh work queue, without
+// back-offs. A restart during a CRD's discovery sync adds the GC's 30 s
+// sync period.
+const KCMRewatch = 45 * time.Second
+
+// kcmStartTimeout bounds a restarted kube-controller-manager's start, as
+// controlplane.Start's default bounds the first.
+const kcmStartTimeout = time.Minute
+
+// KCMRestart kills kube-controller-manager and starts it again
+// (RestartControllerManager) at a time up to within, aimed, when tap
+// records its writes (the proxy's, target.Target.GCTap), at a moment one
+// of them is in flight: the write a crash cuts off is then in the
+// history as maybe applied.
+func KCMRestart(cp *controlplane.ControlPlane, tap *history.Tap, within time.Duration) Restart {
+	r := Restart{Name: "kube-controller-manager", Within: within, Rewatch: KCMRewatch, Do: func(ctx context.Context) error {
+		return cp.RestartControllerManager(ctx, kcmStartTimeout)
+	}}
 	if tap != nil {
 		r.Ready = func() bool { return tap.InFlight() > 0 }
 	}
@@ -170,6 +201,34 @@ func rewatchUntil(done []restartDone) time.Time {
 		if r.until.After(until) {
 			until = r.until
 		}
+	}
+	return until
+}
+
+// CRDRewatch bounds how long, after a run creates a CRD, the GC may take
+// to collect garbage among the custom resources made under it. The GC
+// monitors a new resource from its next discovery sync (every 30 s), and
+// the run's settle waits for that (replay.Quiet's GCSync). But every run
+// that creates a CRD deletes it in its cleanup, and a later run creates it
+// again: kube-controller-manager's syncMonitors then stops only the
+// resource's monitor, not its shared informer, so the next sync finds the
+// informer kept and synced, and the informer lists the resource again only
+// after its reflector's back-off, which the CRD's absence has grown to its
+// cap (0.8 s doubling, capped at 30 s, jittered up to twice: 60 s).
+// Measured on a kubeconfig cluster: Herds of a run reached the GC's graph
+// 18 s after the sync that took their CRD back in, after the run had been
+// judged. The bound is the settle's wait for the sync (32 s) and such a
+// back-off (60 s), rounded up to two minutes for the GC's work once the
+// informer delivers. Like APIServerRewatch it is a bound, not a wait.
+const CRDRewatch = 2 * time.Minute
+
+// liveUntil is when a run stops checking its state for liveness again
+// (zero: it settles once): the restarts' bounds, and CRDRewatch after the
+// run's last CRD create (crd, zero when it created none).
+func liveUntil(done []restartDone, crd time.Time) time.Time {
+	until := rewatchUntil(done)
+	if !crd.IsZero() && crd.Add(CRDRewatch).After(until) {
+		until = crd.Add(CRDRewatch)
 	}
 	return until
 }

@@ -38,8 +38,11 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 		}
 		return RunStepped(ctx, env, cfg)
 	case target.Upstream, target.Impl, target.Kubeconfig:
-		env := ConcurrentEnv{Target: t.Spec.Name, Admin: t.Admin, Limited: t.Limited, Settler: t.Settler(), Inject: inject, LinTimeout: time.Minute,
+		env := ConcurrentEnv{Target: t.Spec.Name, Release: t.Spec.Release, Admin: t.Admin, Limited: t.Limited, Settler: t.Settler(), Inject: inject, LinTimeout: time.Minute,
 			Protection: t.HasWebhook(), Restarts: Restarts(t), GCTap: t.GCTap}
+		if t.Proxy != nil {
+			env.Evidence = t.Proxy.Take
+		}
 		if t.Impl != nil {
 			env.Settler = ImplSettler(t.Impl, t.Settler())
 			surrogate, err := ModelBugs(t.Spec.Inject)

@@ -84,6 +84,7 @@ var auditWriteVerbs = map[string]Verb{"create": Create, "update": Update, "patch
 func FromAudit(records []controlplane.AuditRecord, s Scope) ([]Op, error) {
 	var ops []Op
 	crdDeleted := map[string]int{} // CRD name -> the record deleting it
+	specs := namespaceSpecs{}
 	for i, rec := range records {
 		if rec.Stage != controlplane.StageResponseComplete && rec.Stage != controlplane.StagePanic {
 			continue
@@ -112,7 +113,7 @@ func FromAudit(records []controlplane.AuditRecord, s Scope) ([]Op, error) {
 			return nil, fmt.Errorf("history: audit record %d (%s): a create of subresource %s (a binding or an eviction) changes an object in scope in a way a history cannot express",
 				i, rec, rec.Subresource)
 		}
-		op, err := auditOp(rec, k, verb)
+		op, err := auditOp(rec, k, verb, specs)
 		if err != nil {
 			return nil, fmt.Errorf("history: audit record %d (%s): %w", i, rec, err)
 		}
@@ -134,7 +135,7 @@ func FromAudit(records []controlplane.AuditRecord, s Scope) ([]Op, error) {
 	return ops, nil
 }
 
-func auditOp(rec controlplane.AuditRecord, k model.KindID, verb Verb) (Op, error) {
+func auditOp(rec controlplane.AuditRecord, k model.KindID, verb Verb, specs namespaceSpecs) (Op, error) {
 	op := Op{
 		Actor: AuditActor(rec), Verb: verb, Kind: k, Namespace: rec.Namespace, Name: rec.Name,
 		Subresource: rec.Subresource,
@@ -165,7 +166,7 @@ func auditOp(rec controlplane.AuditRecord, k model.KindID, verb Verb) (Op, error
 	if rec.Stage == controlplane.StagePanic && code == 0 {
 		code = 500 // the server failed mid-request: maybe applied
 	}
-	if err := op.outcome(code, rec.ResponseObject); err != nil {
+	if err := op.outcome(code, rec.ResponseObject, specs); err != nil {
 		return op, fmt.Errorf("response body: %w", err)
 	}
 	return op, nil

@@ -113,14 +113,15 @@ type response struct {
 	// grace period is left (deletionGracePeriodSeconds > 0), or it is a
 	// Namespace with spec.finalizers.
 	pending bool
-	// metadataOnly says the body is a PartialObjectMetadata, the answer
-	// to a metadata client (the GC's): it has no spec, so pending cannot
-	// tell a Namespace's spec.finalizers.
-	metadataOnly bool
-	status       bool   // the body is a metav1.Status
-	uid          string // Status details.uid (an immediate DELETE names the removed object)
-	reason       string
-	message      string
+	// specless: obj is a Namespace answered without its spec (a metadata
+	// client's PartialObjectMetadata, as both garbage collectors use),
+	// which says nothing of spec.finalizers; pending is then false and
+	// the caller decides it (namespaceSpecs).
+	specless bool
+	status   bool   // the body is a metav1.Status
+	uid      string // Status details.uid (an immediate DELETE names the removed object)
+	reason   string
+	message  string
 }
 
 // decodeResponse reads a response body: an object of kind k or a
@@ -146,7 +147,34 @@ func decodeResponse(k model.KindID, raw []byte) (response, error) {
 	}
 	m := &w.Metadata
 	pending := m.DeletionGrace != nil && *m.DeletionGrace > 0 || k.Info().Kind == "Namespace" && len(w.Spec.Finalizers) > 0
-	return response{obj: o, pending: pending, metadataOnly: w.Kind == "PartialObjectMetadata"}, nil
+	specless := k.Info().Kind == "Namespace" && w.Kind == "PartialObjectMetadata"
+	return response{obj: o, pending: pending, specless: specless}, nil
+}
+
+// namespaceSpecs follows, through a history's answers in order, which
+// Namespaces (by UID) have had their spec.finalizers emptied. The API
+// server gives every Namespace spec.finalizers ["kubernetes"] on create
+// (the Namespace strategy's PrepareForCreate) and empties them only
+// through the namespaces/finalize subresource, the namespace
+// controller's call, whose answer shows the whole Namespace; so a
+// Namespace answered without its spec is still held by spec.finalizers
+// unless an earlier answer showed them empty. The nil namespaceSpecs
+// knows of no emptying.
+type namespaceSpecs map[string]bool
+
+// resolve fills resp.pending for a Namespace answered without its spec,
+// and notes what an answer with its spec shows.
+func (ns namespaceSpecs) resolve(k model.KindID, resp *response) {
+	if resp.obj == nil || k.Info().Kind != "Namespace" {
+		return
+	}
+	uid := resp.obj.UID
+	switch {
+	case resp.specless:
+		resp.pending = !ns[uid]
+	case ns != nil && uid != "":
+		ns[uid] = !resp.pending
+	}
 }
 
 // wireDeleteOptions is metav1.DeleteOptions as JSON.
@@ -246,14 +274,28 @@ func decodeDeleteOptions(body []byte, requestURI string) (*DeleteOptions, error)
 //     Such an answer means removal exactly when ShouldDeleteDuringUpdate
 //     holds: deletionGracePeriodSeconds is unset or 0 (a Pod waiting out
 //     a grace period stays) and, for a Namespace, spec.finalizers is
-//     empty too. A metadata client's answer (PartialObjectMetadata, the
-//     GC's) has no spec: for a Namespace it means removal only when its
-//     resourceVersion is the one the request's precondition named.
-func (op *Op) outcome(code int, body []byte) error {
+//     empty too. A metadata client's answer (PartialObjectMetadata) has
+//     no spec: a Namespace's spec.finalizers are then as ns last saw
+//     them (TestNamespaceKeptBySpecFinalizers).
+//
+// ns follows the Namespaces' spec.finalizers through the history, for
+// answers that do not show them (namespaceSpecs; nil: none emptied).
+func (op *Op) outcome(code int, body []byte, ns namespaceSpecs) error {
 	op.Code = code
+	if !op.OK() && !isJSONObject(body) {
+		// A refusal from outside the resource's handler: the API
+		// server's mux answers a path it does not serve (a custom
+		// resource whose CRD is not yet, or no longer, served) with
+		// "404 page not found" in plain text, not a metav1.Status.
+		op.Message = string(bytes.TrimSpace(body))
+		return nil
+	}
 	resp, err := decodeResponse(op.Kind, body)
 	if err != nil {
 		return err
+	}
+	if op.OK() {
+		ns.resolve(op.Kind, &resp)
 	}
 	op.Reason, op.Message = resp.reason, resp.message
 	if !op.OK() {
@@ -271,16 +313,7 @@ func (op *Op) outcome(code int, body []byte) error {
 		o := resp.obj
 		switch op.Verb {
 		case Update, Patch:
-			pending := resp.pending
-			if resp.metadataOnly && op.Kind.Info().Kind == "Namespace" {
-				// The answer hides spec.finalizers. A removal answers
-				// the resourceVersion the object had, which a
-				// precondition names; a new one means it stayed, as
-				// it does without a precondition to tell (on envtest
-				// no namespace controller empties spec.finalizers).
-				pending = op.Sent == nil || op.Sent.RV == 0 || o.RV != op.Sent.RV
-			}
-			op.Removed = op.Subresource == "" && o.Deleting && len(o.Finalizers) == 0 && !pending
+			op.Removed = op.Subresource == "" && o.Deleting && len(o.Finalizers) == 0 && !resp.pending
 		case Delete:
 			// Kinds whose registry returns the deleted object answer the
 			// object even when it left storage, as it was last stored:

@@ -8,7 +8,7 @@ import (
 
 // DeletionFinalizers returns the finalizers a DELETE with opts leaves on
 // o, as the API server chooses them: the model's choice
-// (model.DeletionFinalizers; upstream generic/registry/store.go
+// (model.Delete; upstream generic/registry/store.go
 // deletionFinalizersForGarbageCollection, shouldOrphanDependents and
 // shouldDeleteDependents, and the Namespace registry's own choice): o's
 // own finalizers minus orphan and foregroundDeletion, plus the one the
@@ -16,16 +16,38 @@ import (
 // default call for. The object leaves storage at once when none remain
 // (and, for a graceful kind, no grace period is left).
 func DeletionFinalizers(o *Object, opts *DeleteOptions) []string {
-	mo := model.Object{Kind: o.Kind, Finalizers: o.Finalizers, Deleting: o.Deleting}
+	return DeleteResult(model.Semantics{}, o, opts).Finalizers
+}
+
+// DeleteResult is model.Delete of a DELETE with opts on o, its
+// finalizers as a history reads them. The model keeps a Namespace's
+// "kubernetes" finalizer among its finalizers, a real Namespace keeps it
+// in spec.finalizers, which the history's objects leave out: o is read
+// with it still held (as the history assumes spec.finalizers,
+// namespaceSpecs: no namespace controller runs), so a DELETE of a
+// Terminating Namespace changes nothing, and the result leaves it out
+// again.
+func DeleteResult(sem model.Semantics, o *Object, opts *DeleteOptions) model.DeleteResult {
+	v := model.View{Kind: o.Kind, Finalizers: o.Finalizers, Deleting: o.Deleting}
+	ns := o.Kind.Info().Kind == "Namespace"
+	if ns && !slices.Contains(o.Finalizers, model.FinalizerNamespace) {
+		v.Finalizers = append(slices.Clone(o.Finalizers), model.FinalizerNamespace)
+	}
+	r := model.Delete(sem, &v, ModelDeleteOptions(opts))
+	if ns && slices.Contains(r.Finalizers, model.FinalizerNamespace) {
+		r.Finalizers = slices.DeleteFunc(slices.Clone(r.Finalizers), func(f string) bool { return f == model.FinalizerNamespace })
+	}
+	return r
+}
+
+// ModelDeleteOptions reads a DELETE's options as the model's: its
+// propagation policy and orphanDependents (a propagationPolicy the model
+// does not know reads as none).
+func ModelDeleteOptions(opts *DeleteOptions) model.DeleteOptions {
 	var mopts model.DeleteOptions
 	if opts != nil {
 		mopts.OrphanDependents = opts.Orphan
 		mopts.Policy, _ = model.ParsePolicy(opts.Propagation)
 	}
-	// The model keeps a Namespace's "kubernetes" finalizer among its
-	// finalizers; a real Namespace keeps it in spec.finalizers, which the
-	// history does not read.
-	return slices.DeleteFunc(slices.Clone(model.DeletionFinalizers(&mo, mopts)), func(f string) bool {
-		return f == model.FinalizerNamespace && o.Kind.Info().Kind == "Namespace"
-	})
+	return mopts
 }

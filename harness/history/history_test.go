@@ -269,40 +269,6 @@ func TestDeleteAnswersTheObject(t *testing.T) {
 	}
 }
 
-// TestMetadataAnswerOfANamespace: the GC writes through the metadata
-// client, so kube-apiserver answers its patch of a Namespace, and the audit
-// log records it, as a PartialObjectMetadata without spec.finalizers. A
-// Namespace being deleted whose last metadata finalizer the GC removes stays
-// while spec.finalizers holds "kubernetes" (no namespace controller runs on
-// envtest): its answer carries a new resourceVersion, where a removal
-// answers the resourceVersion the object had, which the patch's
-// precondition names.
-func TestMetadataAnswerOfANamespace(t *testing.T) {
-	s := Scope{Prefix: "run1"}
-	meta := func(rv string) string {
-		return `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"run1-d","uid":"u1","resourceVersion":"` + rv +
-			`","deletionTimestamp":"2026-01-01T00:00:00Z","deletionGracePeriodSeconds":0}}`
-	}
-	for _, c := range []struct {
-		name, body, resp string
-		removed          bool
-	}{
-		{"kept: a new resourceVersion", `{"metadata":{"resourceVersion":"2333","finalizers":null}}`, meta("2336"), false},
-		{"removed: the resourceVersion it had", `{"metadata":{"resourceVersion":"2333","finalizers":null}}`, meta("2333"), true},
-		{"no precondition: kept", `{"metadata":{"finalizers":null}}`, meta("2336"), false},
-	} {
-		rec := record("patch", "run1-d", "/api/v1/namespaces/run1-d", 200, c.body, c.resp)
-		rec.Resource, rec.Namespace, rec.Username = "namespaces", "", "system:kube-controller-manager"
-		ops, err := FromAudit([]controlplane.AuditRecord{rec}, s)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if len(ops) != 1 || ops[0].Removed != c.removed {
-			t.Errorf("%s: want removed=%v, got %+v", c.name, c.removed, ops)
-		}
-	}
-}
-
 // TestReadsFromAudit: a controller's GET of one object in scope is read
 // evidence, with the object it answered; the driver's GETs, lists,
 // watches, objects out of scope and writes are not.
@@ -360,5 +326,67 @@ func TestReadsFromAudit(t *testing.T) {
 	meta.Level = "Metadata"
 	if _, err := ReadsFromAudit([]controlplane.AuditRecord{meta}, s); err == nil || !strings.Contains(err.Error(), "RequestResponse") {
 		t.Errorf("want an error about the audit level, got %v", err)
+	}
+}
+
+// TestNamespaceAnswerWithoutSpec: a Namespace answered without its spec
+// (a metadata client's PartialObjectMetadata) is read with the
+// spec.finalizers the history last saw: "kubernetes" from its create on,
+// so a patch emptying metadata.finalizers keeps it, as does a DELETE,
+// until a namespaces/finalize answer shows them empty, after which the
+// same answer removes it.
+func TestNamespaceAnswerWithoutSpec(t *testing.T) {
+	s := Scope{Prefix: "run1"}
+	ns := func(verb, sub string, code int, resp string) controlplane.AuditRecord {
+		r := record(verb, "run1-n", "/api/v1/namespaces/run1-n", code, `{"metadata":{"resourceVersion":"5","finalizers":null}}`, resp)
+		r.Resource, r.Namespace, r.Subresource = "namespaces", "", sub
+		return r
+	}
+	full := func(rv, spec string) string {
+		return `{"kind":"Namespace","metadata":{"name":"run1-n","uid":"u1","resourceVersion":"` + rv +
+			`","deletionTimestamp":"2026-01-01T00:00:00Z"},"spec":` + spec + `}`
+	}
+	meta := func(rv string) string {
+		return `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"run1-n","uid":"u1","resourceVersion":"` +
+			rv + `","deletionTimestamp":"2026-01-01T00:00:00Z"}}`
+	}
+	created := `{"kind":"Namespace","metadata":{"name":"run1-n","uid":"u1","resourceVersion":"4"},"spec":{"finalizers":["kubernetes"]}}`
+	for _, c := range []struct {
+		name    string
+		recs    []controlplane.AuditRecord
+		removed bool
+	}{
+		{"after its create", []controlplane.AuditRecord{ns("create", "", 201, created), ns("patch", "", 200, meta("6"))}, false},
+		{"nothing seen before", []controlplane.AuditRecord{ns("patch", "", 200, meta("6"))}, false},
+		{"after finalize emptied spec.finalizers", []controlplane.AuditRecord{ns("create", "", 201, created),
+			ns("update", "finalize", 200, full("6", `{}`)), ns("patch", "", 200, meta("6"))}, true},
+		{"its spec shown", []controlplane.AuditRecord{ns("patch", "", 200, full("6", `{"finalizers":["kubernetes"]}`))}, false},
+		{"a DELETE answered without spec", []controlplane.AuditRecord{ns("create", "", 201, created), ns("delete", "", 200, meta("6"))}, false},
+	} {
+		ops, err := FromAudit(c.recs, s)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		last := ops[len(ops)-1]
+		if last.Removed != c.removed {
+			t.Errorf("%s: want removed=%v, got %s", c.name, c.removed, last.String())
+		}
+	}
+}
+
+// TestPlainTextRefusal: the API server's mux refuses a path it does not
+// serve (a custom resource whose CRD is not yet, or no longer, served)
+// with "404 page not found" in plain text; the history takes it as a
+// refusal with that message, not as an undecodable answer.
+func TestPlainTextRefusal(t *testing.T) {
+	op := Op{Verb: Create, Kind: mustKind(t, "herd")}
+	if err := op.outcome(404, []byte("404 page not found\n"), nil); err != nil {
+		t.Fatalf("a plain-text 404: %v", err)
+	}
+	if op.Code != 404 || op.OK() || op.Got != nil || op.Message != "404 page not found" {
+		t.Errorf("want a refusal with the text as its message, got %+v", op)
+	}
+	if err := (&Op{Verb: Create, Kind: mustKind(t, "herd")}).outcome(201, []byte("created"), nil); err == nil {
+		t.Error("a success with a body that is not JSON must still be an error")
 	}
 }

@@ -1,8 +1,9 @@
 package history
 
 import (
-	"slices"
 	"strconv"
+
+	"github.com/cascade-k8s/cascade/model"
 )
 
 // ObservedOps returns an Observed op (actor "cluster") for every event
@@ -243,18 +244,8 @@ func mayHaveWritten(op *Op, rv uint64, before *Object, seen map[uint64]int64) bo
 }
 
 // SameFinalizers reports whether a and b hold the same finalizers, in any
-// order.
-func SameFinalizers(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, f := range a {
-		if !slices.Contains(b, f) {
-			return false
-		}
-	}
-	return true
-}
+// order (model.SameFinalizers).
+func SameFinalizers(a, b []string) bool { return model.SameFinalizers(a, b) }
 
 // preconditionRV returns the resourceVersion precondition the op sent,
 // if any: a DELETE's Preconditions.ResourceVersion, or the

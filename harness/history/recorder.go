@@ -89,6 +89,9 @@ type recordingTransport struct {
 	// onlyUnanswered records only the requests that get no answer,
 	// leaving answers undecoded (a Tap: the audit log has the answered)
 	onlyUnanswered bool
+	// user, when set, names the actor of each request by its user agent
+	// as the audit log would for this user (AuditActor), instead of actor
+	user string
 }
 
 func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -144,6 +147,9 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	if a := AuditActor(controlplane.AuditRecord{UserAgent: req.Header.Get("User-Agent")}); strings.HasPrefix(a, "client-") {
 		actor = a
 	}
+	if t.user != "" {
+		actor = AuditActor(controlplane.AuditRecord{Username: t.user, UserAgent: req.Header.Get("User-Agent")})
+	}
 	op := Op{Actor: actor, Verb: verb, Kind: target.kind, Namespace: target.namespace, Name: target.name,
 		Subresource: target.subresource}
 	if verb == Update || verb == Patch {
@@ -191,7 +197,7 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		t.r.addUnanswered(op, id, true) // the response was cut short: ambiguous (Code 0)
 		return resp, readErr
 	}
-	if err := op.outcome(resp.StatusCode, respBody); err != nil {
+	if err := op.outcome(resp.StatusCode, respBody, nil); err != nil {
 		t.r.add(op, fmt.Errorf("history: %s %s -> %d: response body: %w", req.Method, req.URL.Path, resp.StatusCode, err))
 		return resp, nil
 	}

@@ -94,6 +94,15 @@ func (t *Tap) Wrap(cfg *rest.Config, actor string) *rest.Config {
 	return c
 }
 
+// WrapTransport returns next wrapped so that the writes sent through it
+// to objects in the attached Recorder's scope that get no answer are
+// recorded, each as the actor the audit log names for user and the
+// request's user agent (AuditActor): for a proxy that passes on the
+// requests of every kube-controller-manager client.
+func (t *Tap) WrapTransport(next http.RoundTripper, user string) http.RoundTripper {
+	return tapTransport{tap: t, user: user, next: next}
+}
+
 // Attach makes r the Recorder the tap records into until the returned
 // function detaches it.
 func (t *Tap) Attach(r *Recorder) (detach func()) {
@@ -104,6 +113,7 @@ func (t *Tap) Attach(r *Recorder) (detach func()) {
 type tapTransport struct {
 	tap   *Tap
 	actor string
+	user  string // WrapTransport's
 	next  http.RoundTripper
 }
 
@@ -116,5 +126,5 @@ func (t tapTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.tap.inFlight.Add(1)
 		defer t.tap.inFlight.Add(-1)
 	}
-	return (&recordingTransport{r: r, actor: t.actor, next: t.next, onlyUnanswered: true}).RoundTrip(req)
+	return (&recordingTransport{r: r, actor: t.actor, user: t.user, next: t.next, onlyUnanswered: true}).RoundTrip(req)
 }

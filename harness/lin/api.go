@@ -11,7 +11,13 @@ import (
 // The API server's semantics of update, patch, delete and observed
 // writes: what a response promises about the state it was applied to,
 // and the state it leaves ("checks only what the API promises", see
-// DESIGN.md "Checking real targets").
+// DESIGN.md "Checking real targets"). What the API server answers is the
+// model's to say (model/answers.go, with the checker's model.Semantics):
+// this file finds the states an op may linearize at and asks the model
+// whether the answer fits there. What stays here is the history's own
+// reasoning: ops whose effect a removal overtook (removedMeanwhile,
+// conflictMeanwhile), unknown facts after ambiguous writes, and the
+// resourceVersion order of etcd's revisions (rvFollows).
 
 func (c *checker) update(s *store, cur *entry, in *input) ([]outcome, string) {
 	op := in.op
@@ -19,7 +25,7 @@ func (c *checker) update(s *store, cur *entry, in *input) ([]outcome, string) {
 	switch {
 	case op.Ambiguous():
 		outs := []outcome{unchanged}
-		if cur != nil && pre.mismatch(cur) != "uid" && pre.mismatch(cur) != "rv" {
+		if cur != nil && c.answers(model.VerbUpdate, cur, pre, false).Has(model.AnswerOK) {
 			obj := *cur.obj
 			outs = append(outs, outcome{e: c.vague(s, cur, in, &obj, cur.flags|rvUnknown|contentUnknown), changed: true, applied: true})
 			if !cur.known() || cur.obj.Deleting {
@@ -46,8 +52,8 @@ func (c *checker) update(s *store, cur *entry, in *input) ([]outcome, string) {
 			}
 			pre.rvSet = false
 		}
-		if m := pre.mismatch(cur); m == "uid" || (m == "rv" && !noOpAnswer(cur, op)) {
-			return nil, fmt.Sprintf("the %s succeeded although its %s precondition failed (%s)", op.Verb, m, liveDesc(cur))
+		if !c.answers(model.VerbUpdate, cur, pre, noOpAnswer(cur, op)).Has(model.AnswerOK) {
+			return nil, fmt.Sprintf("the %s succeeded although its %s precondition failed (%s)", op.Verb, failed(pre.checks(cur)), liveDesc(cur))
 		}
 		got := op.Got
 		if got == nil {
@@ -70,26 +76,42 @@ func (c *checker) update(s *store, cur *entry, in *input) ([]outcome, string) {
 			return []outcome{{e: c.entryFor(s, cur, in, &obj, objHash(&obj), cur.flags&^(uidUnknown|rvUnknown)), changed: true, applied: true}}, ""
 		}
 		got, h := adopt(cur, in)
-		if why := legalUpdate(cur, got, op.Removed); why != "" {
+		if why := c.legalUpdate(cur, got, op.Removed); why != "" {
 			return nil, why
 		}
 		if op.Removed {
 			return []outcome{{changed: true, applied: true}}, ""
 		}
 		return []outcome{{e: c.entryFor(s, cur, in, got, h, 0), changed: true, applied: true}}, ""
-	case op.Code == 404:
-		if cur != nil && (pre.uid == "" || pre.mismatch(cur) == "") {
-			return nil, fmt.Sprintf("the %s answered NotFound while %s", op.Verb, liveDesc(cur))
-		}
-	case op.Code == 409:
-		switch {
-		case cur == nil && !c.conflictMeanwhile(s, in, pre):
-			return nil, fmt.Sprintf("the %s answered Conflict while no %s was live", op.Verb, in.key)
-		case cur != nil && pre.mismatch(cur) == "":
-			return nil, fmt.Sprintf("the %s answered Conflict although its preconditions held (%s)", op.Verb, liveDesc(cur))
-		}
+	case op.Code == 404 || op.Code == 409:
+		return c.refused(s, cur, in, pre, model.VerbUpdate)
 	}
 	return []outcome{unchanged}, ""
+}
+
+// answers is model.PreconditionAnswers of a write of verb with pre on
+// cur (nil: no object).
+func (c *checker) answers(verb model.WriteVerb, cur *entry, pre preconditions, noOp bool) model.Answers {
+	return model.PreconditionAnswers(c.sem, verb, cur != nil, pre.checks(cur), noOp)
+}
+
+// refused judges a write of verb answered 404 NotFound or 409 Conflict:
+// the answer must be one model.PreconditionAnswers allows on cur, or a
+// Conflict on a version a removal superseded (conflictMeanwhile). It
+// changes nothing.
+func (c *checker) refused(s *store, cur *entry, in *input, pre preconditions, verb model.WriteVerb) ([]outcome, string) {
+	op := in.op
+	if c.answers(verb, cur, pre, false).Has(model.AnswerOf(op.Code)) || cur == nil && op.Code == 409 && c.conflictMeanwhile(s, in, pre) {
+		return []outcome{unchanged}, ""
+	}
+	status := map[int]string{404: "NotFound", 409: "Conflict"}[op.Code]
+	switch {
+	case cur == nil:
+		return nil, fmt.Sprintf("the %s answered %s while no %s was live", op.Verb, status, in.key)
+	case op.Code == 404:
+		return nil, fmt.Sprintf("the %s answered NotFound while %s", op.Verb, liveDesc(cur))
+	}
+	return nil, fmt.Sprintf("the %s answered Conflict although its preconditions held (%s)", op.Verb, liveDesc(cur))
 }
 
 // removedMeanwhile reports whether a write answered a removal that
@@ -117,7 +139,7 @@ func (c *checker) removedMeanwhile(s *store, in *input, pre preconditions) bool 
 	if t == nil || got == nil || t.flags&uidUnknown != 0 || t.obj.UID != got.UID || (pre.uid != "" && pre.uid != got.UID) || t.end <= in.op.Call {
 		return false
 	}
-	return t.flags&rvUnknown != 0 || got.RV <= t.obj.RV || graceful(in.key.Kind) && got.Deleting && !t.obj.Deleting
+	return t.flags&rvUnknown != 0 || got.RV <= t.obj.RV || model.GracefulDelete(in.key.Kind) && got.Deleting && !t.obj.Deleting
 }
 
 // conflictMeanwhile reports whether a write answered Conflict on a
@@ -142,50 +164,55 @@ func (c *checker) vagueUpdate(s *store, cur *entry, in *input) ([]outcome, strin
 }
 
 // legalUpdate checks a successful update's answer against the live
-// entry: an update cannot set or clear deletionTimestamp, cannot add a
-// finalizer to an object being deleted (kubernetes#32339, fixed by
-// #32354), removes the object exactly when it empties the finalizers of
-// an object being deleted, and yields a larger resourceVersion unless it
-// changed nothing.
-func legalUpdate(cur *entry, got *history.Object, removed bool) string {
+// entry: the answer must be one the API server may store
+// (model.UpdateDenial: deletionTimestamp unchanged, no finalizer added
+// to an object being deleted, kubernetes#32339 fixed by #32354, ...),
+// removes the object exactly when model.UpdateRemoves says, and yields
+// a larger resourceVersion unless it changed nothing.
+func (c *checker) legalUpdate(cur *entry, got *history.Object, removed bool) string {
+	var old *model.View
 	if cur.known() {
-		if got.Deleting != cur.obj.Deleting {
-			return "an update cannot set or clear deletionTimestamp"
-		}
-		if cur.obj.Deleting {
-			for _, f := range got.Finalizers {
-				if !cur.obj.HasFinalizer(f) {
-					return fmt.Sprintf("an update added finalizer %q to an object being deleted [%s]", f, model.PropNoFinalizerAfterDeletion)
-				}
-			}
-		}
+		v := viewOf(cur.obj)
+		old = &v
 	}
-	if got.HasFinalizer(model.FinalizerOrphan) && got.HasFinalizer(model.FinalizerForeground) {
-		return "the update left both orphan and foregroundDeletion, which validation forbids"
+	next := viewOf(got)
+	if deny := model.UpdateDenial(c.sem, old, &next); deny.Message != "" {
+		why := "the update answered an object validation refuses: " + deny.Message
+		if deny.Property != "" {
+			why += " [" + deny.Property + "]"
+		}
+		return why
 	}
 	if removed {
 		// The answer is the object as the update left it, at the version
 		// the update read; a concurrent write may have superseded it
 		// before the removal (see update).
 		switch {
-		case !got.Deleting || len(got.Finalizers) > 0:
+		case !model.UpdateRemoves(&next):
 			return "an update removed an object it did not leave being deleted without finalizers"
 		case cur.flags&rvUnknown == 0 && got.RV > cur.obj.RV:
 			return fmt.Sprintf("the update removed the object at rv %d, after the live rv %d", got.RV, cur.obj.RV)
 		}
 		return ""
 	}
+	return rvFollows("update", cur, got)
+}
+
+// rvFollows checks the resourceVersion a write answered that kept the
+// object: larger than the live one, or equal if the write changed
+// nothing (etcd3 writes no update that changes nothing).
+func rvFollows(verb string, cur *entry, got *history.Object) string {
 	switch {
 	case cur.flags&rvUnknown != 0:
 		if !rvAfter(cur, got.RV) {
-			return fmt.Sprintf("the update returned rv %d, not after rv %d", got.RV, cur.obj.RV)
+			return fmt.Sprintf("the %s returned rv %d, not after rv %d", verb, got.RV, cur.obj.RV)
 		}
 	case got.RV == cur.obj.RV:
 		if cur.known() && !sameContent(cur.obj, got) {
-			return fmt.Sprintf("the update changed the object but kept rv %d", got.RV)
+			return fmt.Sprintf("the %s changed the object but kept rv %d", verb, got.RV)
 		}
 	case got.RV < cur.obj.RV:
-		return fmt.Sprintf("the update returned rv %d, before the live rv %d (resourceVersion went backwards)", got.RV, cur.obj.RV)
+		return fmt.Sprintf("the %s returned rv %d, before the live rv %d (resourceVersion went backwards)", verb, got.RV, cur.obj.RV)
 	}
 	return ""
 }
@@ -200,36 +227,36 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 	switch {
 	case op.Ambiguous():
 		outs := []outcome{unchanged}
-		if cur != nil && pre.mismatch(cur) != "uid" && pre.mismatch(cur) != "rv" && !(cur.known() && opts.Orphan != nil && opts.Propagation != "") {
+		if cur != nil && c.answers(model.VerbDelete, cur, pre, false).Has(model.AnswerOK) && model.DeleteOptionsDenial(history.ModelDeleteOptions(opts)) == "" {
 			if !cur.known() {
 				obj := *cur.obj
 				outs = append(outs, outcome{changed: true, applied: true},
 					outcome{e: c.vague(s, cur, in, &obj, cur.flags|rvUnknown), changed: true, applied: true})
 				return outs, ""
 			}
-			fins := deletionFinalizers(cur.obj, opts)
-			if len(fins) == 0 {
+			res := history.DeleteResult(c.sem, cur.obj, opts)
+			if res.Removed {
 				outs = append(outs, outcome{changed: true, applied: true})
 			}
-			if len(fins) > 0 || graceful(in.key.Kind) || in.key.Kind.Info().Kind == "Namespace" {
+			if !res.Removed || res.MayKeep {
 				obj := *cur.obj
-				obj.Deleting, obj.Finalizers = true, fins
+				obj.Deleting, obj.Finalizers = true, res.Finalizers
 				outs = append(outs, outcome{e: c.vague(s, cur, in, &obj, cur.flags|rvUnknown), changed: true, applied: true})
 			}
 		}
 		return outs, ""
 	case op.OK():
 		if cur == nil {
-			if op.Removed && graceful(in.key.Kind) && c.removedMeanwhile(s, in, pre) {
+			if op.Removed && model.GracefulDelete(in.key.Kind) && c.removedMeanwhile(s, in, pre) {
 				return []outcome{unchanged}, ""
 			}
 			return nil, fmt.Sprintf("the delete succeeded while no %s was live", in.key)
 		}
-		if m := pre.mismatch(cur); m == "uid" || m == "rv" {
-			return nil, fmt.Sprintf("the delete succeeded although its %s precondition failed (%s)", m, liveDesc(cur))
+		if !c.answers(model.VerbDelete, cur, pre, false).Has(model.AnswerOK) {
+			return nil, fmt.Sprintf("the delete succeeded although its %s precondition failed (%s)", failed(pre.checks(cur)), liveDesc(cur))
 		}
-		if opts.Orphan != nil && opts.Propagation != "" {
-			return nil, "the delete succeeded with both orphanDependents and propagationPolicy, which validation forbids"
+		if deny := model.DeleteOptionsDenial(history.ModelDeleteOptions(opts)); deny != "" {
+			return nil, "the delete succeeded although validation refuses its options: " + deny
 		}
 		if c.protection {
 			if deny := protectionDenial(s, cur); deny != "" {
@@ -249,7 +276,7 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 			return []outcome{{e: c.vague(s, cur, in, &obj, cur.flags|rvUnknown|contentUnknown), changed: true, applied: true}}, ""
 		}
 		got, h := adopt(cur, in)
-		if why := legalDelete(cur, got, opts); why != "" {
+		if why := c.legalDelete(cur, got, opts); why != "" {
 			return nil, why
 		}
 		outs := []outcome{{e: c.entryFor(s, cur, in, got, h, 0), changed: true, applied: true}}
@@ -264,17 +291,8 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 			}
 		}
 		return outs, ""
-	case op.Code == 404:
-		if cur != nil && (pre.uid == "" || pre.mismatch(cur) == "") {
-			return nil, fmt.Sprintf("the delete answered NotFound while %s", liveDesc(cur))
-		}
-	case op.Code == 409:
-		switch {
-		case cur == nil && !c.conflictMeanwhile(s, in, pre):
-			return nil, fmt.Sprintf("the delete answered Conflict while no %s was live", in.key)
-		case cur != nil && pre.mismatch(cur) == "":
-			return nil, fmt.Sprintf("the delete answered Conflict although its preconditions held (%s)", liveDesc(cur))
-		}
+	case op.Code == 404 || op.Code == 409:
+		return c.refused(s, cur, in, pre, model.VerbDelete)
 	case webhookDenial(op):
 		if cur == nil {
 			return nil, fmt.Sprintf("an admission webhook denied the delete while no %s was live", in.key)
@@ -288,8 +306,7 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 }
 
 // removal checks a DELETE that removed the object (model/apiserver.go
-// delete): it may only when no finalizer remains after
-// deletionFinalizers.
+// delete): it may only when model.Delete removes it.
 //
 // kubernetes#77988 breaks that: the generic registry's Delete reads the
 // object and, finding no finalizers, no grace period and no GC finalizer
@@ -302,8 +319,9 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 // when the object was bare (no finalizers, not being deleted) until a
 // write that may have landed after the DELETE was sent, and nothing else
 // would have stopped the immediate deletion: no resourceVersion
-// precondition, no GC finalizer the options or the kind's default call
-// for, a kind without graceful deletion, not a Namespace.
+// precondition, model.Delete removing a bare object of the kind with
+// these options (no GC finalizer the options or the kind's default call
+// for, not a Namespace), a kind without graceful deletion.
 //
 // A graceful kind (a Pod) deleted with no grace period goes the same way
 // one step later: the DELETE writes deletionTimestamp first, and then
@@ -322,21 +340,25 @@ func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pr
 	if !cur.known() {
 		return nil
 	}
-	fins := deletionFinalizers(cur.obj, opts)
-	if len(fins) == 0 {
+	res := history.DeleteResult(c.sem, cur.obj, opts)
+	if res.Removed {
 		return nil
 	}
+	fins := res.Finalizers
 	v := &violation{model.PropNoRemovalWithFinalizers, fmt.Sprintf("the delete removed the object while finalizers %v remained", fins), ""}
+	if len(fins) == 0 {
+		// a Namespace: its spec.finalizers, which the history does not read
+		v.message = "the delete removed the object, which the API server keeps being deleted until its spec.finalizers are done"
+	}
 	k := in.key.Kind
-	if !c.lenient || cur.prov == nil || pre.rvSet || k.Info().Kind == "Namespace" ||
-		len(deletionFinalizers(&history.Object{Kind: k}, opts)) != 0 {
+	if !c.lenient || cur.prov == nil || pre.rvSet || !history.DeleteResult(c.sem, &history.Object{Kind: k}, opts).Removed {
 		return v
 	}
 	switch {
-	case !graceful(k) && cur.prov.dressed >= 0 && c.ins[cur.prov.dressed].ret > in.op.Call:
+	case !model.GracefulDelete(k) && cur.prov.dressed >= 0 && c.ins[cur.prov.dressed].ret > in.op.Call:
 		v.known = model.Excuse(model.KnownRemovalBeforeFinalizers)
 		v.message += fmt.Sprintf("; it had read the object before op %d put them on, and deleted it at once", cur.prov.dressed)
-	case graceful(k):
+	case model.GracefulDelete(k):
 		var by []mark
 		for _, f := range fins {
 			m := noMark
@@ -358,40 +380,29 @@ func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pr
 }
 
 // legalDelete checks a successful DELETE's answer that kept the object
-// against the live entry (model/apiserver.go delete): it is being deleted
-// with exactly the finalizers deletionFinalizers leaves (none only on a
-// kind with a grace period), its owners and labels untouched, at a larger
-// resourceVersion unless nothing changed.
-func legalDelete(cur *entry, got *history.Object, opts *history.DeleteOptions) string {
+// against the live entry and model.Delete's result: it is being deleted
+// with the finalizers the API server leaves (unchanged on a graceful
+// kind already being deleted), kept only if finalizers remain or the
+// kind may keep it (a grace period, a Namespace's spec.finalizers), its
+// owners and labels untouched, at a larger resourceVersion unless
+// nothing changed.
+func (c *checker) legalDelete(cur *entry, got *history.Object, opts *history.DeleteOptions) string {
 	if !cur.known() || got == nil {
 		return ""
 	}
-	k := cur.key.Kind
-	fins := deletionFinalizers(cur.obj, opts)
+	res := history.DeleteResult(c.sem, cur.obj, opts)
 	if !got.Deleting {
 		return "the delete answered an object not being deleted"
 	}
 	switch {
-	case len(fins) == 0 && !graceful(k) && k.Info().Kind != "Namespace":
+	case res.Removed && !res.MayKeep:
 		return "the delete kept an object that had no finalizers left"
-	case !history.SameFinalizers(got.Finalizers, fins) && !(graceful(k) && cur.obj.Deleting && slices.Equal(got.Finalizers, cur.obj.Finalizers)):
-		return fmt.Sprintf("the delete left finalizers %v, the API server's choice is %v", got.Finalizers, fins)
+	case !history.SameFinalizers(got.Finalizers, res.Finalizers) && !(res.MayAnswerUnchanged && slices.Equal(got.Finalizers, cur.obj.Finalizers)):
+		return fmt.Sprintf("the delete left finalizers %v, the API server's choice is %v", got.Finalizers, res.Finalizers)
 	case !slices.Equal(got.Owners, cur.obj.Owners):
 		return "the delete changed ownerReferences"
 	}
-	switch {
-	case cur.flags&rvUnknown != 0:
-		if !rvAfter(cur, got.RV) {
-			return fmt.Sprintf("the delete returned rv %d, not after rv %d", got.RV, cur.obj.RV)
-		}
-	case got.RV == cur.obj.RV:
-		if !sameContent(cur.obj, got) {
-			return fmt.Sprintf("the delete changed the object but kept rv %d", got.RV)
-		}
-	case got.RV < cur.obj.RV:
-		return fmt.Sprintf("the delete returned rv %d, before the live rv %d (resourceVersion went backwards)", got.RV, cur.obj.RV)
-	}
-	return ""
+	return rvFollows("delete", cur, got)
 }
 
 // observed: the watch showed a state no recorded op explains; it must be
@@ -421,7 +432,7 @@ func (c *checker) observed(s *store, cur *entry, in *input) ([]outcome, string) 
 		return nil, fmt.Sprintf("observed uid %s while %s, with no deletion between", short(got.UID), liveDesc(cur))
 	case !rvAfter(cur, got.RV):
 		return nil, fmt.Sprintf("observed rv %d, not after the live rv %d (resourceVersion went backwards)", got.RV, cur.obj.RV)
-	case cur.known() && cur.obj.Deleting && !got.Deleting:
+	case cur.known() && model.ClearsDeletion(ptr(viewOf(cur.obj)), ptr(viewOf(got))):
 		return nil, "observed deletionTimestamp cleared"
 	}
 	got, h := adopt(cur, in)

@@ -25,6 +25,8 @@ type builder struct {
 	readsRecorded bool
 	// graph are the GC's applied graph events (applied).
 	graph []history.GraphChange
+	// release is Options.Release.
+	release model.Release
 }
 
 func newBuilder(t *testing.T) *builder {
@@ -79,7 +81,8 @@ func (b *builder) create(actor string, k history.Key, call, ret int64, fins []st
 
 // write appends a successful patch by actor that applies change to a
 // copy of the live object; the object leaves storage when it is being
-// deleted and change empties its finalizers.
+// deleted and change empties its finalizers, unless it is a Namespace,
+// which its spec.finalizers hold.
 func (b *builder) write(actor string, k history.Key, call, ret int64, change func(*history.Object)) int {
 	cur := b.live[k]
 	if cur == nil {
@@ -90,7 +93,7 @@ func (b *builder) write(actor string, k history.Key, call, ret int64, change fun
 	change(&o)
 	op := history.Op{Actor: actor, Verb: history.Patch, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,
 		Code: 200, Got: &o, Call: call, Return: ret}
-	if o.Deleting && len(o.Finalizers) == 0 {
+	if o.Deleting && len(o.Finalizers) == 0 && k.Kind.Info().Kind != "Namespace" {
 		op.Removed = true
 		delete(b.live, k)
 	} else {
@@ -110,15 +113,18 @@ func (b *builder) del(actor string, k history.Key, call, ret int64, propagation 
 	opts := &history.DeleteOptions{Propagation: propagation}
 	op := history.Op{Actor: actor, Verb: history.Delete, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,
 		Delete: opts, Code: 200, Call: call, Return: ret}
-	fins := deletionFinalizers(cur, opts)
-	if len(fins) == 0 {
+	fins := history.DeletionFinalizers(cur, opts)
+	if len(fins) == 0 && k.Kind.Info().Kind != "Namespace" {
 		op.Removed = true
 		op.Got = &history.Object{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, UID: cur.UID, Replicas: -1}
 		delete(b.live, k)
 		return b.add(op)
 	}
 	o := *cur
-	o.Deleting, o.Finalizers, o.RV = true, fins, b.nextRV()
+	o.Deleting, o.Finalizers = true, fins
+	if !cur.Deleting || !history.SameFinalizers(fins, cur.Finalizers) {
+		o.RV = b.nextRV() // a DELETE that changes nothing writes nothing
+	}
 	b.live[k] = &o
 	op.Got = &o
 	return b.add(op)
@@ -154,7 +160,7 @@ func (b *builder) refused(actor string, verb history.Verb, k history.Key, call, 
 // check assigns lanes and checks the history.
 func (b *builder) check() Result {
 	history.AssignLanes(b.ops)
-	return Check(b.ops, Options{Reads: b.reads, ReadsRecorded: b.readsRecorded, GraphChanges: b.graph})
+	return Check(b.ops, Options{Reads: b.reads, ReadsRecorded: b.readsRecorded, GraphChanges: b.graph, Release: b.release})
 }
 
 func withRefs(refs ...history.Ref) func(*history.Object) {

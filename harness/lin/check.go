@@ -28,6 +28,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/model"
 )
 
 // Options tunes Check.
@@ -70,6 +71,15 @@ type Options struct {
 	// the graph had the writes in question before the deciding worker
 	// could have read it.
 	GraphChanges []history.GraphChange
+	// Semantics is the API server behaviour answers are judged by
+	// (model.Semantics) apart from what Release decides: the bug switches
+	// that change an answer. Check adds Release's switches (Semantics.For).
+	Semantics model.Semantics
+	// Release is the Kubernetes release of the API server and GC that
+	// made the history (the zero value: model.DefaultRelease). It picks
+	// the release-dependent answers (model.ReleaseChanges) and the known
+	// races present in that release (model.KnownRace.Releases).
+	Release model.Release
 }
 
 // DefaultRaceWindow is Options.RaceWindow's default.
@@ -117,8 +127,8 @@ func Check(ops []history.Op, opts Options) Result {
 	if window <= 0 {
 		window = DefaultRaceWindow
 	}
-	c := &checker{ops: ops, window: int64(window), protection: opts.Protection, reads: readsByKey(opts.Reads), readsRecorded: opts.ReadsRecorded,
-		graph: graphByUID(opts.GraphChanges)}
+	c := &checker{ops: ops, window: int64(window), protection: opts.Protection, sem: opts.Semantics.For(opts.Release), reads: readsByKey(opts.Reads), readsRecorded: opts.ReadsRecorded,
+		graph: graphByUID(opts.GraphChanges), release: opts.Release.Or()}
 	c.ins = make([]*input, len(ops))
 	for i := range ops {
 		op := &ops[i]

@@ -8,24 +8,11 @@ import (
 	"github.com/cascade-k8s/cascade/model"
 )
 
-// This file mirrors the API server's deletion choices on real objects:
-// which GC finalizers a DELETE leaves on an object
-// (history.DeletionFinalizers), how an ownerReference resolves and
-// whether deletion protection denies a DELETE. The last two the model
-// decides (model/spec.go: OwnerScope, ClassifyOwner, ProtectionDenial,
+// This file finds in the store what the model's deletion predicates read:
+// how an ownerReference resolves and whether deletion protection denies
+// a DELETE. The model decides them (model/spec.go: OwnerScope, ClassifyOwner, ProtectionDenial,
 // ActiveDependents; upstream garbagecollector.go classifyReferences and
 // isDangling); this file only finds the objects they read in the store.
-
-// deletionFinalizers returns the finalizers a DELETE with opts leaves on
-// o (history.DeletionFinalizers, which FromAudit also reads an answer
-// with).
-func deletionFinalizers(o *history.Object, opts *history.DeleteOptions) []string {
-	return history.DeletionFinalizers(o, opts)
-}
-
-// graceful reports kinds whose DELETE may set deletionTimestamp without
-// finalizers and remove the object later (a Pod's grace period).
-func graceful(k model.KindID) bool { return k.Info().Kind == "Pod" }
 
 // refState is how an ownerReference resolves in a state: the model's
 // classification (model.RefClass), or refUncertain.
@@ -101,6 +88,9 @@ func viewOf(o *history.Object) model.View {
 		Finalizers: o.Finalizers, Protection: o.Labels[model.ProtectionLabel], Replicas: o.Replicas}
 }
 
+// ptr returns a pointer to a copy of v.
+func ptr[T any](v T) *T { return &v }
+
 // protectionDenial is model.ProtectionDenial of a DELETE of cur in s:
 // why the deletion-protection webhook denies it, or "". The dependents
 // counted are those s knows for certain (entries with known content, and
@@ -166,9 +156,11 @@ func (c *checker) waitEnded(s *store, d *history.Object, in *input, v *violation
 	}
 }
 
-// waiting reports whether o is being deleted with foregroundDeletion.
+// waiting reports whether o, as an owner, waits for dependents
+// (model.ClassifyOwner: being deleted with foregroundDeletion).
 func waiting(o *history.Object) bool {
-	return o.Deleting && o.HasFinalizer(model.FinalizerForeground)
+	v := viewOf(o)
+	return model.ClassifyOwner(&v) == model.RefWaiting
 }
 
 // allStoppedWaiting is stoppedWaiting of every owner in os: known only if
@@ -196,8 +188,8 @@ func (c *checker) allStoppedWaiting(os []*entry, in *input) (known, why string) 
 // neither (only in lenient mode).
 func (c *checker) stoppedWaiting(o *entry, in *input) (known, why string) {
 	switch {
-	case !c.lenient || o.prov == nil || !o.prov.fgSeen || !o.obj.Deleting || o.obj.HasFinalizer(model.FinalizerForeground):
-	case o.obj.HasFinalizer(model.FinalizerOrphan) && c.racy(o.prov.orphan, in):
+	case !c.lenient || o.prov == nil || !o.prov.fgSeen || !o.obj.Deleting || waiting(o.obj):
+	case orphaning(o.obj) && c.racy(o.prov.orphan, in):
 		return model.Excuse(model.KnownPolicySwitch), "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
 	case c.racy(o.prov.fgGone, in):
 		return model.Excuse(model.KnownForegroundEnded), fmt.Sprintf("; the owner waited for dependents when the GC decided, and op %d removed foregroundDeletion within the race window before", o.prov.fgGone)

@@ -92,22 +92,92 @@ func (c *checker) racy(m mark, in *input) bool {
 // upstream attemptToDeleteItem's default arm), and never puts the orphan
 // finalizer on (model checkSilentOrphan).
 func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
+	v := c.gcDeleteRules(s, cur, next, in)
+	if v != nil && v.known == "" && (v.property == model.PropNoSolidOwnerCollected || v.property == PropGCResolvable) {
+		c.ownersChangedBeforeDelete(cur, in, v)
+	}
+	return v
+}
+
+// ownersChangedBeforeDelete classifies v, a GC DELETE that collected an
+// object it may not, as kubernetes#114603 on a release that has it
+// (lenient mode, reads recorded): the DELETE carried no resourceVersion
+// precondition (before kubernetes#132632, v1.34.0), the GC's latest GET
+// of the object before it answered other ownerReferences than the
+// object had when the DELETE landed, and a write of another actor to the
+// object came after that GET and before the DELETE returned. A window
+// alone never admits it.
+func (c *checker) ownersChangedBeforeDelete(cur *entry, in *input, v *violation) {
+	k, _ := model.KnownRaceByID(model.KnownOwnerChangeBeforeDelete)
+	if !c.lenient || !c.readsRecorded || !k.PresentIn(c.release) || in.op.Delete == nil || in.op.Delete.PreconditionRV != "" || !cur.known() {
+		return
+	}
+	var get *history.Read
+	for i := range c.reads[in.key] {
+		r := &c.reads[in.key][i]
+		if r.Actor == history.ActorGC && r.Return <= in.op.Call && (get == nil || r.Return > get.Return) {
+			get = r
+		}
+	}
+	if get == nil || get.Code != 200 || get.Got == nil || get.Got.UID != cur.obj.UID || slices.Equal(get.Got.Owners, cur.obj.Owners) {
+		return
+	}
+	for _, o := range c.ins {
+		op := o.op
+		if o.key != in.key || op.Actor == history.ActorGC || !op.OK() || op.Verb == history.Delete || op.Call < get.Call || op.Call >= in.op.Return {
+			continue
+		}
+		if v.known = model.Excuse(k.ID); v.known != "" {
+			v.message += fmt.Sprintf("; the GC's GET answered it with ownerReferences %s, op %d (%s) changed them before the DELETE landed, and the DELETE carried no resourceVersion precondition: kubernetes#114603, present in this release (%s; %s fixed it in %s)",
+				refNames(get.Got.Owners), o.id, op.Actor, c.release, model.ReleaseChanges[model.ChangeGCDeleteRV].PR, model.ReleaseChanges[model.ChangeGCDeleteRV].Since)
+		}
+		return
+	}
+}
+
+// refNames lists references by kind and name.
+func refNames(refs []history.Ref) string {
+	names := make([]string, len(refs))
+	for i, r := range refs {
+		names[i] = r.Kind + "/" + r.Name
+	}
+	return "[" + strings.Join(names, " ") + "]"
+}
+
+func (c *checker) gcDeleteRules(s *store, cur, next *entry, in *input) *violation {
 	d := cur.obj
 	if len(d.Owners) == 0 {
 		return c.retryRace(in, &violation{model.PropNoSolidOwnerCollected, fmt.Sprintf("gc deleted %s, which has no ownerReferences", in.key), ""})
 	}
-	var solid []*entry
+	// classifyReferences as far as s is certain of the owners; an
+	// uncertain one ends the classification, and the verdict then rests
+	// on what came before it.
+	classes := make([]refState, 0, len(d.Owners))
+	owners := make([]*entry, 0, len(d.Owners))
+	uncertain := false
 	for i := range d.Owners {
+		st, o := resolve(s, d, &d.Owners[i])
+		if st == refUncertain {
+			uncertain = true
+			break
+		}
+		classes, owners = append(classes, st), append(owners, o)
+	}
+	if i := model.GCDeleteBlocker(classes); i >= 0 && classes[i] == refUnresolvable {
 		r := &d.Owners[i]
-		switch st, o := resolve(s, d, r); st {
-		case refUnresolvable:
-			v := &violation{PropGCResolvable, fmt.Sprintf("gc deleted %s through its reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), ""}
-			c.borrowedNamespace(s, cur, i, in, v)
-			return v
-		case refUncertain:
-			return nil
-		case refSolid:
-			solid = append(solid, o)
+		v := &violation{PropGCResolvable, fmt.Sprintf("gc deleted %s through its reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), ""}
+		c.borrowedNamespace(s, cur, i, in, v)
+		return v
+	}
+	if uncertain {
+		return nil
+	}
+	var solid []*entry
+	if !model.GCMayDelete(classes) {
+		for i, st := range classes {
+			if st == refSolid {
+				solid = append(solid, owners[i])
+			}
 		}
 	}
 	if len(solid) > 0 {
@@ -216,7 +286,11 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 			if _, kept := findRef(nx.Owners, r.UID); kept {
 				continue
 			}
-			switch st, o := resolve(s, d, r); st {
+			st, o := resolve(s, d, r)
+			if model.RefRemovable(st) {
+				continue
+			}
+			switch st {
 			case refUnresolvable:
 				// attemptToOrphanWorker orphans every dependent the graph
 				// holds for the owner, and GraphBuilder.addDependentToOwners
@@ -225,8 +299,10 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 				// namespaced owner): removing a reference to an owner that
 				// is orphaning is upstream's own orphan path (found by
 				// fuzzing v1.36.3).
-				if orphaningOwner(s, r.UID) {
-					continue
+				if owner := liveByUID(s, r.UID); owner != nil {
+					if v := viewOf(owner.obj); model.Orphaning(&v) {
+						continue
+					}
 				}
 				v := &violation{PropGCResolvable, fmt.Sprintf("gc removed %s's reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), ""}
 				c.borrowedNamespace(s, cur, i, in, v)
@@ -246,7 +322,7 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 				}
 				return v
 			case refSolid:
-				if !(o.obj.Deleting && o.obj.HasFinalizer(model.FinalizerOrphan)) {
+				if v := viewOf(o.obj); !model.Orphaning(&v) {
 					// attemptToDeleteItem's solid arm removes the
 					// references to waiting owners too
 					known, why := c.stoppedWaiting(o, in)
@@ -267,13 +343,10 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 		if slices.Contains(after, f) {
 			continue
 		}
-		switch {
-		case f != model.FinalizerOrphan && f != model.FinalizerForeground:
-			return &violation{PropGCWrites, fmt.Sprintf("gc removed finalizer %q from %s", f, in.key), ""}
-		case !d.Deleting:
-			return &violation{PropGCWrites, fmt.Sprintf("gc removed %s from %s, which is not being deleted", f, in.key), ""}
+		if v := viewOf(d); model.GCFinalizerDenial(&v, f) != "" {
+			return &violation{PropGCWrites, fmt.Sprintf("gc removed %s from %s: %s", f, in.key, model.GCFinalizerDenial(&v, f)), ""}
 		}
-		block := f == model.FinalizerForeground
+		block := model.GCFinalizerWaits(f)
 		deps := referrers(s, cur, block)
 		if len(deps) == 0 {
 			continue
@@ -445,15 +518,15 @@ func referrers(s *store, owner *entry, block bool) []depRef {
 }
 
 // resolves reports whether dependent d's reference r names owner by its
-// coordinates as well as its UID: same kind and name, and a namespaced
-// owner in d's namespace. A reference from another namespace resolves to
-// nothing (attemptToDeleteItem finds the owner absent); whether the GC's
+// coordinates as well as its UID: where the model's OwnerScope looks
+// (ownerKey). A reference from another namespace resolves to nothing
+// (attemptToDeleteItem finds the owner absent); whether the GC's
 // graph, which links by UID, counts it as blocking depends on which of
 // the two it observed first, so it obliges the GC to wait for it no more
 // than an orphan request protects it (as the model's properties).
 func resolves(d *history.Object, r history.Ref, owner *history.Object) bool {
-	return r.Kind == owner.Kind.Info().Kind && r.Name == owner.Name &&
-		(owner.Namespace == "" || owner.Namespace == d.Namespace)
+	k, ok := ownerKey(d, &r)
+	return ok && k == owner.Key()
 }
 
 // unobserved reports whether the GC may not have seen d's reference when
@@ -512,8 +585,6 @@ func all[T any](xs []T, f func(T) bool) bool {
 	return true
 }
 
-// orphaningOwner reports whether a live object with this UID is being
-// deleted with the orphan finalizer, wherever it lives.
 // switchedFromOrphan returns the write that removed the orphan finalizer
 // from the deletion of the object with this UID, while it is deleting
 // without it (prov.orphanGone), or noMark.
@@ -539,16 +610,20 @@ func liveUID(s *store, uid string) bool {
 	return live
 }
 
-// orphaning reports whether o is being deleted with the orphan finalizer.
+// orphaning reports whether o is being deleted with the orphan finalizer
+// (model.Orphaning).
 func orphaning(o *history.Object) bool {
-	return o.Deleting && o.HasFinalizer(model.FinalizerOrphan)
+	v := viewOf(o)
+	return model.Orphaning(&v)
 }
 
-func orphaningOwner(s *store, uid string) bool {
-	found := false
+// liveByUID returns the live entry of known content with this UID,
+// wherever it lives, or nil.
+func liveByUID(s *store, uid string) *entry {
+	var found *entry
 	s.each(func(e *entry) bool {
-		if e.known() && e.obj.UID == uid && orphaning(e.obj) {
-			found = true
+		if e.known() && e.obj.UID == uid {
+			found = e
 			return false
 		}
 		return true

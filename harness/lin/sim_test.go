@@ -158,7 +158,7 @@ func (s *sim) client(actor string) *history.Op {
 			return op
 		}
 		op.Code = 200
-		fins := deletionFinalizers(cur, op.Delete)
+		fins := history.DeletionFinalizers(cur, op.Delete)
 		if len(fins) == 0 {
 			delete(s.live, k)
 			op.Removed = true
@@ -230,20 +230,23 @@ func (s *sim) gc() *history.Op {
 			continue
 		}
 		e := st.get(k, keyHash(k))
-		var solid, stale []history.Ref
+		// attemptToDeleteItem as the model decides it
+		var classes []model.RefClass
+		var keep, stale []history.Ref
 		for _, r := range cur.Owners {
-			switch rs, _ := resolve(st, cur, &r); rs {
-			case refSolid:
-				solid = append(solid, r)
-			default:
+			rs, _ := resolve(st, cur, &r)
+			classes = append(classes, rs)
+			if model.RefRemovable(rs) {
 				stale = append(stale, r)
+			} else {
+				keep = append(keep, r)
 			}
 		}
 		switch {
-		case len(cur.Owners) > 0 && len(solid) == 0 && !cur.Deleting:
+		case model.GCMayDelete(classes) && !cur.Deleting:
 			choices = append(choices, func() *history.Op { return s.gcDelete(cur) })
-		case len(solid) > 0 && len(stale) > 0:
-			choices = append(choices, func() *history.Op { return s.gcPatch(cur, func(o *history.Object) { o.Owners = solid }) })
+		case len(keep) > 0 && len(stale) > 0:
+			choices = append(choices, func() *history.Op { return s.gcPatch(cur, func(o *history.Object) { o.Owners = keep }) })
 		}
 		if !cur.Deleting {
 			continue
@@ -252,7 +255,7 @@ func (s *sim) gc() *history.Op {
 			if !cur.HasFinalizer(f) {
 				continue
 			}
-			deps := referrers(st, e, f == model.FinalizerForeground)
+			deps := referrers(st, e, model.GCFinalizerWaits(f))
 			switch {
 			case len(deps) == 0:
 				choices = append(choices, func() *history.Op {
@@ -288,7 +291,7 @@ func (s *sim) gcDelete(cur *history.Object) *history.Op {
 	}
 	op.Delete = &history.DeleteOptions{Propagation: policy, PreconditionUID: cur.UID, PreconditionRV: fmt.Sprint(cur.RV)}
 	op.Code = 200
-	fins := deletionFinalizers(cur, op.Delete)
+	fins := history.DeletionFinalizers(cur, op.Delete)
 	if len(fins) == 0 {
 		delete(s.live, k)
 		op.Removed = true

@@ -34,6 +34,9 @@ type checker struct {
 	window int64
 	// protection: the deletion-protection webhook runs (Options.Protection).
 	protection bool
+	// sem is the API server's semantics the answers are judged by
+	// (Options.Semantics).
+	sem model.Semantics
 	// lenient: a rule broken in a way a documented upstream race explains
 	// is a Known finding, not an illegal step. Entries then carry
 	// provenance, which strict mode leaves out so that more states merge.
@@ -47,6 +50,8 @@ type checker struct {
 	// graph are the GC's applied graph events by UID, in order
 	// (Options.GraphChanges).
 	graph map[string][]history.GraphChange
+	// release is Options.Release.
+	release model.Release
 }
 
 // outcome is one possible effect of an op on its key.
@@ -249,7 +254,7 @@ func (c *checker) provFor(s *store, cur *entry, in *input, obj *history.Object) 
 	}
 	p.orphan, p.fg = carry(model.FinalizerOrphan, was.orphan), carry(model.FinalizerForeground, was.fg)
 	p.orphanGone, p.fgGone = gone(model.FinalizerOrphan, was.orphanGone), gone(model.FinalizerForeground, was.fgGone)
-	if obj.Deleting && obj.HasFinalizer(model.FinalizerForeground) {
+	if waiting(obj) {
 		p.fgSeen = true
 	}
 	switch {
@@ -345,7 +350,7 @@ func (c *checker) create(s *store, cur *entry, in *input) ([]outcome, string) {
 		}
 		return outs, ""
 	case op.OK():
-		if cur != nil {
+		if !model.CreateAnswers(cur != nil).Has(model.AnswerOK) {
 			return nil, fmt.Sprintf("the create succeeded while %s (%s)", in.key, liveDesc(cur))
 		}
 		if op.Got == nil {
@@ -357,7 +362,7 @@ func (c *checker) create(s *store, cur *entry, in *input) ([]outcome, string) {
 		}
 		return []outcome{{e: c.entryFor(s, nil, in, op.Got, in.gotHash, 0), changed: true, applied: true}}, ""
 	case op.Code == 409 && op.Reason == "AlreadyExists":
-		if cur == nil {
+		if !model.CreateAnswers(cur != nil).Has(model.AnswerConflict) {
 			return nil, fmt.Sprintf("the create answered AlreadyExists while no %s was live", in.key)
 		}
 	}
@@ -387,24 +392,40 @@ func preconditionsOf(op *history.Op) preconditions {
 	return p
 }
 
-// mismatch says which precondition of p the live entry fails: "uid",
-// "rv", "" (none), or "?" when the entry's facts are unknown.
-func (p preconditions) mismatch(cur *entry) string {
+// checks is how cur meets p, as the model's predicates read it
+// (model.Preconditions): Unknown where the entry's uid or
+// resourceVersion is; a set precondition fails on no object (cur nil),
+// as storage.Preconditions.Check does on the empty object GuaranteedUpdate
+// reads.
+func (p preconditions) checks(cur *entry) model.Preconditions {
+	var c model.Preconditions
 	if p.uid != "" {
-		if cur.flags&uidUnknown != 0 {
-			return "?"
-		}
-		if cur.obj.UID != p.uid {
-			return "uid"
+		switch {
+		case cur == nil || cur.flags&uidUnknown == 0 && cur.obj.UID != p.uid:
+			c.UID = model.Fails
+		case cur.flags&uidUnknown != 0:
+			c.UID = model.Unknown
+		default:
+			c.UID = model.Holds
 		}
 	}
 	if p.rvSet {
-		if cur.flags&rvUnknown != 0 {
-			return "?"
-		}
-		if cur.obj.RV != p.rv || strconv.FormatUint(cur.obj.RV, 10) != p.rvRaw && p.rvRaw != "" {
-			return "rv"
+		switch {
+		case cur == nil || cur.flags&rvUnknown == 0 && (cur.obj.RV != p.rv || strconv.FormatUint(cur.obj.RV, 10) != p.rvRaw && p.rvRaw != ""):
+			c.RV = model.Fails
+		case cur.flags&rvUnknown != 0:
+			c.RV = model.Unknown
+		default:
+			c.RV = model.Holds
 		}
 	}
-	return ""
+	return c
+}
+
+// failed names a precondition pre says fails, for a message.
+func failed(pre model.Preconditions) string {
+	if pre.UID == model.Fails {
+		return "uid"
+	}
+	return "rv"
 }

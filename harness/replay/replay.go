@@ -53,11 +53,10 @@ func Runnable(t *traces.Trace, name string) bool {
 // lockstep so that if-rv=N can be mapped to real resourceVersions. It
 // returns each stanza's real output.
 func Run(ctx context.Context, t *traces.Trace, d *driver.Driver, target Target) ([][]string, error) {
-	bugs, err := t.Bugs()
+	m, err := t.Model()
 	if err != nil {
 		return nil, err
 	}
-	m := &model.Model{Bugs: bugs}
 	s := model.NewState()
 	rv := func(tg model.Target, n int) bool {
 		o := s.Lookup(tg.Kind, tg.Namespace, tg.Name)

@@ -14,6 +14,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/harness/lin"
 	"github.com/cascade-k8s/cascade/impl/gc"
+	"github.com/cascade-k8s/cascade/model"
 )
 
 // A replay's history (Spec.History): the audit log's records from just
@@ -65,10 +66,10 @@ func (a *auditTail) read(ctx context.Context) ([]controlplane.AuditRecord, error
 func (a *auditTail) close() { _ = a.r.Close() }
 
 // check reads the replay's records and checks the history of the objects
-// under prefix, with the webhook's denials required when protection; nil
+// under prefix on release, with the webhook's denials required when protection; nil
 // when it is linearizable (known upstream races
 // included, as fuzzing reports them).
-func (a *auditTail) check(ctx context.Context, prefix string, protection bool) (error, error) {
+func (a *auditTail) check(ctx context.Context, prefix string, protection bool, release model.Release) (error, error) {
 	recs, err := a.read(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
@@ -83,7 +84,7 @@ func (a *auditTail) check(ctx context.Context, prefix string, protection bool) (
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	history.AssignLanes(ops)
-	res := lin.Check(ops, lin.Options{Timeout: time.Minute, Protection: protection, Reads: reads, ReadsRecorded: true})
+	res := lin.Check(ops, lin.Options{Timeout: time.Minute, Protection: protection, Reads: reads, ReadsRecorded: true, Release: release})
 	switch res.Verdict {
 	case porcupine.Ok:
 		return nil, nil

@@ -65,6 +65,17 @@ func (t *Target) Skip(ctx context.Context, tr *traces.Trace) string {
 // the target cannot switch on.
 func SpecSkip(s Spec, tr *traces.Trace) string {
 	name := s.Name
+	rel := s.Release.Or()
+	if name == Model && s.Release == (model.Release{}) {
+		rel = model.Release{} // each trace on its own releases (Trace.ReleaseFor)
+	}
+	if _, err := tr.ReleaseFor(rel); err != nil {
+		var nf *traces.NotForRelease
+		if errors.As(err, &nf) {
+			return fmt.Sprintf("its releases header holds for %s, not %s", nf.Holds, nf.Release)
+		}
+		return err.Error()
+	}
 	if !replay.Runnable(tr, HeaderName(name)) {
 		return fmt.Sprintf("its targets header (%s) does not name %s", tr.Header(traces.HeaderTargets), HeaderName(name))
 	}
@@ -143,7 +154,7 @@ func (t *Target) replayTrace(ctx context.Context, tr *traces.Trace) (outs [][]st
 		return nil, skip, nil, nil
 	}
 	if t.Spec.Name == Model {
-		results, _, err := traces.Replay(tr)
+		results, _, err := traces.ReplayOn(tr, t.Spec.Release)
 		if err != nil {
 			return nil, "", nil, err
 		}
@@ -206,7 +217,7 @@ func (t *Target) replayTrace(ctx context.Context, tr *traces.Trace) (outs [][]st
 	}
 	outs, err = replay.Run(ctx, tr, d, settler)
 	if err == nil && rec != nil {
-		hist, err = rec.check(ctx, d.Prefix(), t.hasWebhook)
+		hist, err = rec.check(ctx, d.Prefix(), t.hasWebhook, t.Spec.Release)
 	}
 	return outs, "", hist, err
 }
@@ -260,7 +271,7 @@ func (t *Target) Check(ctx context.Context, tr *traces.Trace) Verdict {
 		if skip := t.Skip(ctx, tr); skip != "" {
 			return Verdict{Skip: skip}
 		}
-		results, _, err := traces.Replay(tr)
+		results, _, err := traces.ReplayOn(tr, t.Spec.Release)
 		v := Verdict{Err: err}
 		if err == nil {
 			for _, r := range results {

@@ -4,13 +4,16 @@
 //
 //	model         the model itself; nothing to start
 //	upstream      envtest + kube-controller-manager (its garbage collector
-//	              and workload controllers) + cascade's deletion-protection
-//	              webhook + the limited principal
+//	              and workload controllers), talking to kube-apiserver
+//	              through cascade's API proxy (harness/proxy; NoProxy:
+//	              directly) + cascade's deletion-protection webhook + the
+//	              limited principal
 //	impl          envtest + kube-controller-manager's workload controllers
 //	              without its GC + impl (Auto, with Spec.Inject) + webhook;
-//	              with adopt-without-recheck injected, impl's adopter
-//	              adopts for Deployments, ReplicaSets and RCs instead of
-//	              kube-controller-manager's controllers
+//	              with Spec.Adopter (cascade fuzz) or adopt-without-recheck
+//	              injected, impl's adopter adopts for Deployments,
+//	              ReplicaSets and RCs instead of kube-controller-manager's
+//	              controllers, which then run only for Jobs and CronJobs
 //	impl-stepped  envtest without kube-controller-manager; every trace gets
 //	              its own impl in Stepped mode, its adopter stepping the
 //	              built-in workloads (SteppedAdopterKinds)
@@ -43,6 +46,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/driver"
 	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/harness/proxy"
 	"github.com/cascade-k8s/cascade/harness/replay"
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/bugs"
@@ -50,6 +54,7 @@ import (
 	"github.com/cascade-k8s/cascade/impl/gc"
 	"github.com/cascade-k8s/cascade/impl/step"
 	"github.com/cascade-k8s/cascade/impl/webhook"
+	"github.com/cascade-k8s/cascade/model"
 )
 
 // Target names.
@@ -104,6 +109,12 @@ type Spec struct {
 	// controlplane.DatastoreKine, kine over SQLite from bin/kine of the
 	// checkout (controlplane.Options.Datastore).
 	Datastore string
+	// Release is the Kubernetes release the target's control plane runs
+	// (the zero value: model.DefaultRelease). Traces whose releases
+	// header excludes it are skipped, the model target replays on it,
+	// and history checks judge it (lin.Options.Release). cascade's CLI
+	// sets it from --kube-version or from the binaries in BinDir.
+	Release model.Release
 	// Audit turns the envtest API server's audit log on
 	// (controlplane.Options.Audit).
 	Audit bool
@@ -122,18 +133,46 @@ type Spec struct {
 	// impl's adopter likewise, each stream's in order
 	// (adopter.Options.InformerLag): a fault under which the GC's lookup
 	// races, and the adopter's orphan-adoption race, happen on
-	// components that run by themselves.
+	// components that run by themselves. On upstream the proxy holds
+	// each event of every watch stream of kube-controller-manager
+	// likewise (proxy.Faults.Lag).
 	InformerLag time.Duration
 	// InformerRelist, on impl, breaks each of the GC's watches now and
 	// then and relists a random time up to it later, handing on each
 	// object's last state only (gc.Options.InformerRelist): a fault
 	// under which an owner can be created and deleted without the graph
-	// builder seeing either.
+	// builder seeing either. On upstream the proxy ends an informer's
+	// watch with 410 Expired now and then and holds its relist
+	// (proxy.Faults.Relist).
 	InformerRelist time.Duration
-	// WriteDelay, on impl, holds each GC write a random time up to it
-	// (gc.Options.WriteDelay): a fault under which a client write lands
+	// WriteDelay, on impl and upstream, holds each GC write a random time
+	// up to it (gc.Options.WriteDelay; on upstream the proxy holds them,
+	// proxy.Faults.WriteDelay): a fault under which a client write lands
 	// between the GC's GET and its DELETE.
 	WriteDelay time.Duration
+	// FaultSeed seeds the random times of the faults (0: the clock).
+	FaultSeed uint64
+	// NoProxy, on upstream, lets kube-controller-manager talk to
+	// kube-apiserver directly, without the proxy: no evidence, no faults
+	// (for measuring the proxy's overhead).
+	NoProxy bool
+	// RestartKCM, on upstream, asks a concurrent fuzz run to kill
+	// kube-controller-manager and start it again once per run, at a
+	// random time up to it after the run's clients start
+	// (controlplane.ControlPlane.RestartControllerManager; harness/fuzz).
+	RestartKCM time.Duration
+	// Adopter, on impl, runs impl's adopter (impl/adopter) for the
+	// built-in workloads (SteppedAdopterKinds: Deployments, ReplicaSets,
+	// ReplicationControllers) in place of kube-controller-manager's
+	// deployment, replicaset and replicationcontroller controllers, which
+	// are then not started: it adopts and releases as they do, but
+	// creates and scales nothing (no Pods for replicas, no ReplicaSets for
+	// Deployments), as the model's controller. kube-controller-manager
+	// still runs the job and cronjob controllers, whose adoption impl's
+	// adopter does not cover. cascade fuzz sets it, so that concurrent
+	// runs exercise impl's own adopter, as impl-stepped's do; trace
+	// replays leave it off. The adopt-without-recheck bug implies it.
+	Adopter bool
 	// RestartAPIServer, on upstream and impl, asks a concurrent fuzz run
 	// to restart kube-apiserver on the same etcd once per run, at a
 	// random time up to it after the run's clients start
@@ -151,9 +190,9 @@ type Spec struct {
 
 // implAdopts reports whether impl's adopting controller, rather than
 // kube-controller-manager's, adopts for the built-in workloads on the impl
-// target: when the adopter's own bug is injected, which only impl's
-// adopter can have.
-func (s Spec) implAdopts() bool { return s.Inject.Has(bugs.AdoptWithoutRecheck) }
+// target: when asked (Adopter), or when the adopter's own bug is
+// injected, which only impl's adopter can have.
+func (s Spec) implAdopts() bool { return s.Adopter || s.Inject.Has(bugs.AdoptWithoutRecheck) }
 
 // implControllers are the kube-controller-manager controllers of the impl
 // target: the workload controllers, less those impl's adopter stands in
@@ -215,13 +254,20 @@ func (s Spec) Validate() error {
 			return inputErr("a datastore is chosen for the envtest targets (upstream, impl, impl-stepped), not %s", s.Name)
 		}
 	}
+	proxied := s.Name == Upstream && !s.NoProxy
+	if s.NoProxy && s.Name != Upstream {
+		return inputErr("the API proxy runs on target upstream only; --no-proxy does not apply to %s", s.Name)
+	}
 	for _, f := range []struct {
 		name string
 		d    time.Duration
 	}{{"an informer lag", s.InformerLag}, {"an informer relist gap", s.InformerRelist}, {"a write delay", s.WriteDelay}} {
-		if f.d < 0 || (f.d > 0 && s.Name != Impl) {
-			return inputErr("%s is a fault of impl's GC running by itself (target impl), and positive; not %s with %s", f.name, s.Name, f.d)
+		if f.d < 0 || (f.d > 0 && s.Name != Impl && !proxied) {
+			return inputErr("%s is a fault of impl's GC running by itself (target impl) or of kube-controller-manager behind the API proxy (target upstream without --no-proxy), and positive; not %s with %s", f.name, s.Name, f.d)
 		}
+	}
+	if s.RestartKCM < 0 || (s.RestartKCM > 0 && s.Name != Upstream) {
+		return inputErr("a kube-controller-manager restart is a fault of target upstream, and positive; not %s with %s", s.Name, s.RestartKCM)
 	}
 	switch {
 	case s.RestartAPIServer < 0 || (s.RestartAPIServer > 0 && s.Name != Upstream && s.Name != Impl):
@@ -260,9 +306,16 @@ type Target struct {
 	graph      *graphLog        // impl: its GC's applied graph events
 	kcmSyncs   *kcmSyncLog      // upstream: the GC's discovery syncs, from kube-controller-manager's log
 
+	// Proxy is the API proxy kube-controller-manager talks through on
+	// upstream (nil elsewhere, and with Spec.NoProxy): read its evidence
+	// after a run (proxy.Proxy.Take).
+	Proxy *proxy.Proxy
+
 	// GCTap records the impl GC's writes that get no answer, on impl
-	// with a restart fault (Spec.RestartAPIServer, Spec.RestartGC): a
-	// concurrent run attaches its recorder (nil otherwise).
+	// with a restart fault (Spec.RestartAPIServer, Spec.RestartGC), and
+	// kube-controller-manager's, on upstream behind the proxy with
+	// Spec.RestartKCM: a concurrent run attaches its recorder (nil
+	// otherwise).
 	GCTap *history.Tap
 
 	closeOnce sync.Once
@@ -307,6 +360,10 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 	case Upstream:
 		opts.ControllerManager = true
 		what += " with kube-controller-manager (" + strings.Join(controlplane.DefaultControllers, ",") + ")"
+		if !s.NoProxy {
+			what += " behind cascade's API proxy"
+			opts.ControllerManagerVia = t.startProxy
+		}
 	case Impl:
 		opts.ControllerManager, opts.Controllers = true, s.implControllers()
 		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ")"
@@ -323,8 +380,11 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 			return nil, inputErr("%s not found in %s %s", b, binDir, binDirHint(source))
 		}
 	}
+	if err := t.detectRelease(binDir); err != nil {
+		return nil, err
+	}
 	begin := time.Now()
-	t.logf("%s: starting %s from %s", s.Name, what, binDir)
+	t.logf("%s: starting %s %s from %s", s.Name, what, t.Spec.Release, binDir)
 	if t.CP, err = controlplane.Start(ctx, opts); err != nil {
 		return nil, err
 	}
@@ -344,7 +404,7 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		t.hasWebhook = true
 		t.kcmSyncs = newKCMSyncLog(t.CP.ControllerManagerLog())
 	case Impl:
-		seed := uint64(time.Now().UnixNano())
+		seed := s.faultSeed()
 		io := impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true,
 			GC: gc.Options{InformerLag: s.InformerLag, InformerRelist: s.InformerRelist, LagSeed: seed, WriteDelay: s.WriteDelay}}
 		t.graph = &graphLog{}
@@ -365,7 +425,7 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		if s.implAdopts() {
 			io.Adopter, io.AdopterKinds = true, SteppedAdopterKinds
 			io.AdopterLag, io.AdopterLagSeed = s.InformerLag, seed+1
-			t.logf("impl: impl's adopter adopts for %s (adopt-without-recheck is its bug)", strings.Join(SteppedAdopterKinds, ", "))
+			t.logf("impl: impl's adopter adopts for %s in place of kube-controller-manager's controllers", strings.Join(SteppedAdopterKinds, ", "))
 			if s.InformerLag > 0 {
 				t.logf("impl: the adopter's watch events lag by up to %s each", s.InformerLag)
 			}
@@ -462,6 +522,9 @@ func (t *Target) Close() error {
 		if t.CP != nil {
 			errs = append(errs, t.CP.Stop())
 		}
+		if t.Proxy != nil {
+			errs = append(errs, t.Proxy.Close())
+		}
 		t.closeErr = errors.Join(errs...)
 	})
 	return t.closeErr
@@ -486,6 +549,9 @@ func (t *Target) Settler() replay.Target {
 	switch t.Spec.Name {
 	case Upstream:
 		q.Synced = t.kcmSyncs.Synced
+		if t.Proxy != nil {
+			return proxyQuiet{p: t.Proxy, then: q}
+		}
 	case Impl:
 		q.Synced = func(crd string, since time.Time) bool {
 			plural, group, _ := strings.Cut(crd, ".")
@@ -564,6 +630,25 @@ func throttle(cfg *rest.Config) {
 	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
 		cfg.QPS, cfg.Burst = 100, 200
 	}
+}
+
+// detectRelease sets Spec.Release, when zero, to the release of the
+// kube-apiserver in binDir, and refuses a Spec.Release those binaries
+// contradict.
+func (t *Target) detectRelease(binDir string) error {
+	v, err := controlplane.BinaryVersion(binDir)
+	if err != nil {
+		return &InputError{Err: err}
+	}
+	rel, err := model.ParseRelease(v)
+	if err != nil {
+		return inputErr("%s/%s: %v", binDir, controlplane.APIServerBinary, err)
+	}
+	if t.Spec.Release != (model.Release{}) && t.Spec.Release != rel {
+		return inputErr("the binaries in %s are Kubernetes %s, not %s", binDir, rel, t.Spec.Release)
+	}
+	t.Spec.Release = rel
+	return nil
 }
 
 // resolveBinDir is controlplane.ResolveBinDir, falling back to the

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 
+	"github.com/cascade-k8s/cascade/impl/adopter"
 	"github.com/cascade-k8s/cascade/impl/bugs"
+	"github.com/cascade-k8s/cascade/model"
 	"github.com/cascade-k8s/cascade/traces"
 )
 
@@ -44,7 +48,12 @@ func TestSpecSkip(t *testing.T) {
 		{Spec{Name: Impl, Inject: bugs.Of(bugs.ProtectionDisabled)}, "race/protection-disabled", ""},
 		{Spec{Name: Impl, Inject: bugs.Of(bugs.ProtectionDisabled)}, "scenario/background", ""},
 		{Spec{Name: ImplStepped}, "scenario/background", "runs on impl"},
-		{Spec{Name: ImplStepped}, "race/kubernetes-114603", ""},
+		{Spec{Name: ImplStepped}, "race/delete-without-rv-owner-moved", ""},
+		{Spec{Name: ImplStepped}, "race/kubernetes-114603", "holds for before v1.34.0, not v1.37.2"},
+		{Spec{Name: Model}, "race/kubernetes-114603", ""},
+		{Spec{Name: Model, Release: model.Release{Major: 1, Minor: 37, Patch: 2}}, "race/kubernetes-114603", "holds for before v1.34.0, not v1.37.2"},
+		{Spec{Name: Model, Release: model.Release{Major: 1, Minor: 33, Patch: 13}}, "race/kubernetes-114603-fixed", "holds for v1.34.0 and later, not v1.33.13"},
+		{Spec{Name: Upstream, Release: model.Release{Major: 1, Minor: 33, Patch: 13}}, "scenario/background", ""},
 		{Spec{Name: ImplStepped}, "race/protection-disabled", ""},
 		{Spec{Name: ImplStepped}, "race/orphan-adoption", ""},
 		{Spec{Name: ImplStepped}, "race/orphan-adoption-fixed", ""},
@@ -141,6 +150,11 @@ func TestValidate(t *testing.T) {
 		{Spec{Name: Upstream, Datastore: "sqlite"}, `unknown datastore "sqlite" (want etcd or kine)`},
 		{Spec{Name: Model, Datastore: "kine"}, "a datastore is chosen for the envtest targets (upstream, impl, impl-stepped), not model"},
 		{Spec{Name: Kubeconfig, Datastore: "etcd"}, "envtest targets"},
+		{Spec{Name: Upstream, NoProxy: true, InformerLag: time.Second}, "behind the API proxy"},
+		{Spec{Name: ImplStepped, WriteDelay: time.Second}, "behind the API proxy"},
+		{Spec{Name: Impl, NoProxy: true}, "upstream only"},
+		{Spec{Name: Impl, RestartKCM: time.Second}, "kube-controller-manager restart"},
+		{Spec{Name: Upstream, RestartKCM: -time.Second}, "kube-controller-manager restart"},
 	}
 	for _, b := range bad {
 		err := b.spec.Validate()
@@ -149,9 +163,16 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%+v: %v, want an InputError with %q", b.spec, err, b.want)
 		}
 	}
-	for _, ok := range []Spec{{Name: ImplStepped, Inject: bugs.Of(bugs.NoCycleUnblock)}, {Name: ImplStepped, Datastore: "kine"}, {Name: Upstream, Datastore: "etcd"}} {
-		if err := ok.Validate(); err != nil {
-			t.Error(err)
+	for _, good := range []Spec{
+		{Name: ImplStepped, Inject: bugs.Of(bugs.NoCycleUnblock)},
+		{Name: ImplStepped, Datastore: "kine"},
+		{Name: Upstream, Datastore: "etcd"},
+		// the faults on the real binary, through the proxy
+		{Name: Upstream, InformerLag: time.Second, InformerRelist: time.Second, WriteDelay: time.Second, RestartKCM: time.Second},
+		{Name: Upstream, NoProxy: true, RestartKCM: time.Second},
+	} {
+		if err := good.Validate(); err != nil {
+			t.Errorf("%+v: %v", good, err)
 		}
 	}
 }
@@ -205,5 +226,36 @@ func TestKubeconfigErrors(t *testing.T) {
 	_, err = Start(context.Background(), Spec{Name: Kubeconfig, Kubeconfig: path})
 	if !errors.As(err, &in) || !strings.Contains(err.Error(), `cannot reach the cluster of context "dead" in kubeconfig `+path+" at https://127.0.0.1:1") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("unreachable cluster: %v", err)
+	}
+}
+
+// TestImplAdopterReplacesWorkloadControllers: with impl's adopter (asked
+// for, as cascade fuzz does, or implied by its bug) the impl target does
+// not start kube-controller-manager's deployment, replicaset and
+// replicationcontroller controllers, which would adopt alongside it, and
+// keeps the job and cronjob controllers, whose adoption the adopter does
+// not cover; without it, all of them run.
+func TestImplAdopterReplacesWorkloadControllers(t *testing.T) {
+	adopterOnly := []string{"job", "cronjob"}
+	for _, c := range []struct {
+		spec    Spec
+		adopts  bool
+		running []string
+	}{
+		{Spec{Name: Impl}, false, WorkloadControllers},
+		{Spec{Name: Impl, Adopter: true}, true, adopterOnly},
+		{Spec{Name: Impl, Inject: bugs.Of(bugs.AdoptWithoutRecheck)}, true, adopterOnly},
+	} {
+		if got := c.spec.implAdopts(); got != c.adopts {
+			t.Errorf("%+v: impl's adopter adopts = %v, want %v", c.spec, got, c.adopts)
+		}
+		if got := c.spec.implControllers(); !slices.Equal(got, c.running) {
+			t.Errorf("%+v: kube-controller-manager runs %v, want %v", c.spec, got, c.running)
+		}
+	}
+	for _, k := range SteppedAdopterKinds {
+		if !slices.Contains(adopter.Kinds, k) {
+			t.Errorf("impl's adopter does not manage %s", k)
+		}
 	}
 }

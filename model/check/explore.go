@@ -42,10 +42,15 @@ func (p Progress) StatesPerSecond() float64 {
 // Counterexample is the shortest path found to a property violation.
 type Counterexample struct {
 	Property string
-	Known    string // ID of the known-race registry entry (model.KnownRaces) of a documented race
-	Message  string
-	Steps    []string // client ops and internal steps after the setup
-	Trace    string   // a replayable trace file
+	// Class groups violations of one property by cause: the property, the
+	// known race that explains it ("" for none) and the kind of step that
+	// broke it (ViolationClass).
+	Class   string
+	Known   string // ID of the known-race registry entry (model.KnownRaces) of a documented race
+	Message string
+	Steps   []string // client ops and internal steps after the setup
+	Root    string   // the initial state's Root name, in a scope with Roots
+	Trace   string   // a replayable trace file
 }
 
 // Result is what an exploration established.
@@ -62,8 +67,13 @@ type Result struct {
 	// shared a 64-bit fingerprint (birthday bound, as TLC reports).
 	CollisionProbability float64
 	Violations           []*Counterexample // one per property, shortest first found
-	Witnessed            map[string]bool   // reachability properties witnessed
-	Vacuous              []string          // expected reachability never witnessed
+	// Classes has the shortest counterexample of each violation class
+	// (Counterexample.Class), in property order, then by class.
+	Classes []*Counterexample
+	// Roots is how many distinct initial states the search started from.
+	Roots     int
+	Witnessed map[string]bool // reachability properties witnessed
+	Vacuous   []string        // expected reachability never witnessed
 	// NeverReached lists the scope's client ops that reached no object in
 	// any explored state: wherever one was sent the model refused it or
 	// answered 404 NotFound (an op on an object that never exists, say), so
@@ -262,8 +272,12 @@ type explorer struct {
 	m     *model.Model
 	ops   []model.Step
 	opts  model.Options
-	init  *model.State
-	seen  *seenTable
+	// roots are the initial states and setups the commands that build
+	// each
+	roots  []*model.State
+	setups [][]string
+	names  []string
+	seen   *seenTable
 	// levels[l] are the fingerprints of level l's frontier, by position:
 	// with the ords in seen they give every state's path.
 	levels [][]uint64
@@ -276,6 +290,7 @@ type explorer struct {
 
 	mu        sync.Mutex
 	found     map[string]*candidate
+	classes   map[string]*candidate
 	sometimes []int         // indexes into model.Properties of Sometimes properties
 	witnessed []atomic.Bool // by sometimes index
 	// alwaysStoreOnly: every Always property is StoreOnly
@@ -288,6 +303,7 @@ type candidate struct {
 	fp    uint64 // the state the violation is at (quiescent) or the parent
 	act   int32  // -1 for a quiescent violation at fp
 	order uint64
+	class string
 }
 
 // step is one successor of a state, as counterexample replay lists them.
@@ -309,7 +325,7 @@ func (e *explorer) successors(s *model.State) []step {
 		if err != nil {
 			continue
 		}
-		n.Budget |= 1 << i
+		e.sent(n, i)
 		out = append(out, step{text: op.String(), next: n})
 	}
 	for _, st := range e.m.Enabled(s, e.opts) {
@@ -325,11 +341,23 @@ func (e *explorer) successors(s *model.State) []step {
 // opEnabled reports whether client op i may be sent from s: not sent
 // yet, and with Ordered every op before it sent.
 func (e *explorer) opEnabled(s *model.State, i int) bool {
+	if e.scope.OpBudget > 0 {
+		return s.Budget < uint64(e.scope.OpBudget)
+	}
 	if s.Budget&(1<<i) != 0 {
 		return false
 	}
 	before := uint64(1)<<i - 1
 	return !e.scope.Ordered || s.Budget&before == before
+}
+
+// sent records in n that client op i was sent.
+func (e *explorer) sent(n *model.State, i int) {
+	if e.scope.OpBudget > 0 {
+		n.Budget++
+		return
+	}
+	n.Budget |= 1 << i
 }
 
 func (e *explorer) canon(s *model.State) *model.State {
@@ -350,9 +378,9 @@ func (e *explorer) admitted(s *model.State) bool {
 
 // Run explores a scope.
 func Run(scope Scope, opts Options) (*Result, error) {
-	e := &explorer{scope: scope, m: &model.Model{Bugs: scope.Bugs}, opts: model.Options{Coalesce: scope.Coalesce},
-		found: map[string]*candidate{}}
-	if len(scope.Ops) > 63 {
+	e := &explorer{scope: scope, m: &model.Model{Bugs: scope.Bugs, Release: scope.Release}, opts: model.Options{Coalesce: scope.Coalesce},
+		found: map[string]*candidate{}, classes: map[string]*candidate{}}
+	if len(scope.Ops) > 63 && scope.OpBudget == 0 {
 		return nil, fmt.Errorf("scope %s: at most 63 client operations", scope.Name)
 	}
 	for _, p := range scope.Expect {
@@ -388,17 +416,31 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		}
 		e.ops = append(e.ops, st)
 	}
-	init, err := setupState(e.m, scope.Setup)
-	if err != nil {
-		return nil, fmt.Errorf("scope %s: %v", scope.Name, err)
+	roots := scope.Roots
+	if len(roots) == 0 {
+		roots = []Root{{}}
 	}
-	e.init = e.canon(init)
-	if !e.admitted(e.init) {
-		var cs []string
-		for _, c := range scope.Constraints {
-			cs = append(cs, c.Text)
+	if len(roots) > maxIndex {
+		return nil, fmt.Errorf("scope %s: more than %d roots", scope.Name, maxIndex)
+	}
+	for _, r := range roots {
+		setup := append(slices.Clip(scope.Setup), r.Setup...)
+		init, err := setupState(e.m, setup)
+		if err != nil {
+			if r.Name != "" {
+				return nil, fmt.Errorf("scope %s: root %s: %v", scope.Name, r.Name, err)
+			}
+			return nil, fmt.Errorf("scope %s: %v", scope.Name, err)
 		}
-		return nil, fmt.Errorf("scope %s: the constraints %s exclude the setup state itself: nothing would be explored", scope.Name, strings.Join(cs, ", "))
+		init = e.canon(init)
+		if !e.admitted(init) {
+			var cs []string
+			for _, c := range scope.Constraints {
+				cs = append(cs, c.Text)
+			}
+			return nil, fmt.Errorf("scope %s: the constraints %s exclude the setup state itself: nothing would be explored", scope.Name, strings.Join(cs, ", "))
+		}
+		e.roots, e.setups, e.names = append(e.roots, init), append(e.setups, setup), append(e.names, r.Name)
 	}
 	e.reached = make([]atomic.Bool, len(e.ops))
 	workers := opts.Workers
@@ -407,11 +449,21 @@ func Run(scope Scope, opts Options) (*Result, error) {
 	}
 	e.seen = newSeenTable(workers)
 	start := time.Now()
-	rootEnc := e.init.Encode(nil)
-	rootFP := model.FingerprintBytes(rootEnc)
-	e.seen.claim(e.seen.claimer(workers), rootFP, packOrd(0, 0, rootAction))
-	e.distinct.Store(1)
-	fr := frontier{chunks: [][]byte{rootEnc}, locs: []loc{{n: uint32(len(rootEnc))}}, fps: []uint64{rootFP}}
+	// Level 0 holds the roots, deduplicated (two roots may build one
+	// state); a root's ord names its index in e.roots.
+	var fr frontier
+	for i, r := range e.roots {
+		enc := r.Encode(nil)
+		fp := model.FingerprintBytes(enc)
+		if !e.seen.claim(e.seen.claimer(workers), fp, packOrd(0, i, rootAction)) {
+			continue
+		}
+		fr.chunks = append(fr.chunks, enc)
+		fr.locs = append(fr.locs, loc{chunk: uint32(len(fr.chunks) - 1), n: uint32(len(enc))})
+		fr.fps = append(fr.fps, fp)
+	}
+	e.distinct.Store(int64(fr.len()))
+	nroots := fr.len()
 
 	var depth atomic.Int64
 	queue := atomic.Int64{}
@@ -574,12 +626,14 @@ func Run(scope Scope, opts Options) (*Result, error) {
 			complete = false
 			break
 		}
-		if len(e.found) == len(model.Properties) {
+		// every property broken: nothing more to find, unless the scope
+		// asks for every class (a universe)
+		if len(e.found) == len(model.Properties) && len(scope.Roots) == 0 {
 			break
 		}
 	}
 	res := &Result{Scope: scope.Name, Bugs: scope.Bugs, Generated: e.generated.Load(), Distinct: e.distinct.Load(),
-		Depth: level, Complete: complete, Elapsed: time.Since(start), Witnessed: map[string]bool{}}
+		Depth: level, Complete: complete, Elapsed: time.Since(start), Witnessed: map[string]bool{}, Roots: nroots}
 	for i, pi := range e.sometimes {
 		if e.witnessed[i].Load() {
 			res.Witnessed[model.Properties[pi].Name] = true
@@ -608,6 +662,11 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		}
 		res.Violations = append(res.Violations, ce)
 	}
+	classes, err := e.classCounterexamples()
+	if err != nil {
+		return nil, err
+	}
+	res.Classes = classes
 	return res, nil
 }
 
@@ -665,7 +724,7 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		if err != nil {
 			continue
 		}
-		n.Budget |= 1 << i
+		e.sent(n, i)
 		if r.Code != 404 && !e.reached[i].Load() {
 			e.reached[i].Store(true)
 		}
@@ -707,16 +766,6 @@ func sameUIDs(a, b *model.State) bool {
 	return len(a.UIDs) == len(b.UIDs) && (len(a.UIDs) == 0 || &a.UIDs[0] == &b.UIDs[0])
 }
 
-func (e *explorer) offer(v *model.Violation, c *candidate) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	old := e.found[v.Property]
-	if old == nil || c.level < old.level || (c.level == old.level && c.order < old.order) {
-		c.v = v
-		e.found[v.Property] = c
-	}
-}
-
 func (e *explorer) checkTransition(w *worker, prev, next *model.State, st *model.Step, r model.Result, level int, fp uint64, act int32, order uint64) {
 	// A step that leaves the store as it was (most GC steps) can violate
 	// or witness only the properties that are not StoreOnly.
@@ -730,7 +779,7 @@ func (e *explorer) checkTransition(w *worker, prev, next *model.State, st *model
 		t.Prev, t.Next, t.Step, t.Result = prev, next, *st, r
 		filled = true
 		for _, v := range e.m.CheckTransition(t) {
-			e.offer(v, &candidate{level: level, fp: fp, act: act, order: order})
+			e.offer(v, &candidate{level: level, fp: fp, act: act, order: order}, st)
 		}
 	}
 	for i, pi := range e.sometimes {
@@ -757,40 +806,40 @@ func (e *explorer) checkQuiescent(s *model.State, fp uint64, level int, order ui
 		return nil
 	}
 	for _, v := range e.m.CheckQuiescent(s) {
-		e.offer(v, &candidate{level: level, fp: fp, act: -1, order: order})
+		e.offer(v, &candidate{level: level, fp: fp, act: -1, order: order}, nil)
 	}
 	return nil
 }
 
-// path rebuilds the actions from the initial state to fp.
-func (e *explorer) path(fp uint64) ([]int32, error) {
+// path rebuilds the actions from an initial state to fp and returns
+// them with that state's index in e.roots.
+func (e *explorer) path(fp uint64) ([]int32, int, error) {
 	var acts []int32
 	for {
 		o, ok := e.seen.get(fp)
 		if !ok {
-			return nil, fmt.Errorf("internal error: state %016x on a counterexample path is not stored", fp)
+			return nil, 0, fmt.Errorf("internal error: state %016x on a counterexample path is not stored", fp)
 		}
 		level, idx, act := unpackOrd(o)
 		if level == 0 {
-			break
+			slices.Reverse(acts)
+			return acts, idx, nil
 		}
 		acts = append(acts, int32(act))
 		fp = e.levels[level-1][idx]
 	}
-	slices.Reverse(acts)
-	return acts, nil
 }
 
 // counterexample replays the recorded path and writes it as a trace.
 func (e *explorer) counterexample(c *candidate) (*Counterexample, error) {
-	acts, err := e.path(c.fp)
+	acts, root, err := e.path(c.fp)
 	if err != nil {
 		return nil, err
 	}
 	if c.act >= 0 {
 		acts = append(acts, c.act)
 	}
-	s := e.init
+	s := e.roots[root]
 	var steps []string
 	for _, a := range acts {
 		succ := e.successors(s)
@@ -800,8 +849,8 @@ func (e *explorer) counterexample(c *candidate) (*Counterexample, error) {
 		steps = append(steps, succ[a].text)
 		s = e.canon(succ[a].next)
 	}
-	ce := &Counterexample{Property: c.v.Property, Known: c.v.Known, Message: c.v.Message, Steps: steps}
-	trace, err := e.traceFile(ce, c.act < 0)
+	ce := &Counterexample{Property: c.v.Property, Class: c.class, Known: c.v.Known, Message: c.v.Message, Steps: steps, Root: e.names[root]}
+	trace, err := e.traceFile(ce, c.act < 0, e.setups[root])
 	if err != nil {
 		return nil, err
 	}
@@ -839,8 +888,12 @@ func setupState(m *model.Model, setup []string) (*model.State, error) {
 
 // traceFile formats a counterexample as a trace and fills in its
 // expected output by replaying it, which also proves it replays.
-func (e *explorer) traceFile(ce *Counterexample, quiescent bool) (string, error) {
-	desc := []string{fmt.Sprintf("Shortest counterexample to %q in scope %s (%d steps after the setup).", ce.Property, e.scope.Name, len(ce.Steps)), ce.Message + "."}
+func (e *explorer) traceFile(ce *Counterexample, quiescent bool, setup []string) (string, error) {
+	where := "scope " + e.scope.Name
+	if ce.Root != "" {
+		where += ", initial graph " + ce.Root
+	}
+	desc := []string{fmt.Sprintf("Shortest counterexample to %q in %s (%d steps after the setup).", ce.Property, where, len(ce.Steps)), ce.Message + "."}
 	if e.scope.Doc != "" && e.scope.FoundBy != "" {
 		desc = append(desc, strings.Split(e.scope.Doc, "\n")...)
 	}
@@ -852,10 +905,17 @@ func (e *explorer) traceFile(ce *Counterexample, quiescent bool) (string, error)
 		}
 		headers = append(headers, traces.Header{Key: traces.HeaderBug, Value: e.scope.Bugs.String()})
 	}
+	rel := e.scope.Release.Or()
+	if rel != model.DefaultRelease {
+		found += " --kube-version " + rel.String()
+	}
 	if e.scope.FoundBy != "" {
 		found = e.scope.FoundBy
 	}
 	headers = append(headers, traces.Header{Key: traces.HeaderFoundBy, Value: found})
+	if rel != model.DefaultRelease {
+		headers = append(headers, traces.Header{Key: traces.HeaderReleases, Value: rel.MinorRange()})
+	}
 	if ce.Known != "" {
 		headers = append(headers, traces.Header{Key: traces.HeaderKnown, Value: ce.Known})
 	}
@@ -864,8 +924,8 @@ func (e *explorer) traceFile(ce *Counterexample, quiescent bool) (string, error)
 	if quiescent {
 		path = append(path, "settle")
 	}
-	stanzas := []traces.Written{{Commands: e.scope.Setup}, {Commands: path}}
-	if len(e.scope.Setup) == 0 {
+	stanzas := []traces.Written{{Commands: setup}, {Commands: path}}
+	if len(setup) == 0 {
 		stanzas = stanzas[1:]
 	}
 	text := traces.Format(desc, headers, stanzas)

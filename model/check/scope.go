@@ -21,9 +21,18 @@ type Scope struct {
 	// Setup commands build the initial state (trace syntax, `settle`
 	// allowed). They are not explored: the checker starts after them.
 	Setup []string
+	// Roots, when set, are alternative initial states: the search starts
+	// from all of them at once (level 0), each built by Setup followed by
+	// the root's own Setup, and shares one visited set across them. A
+	// universe (Universe.Scope) has one root per initial ownership graph.
+	Roots []Root
 	// Ops are client requests the environment may send, each at most once,
 	// in any order and interleaved with every internal step.
 	Ops []string
+	// OpBudget, when positive, lets the environment send any of Ops any
+	// number of times, OpBudget requests in all (a second DELETE of the
+	// same kind included); the state remembers only how many it sent.
+	OpBudget int
 	// FoundBy, when set, is the found-by header of the scope's
 	// counterexample traces (default: the `cascade check --preset`
 	// command of the scope's name).
@@ -33,6 +42,9 @@ type Scope struct {
 	// fixed and only the GC's and the controllers' schedule is free.
 	Ordered bool
 	Bugs    model.BugSet
+	// Release is the Kubernetes release whose semantics the model follows
+	// (model.Model.Release; the zero value: model.DefaultRelease).
+	Release model.Release
 	// Coalesce lets informer relists skip events.
 	Coalesce bool
 	// Expect lists reachability properties this scope must witness; one
@@ -49,6 +61,12 @@ type Scope struct {
 	// Constraints prune states: a state violating one is checked but not
 	// expanded (TLC's CONSTRAINT).
 	Constraints []Constraint
+}
+
+// Root is one initial state of a scope with several.
+type Root struct {
+	Name  string   // shown in counterexample traces
+	Setup []string // commands after the scope's Setup
 }
 
 // Constraint is `METRIC<=N` or `METRIC<N` over a state metric: one of

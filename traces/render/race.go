@@ -52,7 +52,7 @@ func FindRace(t *traces.Trace, frames []traces.Frame) Race {
 			}
 		}
 	}
-	bugs, err := t.Bugs()
+	m, err := t.Model()
 	if err != nil {
 		return r
 	}
@@ -61,7 +61,7 @@ func FindRace(t *traces.Trace, frames []traces.Frame) Race {
 		if f.Settled || i == decision || f.Line == frames[r.Violating].Line {
 			continue
 		}
-		if !violatesWithout(t, &model.Model{Bugs: bugs}, f.Line, r.Property) {
+		if !violatesWithout(t, m, f.Line, r.Property) {
 			r.Enabling = i
 			break
 		}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/cascade-k8s/cascade/harness/controlplane"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// kubeVersionUsage is --kube-version's help text.
+const kubeVersionUsage = "the Kubernetes release the control plane runs, vX.Y.Z: it picks the model's release-dependent semantics and the known races of that release " +
+	"(default: the release of the kube-apiserver in --kube-bin-dir, $KUBEBUILDER_ASSETS or bin/kube/" + controlplane.KubeVersion + ", else " + controlplane.KubeVersion + "; here and now: " + releaseInUse + ")"
+
+// releaseInUse stands, in help texts, for the release the command would
+// use with no --kube-version: the release of the binaries in use, found
+// when the help is printed (withReleaseInHelp).
+const releaseInUse = "{kube-release}"
+
+// withReleaseInHelp makes root's help replace releaseInUse in the long
+// text and flag usages of the command asked about with the release in
+// use, and where it came from.
+func withReleaseInHelp(root *cobra.Command) {
+	help := root.HelpFunc()
+	root.SetHelpFunc(func(c *cobra.Command, args []string) {
+		in := helpRelease(c)
+		c.Long = strings.ReplaceAll(c.Long, releaseInUse, in)
+		c.Flags().VisitAll(func(f *pflag.Flag) { f.Usage = strings.ReplaceAll(f.Usage, releaseInUse, in) })
+		help(c, args)
+	})
+}
+
+// helpRelease describes the release in use for c's help: of the
+// binaries --kube-bin-dir (if already given), $KUBEBUILDER_ASSETS or the
+// checkout's bin/kube name, else the default.
+func helpRelease(c *cobra.Command) string {
+	binDir := ""
+	if f := c.Flags().Lookup("kube-bin-dir"); f != nil {
+		binDir = f.Value.String()
+	}
+	dir, _, err := controlplane.ResolveBinDir(binDir)
+	if err == nil {
+		if v, verr := controlplane.BinaryVersion(dir); verr == nil {
+			return v + ", the kube-apiserver in " + dir
+		}
+	}
+	return model.DefaultRelease.String() + ", the default: no kube-apiserver found"
+}
+
+func registerKubeVersion(fl *pflag.FlagSet, p *string) {
+	fl.StringVar(p, "kube-version", "", kubeVersionUsage)
+}
+
+// resolveRelease is the release a command judges and, for envtest
+// targets, the directory of the binaries to start when --kube-version
+// picks it ("" when the target finds it as always). An explicit
+// --kube-version wins; with neither --kube-bin-dir nor
+// $KUBEBUILDER_ASSETS it also picks bin/kube/<release> of the checkout.
+// Without it the release is that of the kube-apiserver in the binary
+// directory, or the default release when there is none (the model needs
+// no binaries). A --kube-version the binaries contradict, or one that is
+// not a release, is a usage error.
+func resolveRelease(kubeVersion, binDirFlag string) (rel model.Release, binDir string, err error) {
+	if rel, err = parseKubeVersion(kubeVersion); err != nil {
+		return rel, "", err
+	}
+	dir, source, derr := controlplane.ResolveBinDir(binDirFlag)
+	if derr != nil {
+		// no checkout around the working directory: the binaries come
+		// from around the executable (target.resolveBinDir), or nowhere
+		if exe, xerr := os.Executable(); xerr == nil {
+			if root, xerr := controlplane.RepoRoot(filepath.Dir(exe)); xerr == nil {
+				dir, source, derr = filepath.Join(root, "bin", "kube", controlplane.KubeVersion), "repository", nil
+			}
+		}
+	}
+	if derr == nil && source == "repository" && kubeVersion != "" {
+		dir = filepath.Join(filepath.Dir(dir), rel.String())
+	}
+	if derr == nil && source == "repository" && kubeVersion != "" {
+		binDir = dir // otherwise the target resolves the same directory itself
+	}
+	have := ""
+	if derr == nil {
+		if _, serr := os.Stat(filepath.Join(dir, controlplane.APIServerBinary)); serr == nil {
+			if have, err = controlplane.BinaryVersion(dir); err != nil {
+				return rel, "", usageErr("%v", err)
+			}
+		} else if !errors.Is(serr, os.ErrNotExist) {
+			return rel, "", usageErr("%v", serr)
+		}
+	}
+	switch {
+	case kubeVersion == "" && have == "":
+		return model.DefaultRelease, binDir, nil
+	case kubeVersion == "":
+		if rel, err = model.ParseRelease(have); err != nil {
+			return rel, "", usageErr("%s: %v", filepath.Join(dir, controlplane.APIServerBinary), err)
+		}
+		return rel, binDir, nil
+	case have != "" && have != rel.String():
+		return rel, "", usageErr("--kube-version %s, but the kube-apiserver in %s is %s (from %s): name its release, or point --kube-bin-dir at %s binaries",
+			rel, dir, have, source, rel)
+	}
+	return rel, binDir, nil
+}
+
+// parseKubeVersion is the release --kube-version names, the default one
+// when it names none.
+func parseKubeVersion(v string) (model.Release, error) {
+	if v == "" {
+		return model.DefaultRelease, nil
+	}
+	rel, err := model.ParseRelease(v)
+	if err != nil {
+		return rel, usageErr("--kube-version: %v", err)
+	}
+	return rel, nil
+}
+
+// releaseNote is the line commands print on stderr naming the release
+// they judge.
+func releaseNote(rel model.Release) string {
+	return fmt.Sprintf("kubernetes release %s (model semantics and known races of that release)", rel)
+}

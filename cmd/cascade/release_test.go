@@ -1,0 +1,97 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cascade-k8s/cascade/harness/controlplane"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// TestKubeVersionGarbage: a --kube-version that is no release is one
+// line naming the flag, exit 2, on every command that takes it, before
+// anything starts.
+func TestKubeVersionGarbage(t *testing.T) {
+	for _, args := range [][]string{
+		{"check", "--preset", "owner-swap", "--out", t.TempDir()},
+		{"replay", "race/kubernetes-114603"},
+		{"replay", "--target", "upstream", "race/kubernetes-114603"},
+		{"conform", "--target", "upstream", "--out", t.TempDir()},
+		{"fuzz", "--target", "upstream", "--checks", "1", "--out", t.TempDir()},
+	} {
+		out, code := cascade(t, append(args, "--kube-version", "garbage")...)
+		msg := strings.TrimPrefix(out, "error: ")
+		if code != 2 || strings.Contains(msg, "\n") || !strings.HasPrefix(msg, `--kube-version: "garbage" is not a Kubernetes release`) {
+			t.Errorf("%v: exit %d, want 2 and one line naming --kube-version:\n%s", args, code, out)
+		}
+	}
+}
+
+// TestCheckKnownPerRelease: in the owner-swap preset the GC's DELETE of
+// the dependent whose owner moved is kubernetes#114603 on v1.33.13, a
+// known race (exit 0, 1 with --strict), and does not happen on v1.37.2,
+// whose GC sends the resourceVersion precondition.
+func TestCheckKnownPerRelease(t *testing.T) {
+	out, code := cascade(t, "check", "--preset", "owner-swap", "--kube-version", "v1.33.13", "-q", "--out", t.TempDir())
+	if code != 0 || !strings.Contains(out, "violated, known upstream race kubernetes#114603") {
+		t.Fatalf("v1.33.13: exit %d, want 0 with kubernetes#114603 known:\n%s", code, out)
+	}
+	if _, code := cascade(t, "check", "--preset", "owner-swap", "--kube-version", "v1.33.13", "-q", "--strict", "--out", t.TempDir()); code != 1 {
+		t.Errorf("v1.33.13 --strict: exit %d, want 1", code)
+	}
+	out, code = cascade(t, "check", "--preset", "owner-swap", "--kube-version", "v1.37.2", "-q", "--out", t.TempDir())
+	if code != 0 || strings.Contains(out, "violated") {
+		t.Fatalf("v1.37.2: exit %d, want 0 and no violation:\n%s", code, out)
+	}
+}
+
+// fakeBinDir is a directory whose kube-apiserver answers --version as
+// release v does, for the release detection (no control plane starts).
+func fakeBinDir(t *testing.T, v string) string {
+	dir := t.TempDir()
+	script := "#!/bin/sh\necho Kubernetes " + v + "\n"
+	if err := os.WriteFile(filepath.Join(dir, controlplane.APIServerBinary), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestKubeVersionFromBinaries: without --kube-version the release is that
+// of the kube-apiserver in use ($KUBEBUILDER_ASSETS here), the help texts
+// say so, the --json summary names it (and the command to reproduce
+// names it too), and a --kube-version those binaries contradict is exit 2.
+func TestKubeVersionFromBinaries(t *testing.T) {
+	t.Setenv("KUBEBUILDER_ASSETS", fakeBinDir(t, "v1.33.13"))
+	out, code := cascade(t, "check", "--preset", "owner-swap", "-q", "--out", t.TempDir())
+	if code != 0 || !strings.Contains(out, "kubernetes#114603") {
+		t.Fatalf("exit %d, want the v1.33.13 known race:\n%s", code, out)
+	}
+	out, _ = cascade(t, "check", "--preset", "owner-swap", "-q", "--json", "--out", t.TempDir())
+	m := sharedSummary(t, "check", out)
+	if m["kube_version"] != "v1.33.13" || !strings.HasSuffix(m["command_to_reproduce"].(string), " --kube-version v1.33.13") {
+		t.Errorf("the summary does not name the detected release: %v, %v", m["kube_version"], m["command_to_reproduce"])
+	}
+	out, code = cascade(t, "fuzz", "--target", "upstream", "--kube-version", "v1.37.2", "--checks", "1", "--out", t.TempDir())
+	if code != 2 || !strings.Contains(out, "--kube-version v1.37.2, but the kube-apiserver in") || !strings.Contains(out, "is v1.33.13") {
+		t.Fatalf("exit %d, want 2 naming both releases:\n%s", code, out)
+	}
+	for _, c := range []string{"check", "conform", "fuzz", "replay"} {
+		out, _ := cascade(t, c, "--help")
+		if !strings.Contains(out, "here and now: v1.33.13") && !strings.Contains(out, "Here and now: v1.33.13") {
+			t.Errorf("%s --help does not name the release in use:\n%s", c, out)
+		}
+		if strings.Contains(out, releaseInUse) {
+			t.Errorf("%s --help shows the placeholder %s", c, releaseInUse)
+		}
+	}
+}
+
+// TestDefaultReleaseIsBuilt: the model's default release is the one
+// 'make kube' builds by default.
+func TestDefaultReleaseIsBuilt(t *testing.T) {
+	if model.DefaultRelease.String() != controlplane.KubeVersion {
+		t.Errorf("model.DefaultRelease %s, controlplane.KubeVersion %s", model.DefaultRelease, controlplane.KubeVersion)
+	}
+}

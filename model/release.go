@@ -1,0 +1,216 @@
+package model
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// This file is the one table of release-dependent semantics: what the
+// model (and harness/lin) do differently for the Kubernetes release whose
+// kube-apiserver and kube-controller-manager are judged. Each entry is an
+// upstream change, read in the sources of the releases on either side of
+// it, with the first release that carries it.
+
+// Release is a Kubernetes release, v1.MINOR.PATCH. The zero value stands
+// for DefaultRelease (Model.Release, lin.Options.Release), so that a
+// Model{} judges the newest release.
+type Release struct {
+	Major, Minor, Patch int
+}
+
+// DefaultRelease is the release the control plane is built at by default
+// (hack/kube/build.sh, the Makefile's KUBE_VERSION) and the model follows
+// when no release is named.
+var DefaultRelease = Release{1, 37, 2}
+
+// ParseRelease reads "v1.33.13" (the leading v may be left out; "v1.33"
+// stands for v1.33.0).
+func ParseRelease(s string) (Release, error) {
+	t := strings.TrimPrefix(strings.TrimSpace(s), "v")
+	parts := strings.Split(t, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return Release{}, fmt.Errorf("%q is not a Kubernetes release of the form v1.MINOR.PATCH (for example %s)", s, DefaultRelease)
+	}
+	var n [3]int
+	for i, p := range parts {
+		v, err := strconv.Atoi(p)
+		if err != nil || v < 0 || p == "" || p[0] == '+' {
+			return Release{}, fmt.Errorf("%q is not a Kubernetes release of the form v1.MINOR.PATCH (for example %s)", s, DefaultRelease)
+		}
+		n[i] = v
+	}
+	if n[0] != 1 {
+		return Release{}, fmt.Errorf("%q: cascade models Kubernetes v1 releases only", s)
+	}
+	return Release{n[0], n[1], n[2]}, nil
+}
+
+// Or returns r, or DefaultRelease for the zero value.
+func (r Release) Or() Release {
+	if r == (Release{}) {
+		return DefaultRelease
+	}
+	return r
+}
+
+func (r Release) String() string {
+	r = r.Or()
+	return fmt.Sprintf("v%d.%d.%d", r.Major, r.Minor, r.Patch)
+}
+
+// Less orders releases.
+func (r Release) Less(o Release) bool {
+	r, o = r.Or(), o.Or()
+	if r.Major != o.Major {
+		return r.Major < o.Major
+	}
+	if r.Minor != o.Minor {
+		return r.Minor < o.Minor
+	}
+	return r.Patch < o.Patch
+}
+
+// Change is a release-dependent behaviour (ReleaseChanges).
+type Change uint8
+
+// The release-dependent behaviours.
+const (
+	// ChangeGCDeleteRV: the GC's DELETE carries the resourceVersion its
+	// GET read as a precondition, and deleteObject retries without it
+	// when the ownerReferences are unchanged. Before it a client write
+	// between the GC's GET and its DELETE went unnoticed
+	// (KnownOwnerChangeBeforeDelete, kubernetes#114603).
+	ChangeGCDeleteRV Change = iota
+	// ChangeUpdateRemovedNotFound: an update whose object is gone
+	// answers 404 NotFound even when it carries a UID precondition
+	// (metadata.uid of a PUT); before it, 409 Conflict.
+	ChangeUpdateRemovedNotFound
+	// ChangeGCInitialSyncTimeout: the GC's workers start after a bounded
+	// wait for its monitors to sync and resyncs no longer pause them.
+	ChangeGCInitialSyncTimeout
+	numChanges
+)
+
+// ReleaseChange documents a Change: where upstream it was made and the
+// first release carrying it.
+type ReleaseChange struct {
+	Name string
+	// PR is the upstream pull request; Where the code it changed.
+	PR, Where string
+	Since     Release
+	// ReadBy names the code that reads it ("" if nothing does: documented
+	// only).
+	ReadBy string
+	Doc    string
+}
+
+// ReleaseChanges is the table, indexed by Change.
+var ReleaseChanges = [numChanges]ReleaseChange{
+	ChangeGCDeleteRV: {"gc-delete-rv-precondition", "kubernetes#132632", "pkg/controller/garbagecollector/operations.go deleteObject", Release{1, 34, 0},
+		"model deleteWrite, model checkSolidOwner, lin gcDelete",
+		"attemptToDeleteItem passes latest.ResourceVersion and latest.OwnerReferences to deleteObject, which sends them as a precondition and retries without it on 409 when the ownerReferences are unchanged; v1.33.13's deleteObject sends the UID precondition only."},
+	ChangeUpdateRemovedNotFound: {"update-removed-not-found", "kubernetes#132470", "k8s.io/apiserver v0.34.0 pkg/registry/generic/registry/store.go Store.Update", Release{1, 34, 0},
+		"model PreconditionAnswers (Semantics.UpdateRemovedConflict), read by lin update (the model sends merge patches, which answer 404 on every release)",
+		"Store.Update passes ignoreNotFound only for kinds that allow create on update; k8s.io/apiserver v0.33.13 passes true, so etcd3 GuaranteedUpdate checks the UID precondition against an empty object and answers 409 Conflict."},
+	ChangeGCInitialSyncTimeout: {"gc-initial-sync-timeout", "kubernetes#125796", "pkg/controller/garbagecollector/garbagecollector.go Run, Sync", Release{1, 32, 0},
+		"",
+		"Run waits at most initialSyncTimeout for the monitors and Sync no longer takes workerLock; before it a resync paused every worker until all monitors synced. The model's `gc sync` is one atomic step, before and after, so nothing reads it; a trace whose outcome depends on it would add the reader."},
+}
+
+// Has reports whether release r carries change c.
+func (r Release) Has(c Change) bool { return !r.Or().Less(ReleaseChanges[c].Since) }
+
+func (c Change) String() string { return ReleaseChanges[c].Name }
+
+// ReleaseRange is a set of releases: From (inclusive) up to Until
+// (exclusive); a zero bound is open.
+type ReleaseRange struct {
+	From, Until Release
+}
+
+// Contains reports whether r is in the range.
+func (rr ReleaseRange) Contains(r Release) bool {
+	r = r.Or()
+	if rr.From != (Release{}) && r.Less(rr.From) {
+		return false
+	}
+	return rr.Until == (Release{}) || r.Less(rr.Until)
+}
+
+// All reports whether the range is every release.
+func (rr ReleaseRange) All() bool { return rr == ReleaseRange{} }
+
+func (rr ReleaseRange) String() string {
+	switch {
+	case rr.All():
+		return "every release"
+	case rr.From == (Release{}):
+		return "before " + rr.Until.String()
+	case rr.Until == (Release{}):
+		return rr.From.String() + " and later"
+	}
+	return rr.From.String() + " to before " + rr.Until.String()
+}
+
+// kubeRelease is the release the model follows: Model.Release, or
+// DefaultRelease.
+func (m *Model) kubeRelease() Release { return m.Release.Or() }
+
+// ParseReleaseRange reads a trace's `# releases:` value: `<=v1.33`
+// (every v1.33 patch and before), `>=v1.34` (v1.34.0 and later), or
+// `v1.30..v1.33` (both minors included); a bound with a patch
+// (`<=v1.33.5`) ends at that patch.
+func ParseReleaseRange(s string) (ReleaseRange, error) {
+	s = strings.TrimSpace(s)
+	after := func(b string) (Release, error) { // the first release after bound b
+		r, err := ParseRelease(b)
+		if err != nil {
+			return r, err
+		}
+		if strings.Count(strings.TrimPrefix(b, "v"), ".") == 1 {
+			return Release{r.Major, r.Minor + 1, 0}, nil
+		}
+		return Release{r.Major, r.Minor, r.Patch + 1}, nil
+	}
+	var rr ReleaseRange
+	var err error
+	switch lo, hi, isRange := strings.Cut(s, ".."); {
+	case strings.HasPrefix(s, "<="):
+		rr.Until, err = after(strings.TrimSpace(s[2:]))
+	case strings.HasPrefix(s, ">="):
+		rr.From, err = ParseRelease(s[2:])
+	case isRange:
+		if rr.From, err = ParseRelease(lo); err == nil {
+			rr.Until, err = after(strings.TrimSpace(hi))
+		}
+		if err == nil && !rr.From.Less(rr.Until) {
+			err = fmt.Errorf("%q is an empty range of releases", s)
+		}
+	default:
+		err = fmt.Errorf("%q is not a range of releases (<=v1.33, >=v1.34 or v1.30..v1.33)", s)
+	}
+	return rr, err
+}
+
+// Last is the newest release of a range bounded above: its last minor
+// at patch 0 when Until is a minor's first release (Until itself minus
+// one patch otherwise); the zero Release when it has no upper bound.
+func (rr ReleaseRange) Last() Release {
+	u := rr.Until
+	switch {
+	case u == (Release{}):
+		return Release{}
+	case u.Patch > 0:
+		return Release{u.Major, u.Minor, u.Patch - 1}
+	}
+	return Release{u.Major, u.Minor - 1, 0}
+}
+
+// MinorRange is r's minor as a `# releases:` header value
+// (ParseReleaseRange): "v1.33..v1.33". Traces found on a release other
+// than the default carry it, since they may hold on that release only.
+func (r Release) MinorRange() string {
+	r = r.Or()
+	return fmt.Sprintf("v%d.%d..v%d.%d", r.Major, r.Minor, r.Major, r.Minor)
+}
