@@ -31,13 +31,18 @@ const (
 	// EvidenceGraphChanges: the GC's recorded graph changes show what
 	// its graph held (lin.Options.GraphChanges, impl only).
 	EvidenceGraphChanges
+	// EvidenceDeliveryRecord: the API proxy's record of the moment each
+	// watch event was handed to the real GC's informers shows the GC
+	// could not have seen the write yet (lin.Options.Deliveries; the
+	// upstream target behind the proxy).
+	EvidenceDeliveryRecord
 	// EvidenceWindow: a write within the race window (lin's
 	// Options.RaceWindow, 1 s by default) before the judged one; the
 	// entry's Window says why nothing better admits it.
 	EvidenceWindow
 )
 
-var evidenceNames = [...]string{"model-state", "audit-order", "recorded-reads", "graph-changes", "window"}
+var evidenceNames = [...]string{"model-state", "audit-order", "recorded-reads", "graph-changes", "delivery-record", "window"}
 
 func (e Evidence) String() string { return evidenceNames[e] }
 

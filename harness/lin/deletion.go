@@ -143,12 +143,12 @@ func (c *checker) waitEnded(s *store, d *history.Object, in *input, v *violation
 		switch st, o := resolve(s, d, r); {
 		case st == refSolid && o.obj.Deleting:
 			if known, why := c.stoppedWaiting(o, in); known != "" {
-				v.known, v.message = known, v.message+why
+				v.known, v.message, v.basis = known, v.message+why, basisWindow
 				return
 			}
 		case st == refDangling && !liveUID(s, r.UID):
 			if m := c.recentVersion(r.UID, in, waiting); m >= 0 {
-				v.known = model.Excuse(model.KnownForegroundEnded)
+				v.known, v.basis = model.Excuse(model.KnownForegroundEnded), basisWindow
 				v.message += fmt.Sprintf("; op %d answered the owner waiting for dependents within the race window before, and it was removed since", m)
 				return
 			}
