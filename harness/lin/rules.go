@@ -195,8 +195,8 @@ func (c *checker) gcDeleteRules(s *store, cur, next *entry, in *input) *violatio
 		// blocks, and a non-blocking one never does). The
 		// resourceVersion precondition guards the dependent, not its
 		// owner (the model's no solid owner collected finds the same).
-		v.known, why = c.allStoppedWaiting(solid, in)
-		v.message, v.basis = v.message+why, basisWindow
+		v.known, why, v.basis = c.allStoppedWaiting(solid, in)
+		v.message += why
 		if v.known == "" {
 			v = c.retryRace(in, v)
 		}
@@ -212,14 +212,44 @@ func (c *checker) gcDeleteRules(s *store, cur, next *entry, in *input) *violatio
 		// checkSilentOrphan). attemptToOrphan may remove it after that
 		// GET and before the DELETE lands on the object, still deleting;
 		// the DELETE puts it back and attemptToOrphan runs again.
+		// With the GC's GETs recorded, the window is not consulted: its
+		// latest GET of the object must have answered it with the orphan
+		// finalizer, at a version older than the write that removed it.
 		orphanAsked := in.op.Delete != nil && in.op.Delete.Propagation == "Orphan"
-		if c.lenient && orphanAsked && d.Deleting && cur.prov != nil && c.racy(cur.prov.orphanGone, in) {
+		switch {
+		case !c.lenient || !orphanAsked || !d.Deleting || cur.prov == nil:
+		case c.readsRecorded:
+			if g := c.gcSawOrphan(cur, in); g != nil {
+				v.known, v.basis = model.Excuse(model.KnownStaleOrphanPolicy), basisReads
+				v.message += fmt.Sprintf("; op %d removed it after the GC's GET answered the object with it at resourceVersion %d, and the GC asked for Orphan as its GET had seen", cur.prov.orphanGone, g.Got.RV)
+			}
+		case c.racy(cur.prov.orphanGone, in):
 			v.known, v.basis = model.Excuse(model.KnownStaleOrphanPolicy), basisWindow
 			v.message += fmt.Sprintf("; op %d removed it within the race window before, and the GC asked for Orphan as its GET had seen", cur.prov.orphanGone)
 		}
 		return v
 	}
 	return nil
+}
+
+// gcSawOrphan is the GC's latest GET of cur's object before in was sent
+// when it answered the object with the orphan finalizer at a version
+// older than the write that removed it (prov.orphanGone), nil otherwise:
+// attemptToDeleteItem asks for Orphan only as that GET showed.
+func (c *checker) gcSawOrphan(cur *entry, in *input) *history.Read {
+	var latest *history.Read
+	for i := range c.reads[in.key] {
+		if r := &c.reads[in.key][i]; r.Actor == history.ActorGC && r.Return <= in.op.Call && (latest == nil || r.Return > latest.Return) {
+			latest = r
+		}
+	}
+	if latest == nil || latest.Got == nil || latest.Got.UID != cur.obj.UID || !latest.Got.HasFinalizer(model.FinalizerOrphan) {
+		return nil
+	}
+	if rv, ok := c.writtenVersion(cur.prov.orphanGone, cur.obj.UID); ok && latest.Got.RV >= rv {
+		return nil
+	}
+	return latest
 }
 
 // retryRace classifies v, a GC DELETE that collected an object it may
@@ -312,7 +342,18 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 				// on the owner's orphan finalizer, and a DELETE switched
 				// the deletion to Foreground (removing it) before this
 				// patch landed
-				if m := switchedFromOrphan(s, r.UID); c.lenient && c.racy(m, in) {
+				// With the proxy's delivery record the window is not
+				// consulted: attemptToOrphan began only if an event of
+				// the owner deleting with the orphan finalizer had been
+				// handed to the GC's informers before the patch.
+				if c.lenient && c.deliveries {
+					if m := c.lastVersion(r.UID, in, orphaning); m >= 0 {
+						if seen, _ := c.seenWrite(r.UID, m, in.op.Call); seen {
+							v.known, v.basis = model.Excuse(model.KnownPolicySwitch), basisDeliveries
+							v.message += fmt.Sprintf("; op %d answered the owner deleting with the orphan finalizer, its event had been handed to the GC's informers before the patch, and attemptToOrphan orphans its dependents whatever came after (the proxy's delivery record)", m)
+						}
+					}
+				} else if m := switchedFromOrphan(s, r.UID); c.lenient && c.racy(m, in) {
 					v.known, v.basis = model.Excuse(model.KnownPolicySwitch), basisWindow
 					v.message += fmt.Sprintf("; op %d switched the owner's orphan deletion to foreground after attemptToOrphan began", m)
 				} else if m := c.recentVersion(r.UID, in, orphaning); v.known == "" && c.lenient && m >= 0 && !liveUID(s, r.UID) {
@@ -327,8 +368,8 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 				if v := viewOf(o.obj); !model.Orphaning(&v) {
 					// attemptToDeleteItem's solid arm removes the
 					// references to waiting owners too
-					known, why := c.stoppedWaiting(o, in)
-					return &violation{PropGCWrites, fmt.Sprintf("gc removed %s's reference to %s, a solid owner that is not orphaning", in.key, o.key) + why, known, basisWindow}
+					known, why, basis := c.stoppedWaiting(o, in)
+					return &violation{PropGCWrites, fmt.Sprintf("gc removed %s's reference to %s, a solid owner that is not orphaning", in.key, o.key) + why, known, basis}
 				}
 			}
 		}
