@@ -151,6 +151,8 @@ type concurrentRun struct {
 	// excused names the known races the run passed through, each with
 	// what admitted it (lin.Known.Basis)
 	excused []string
+	// delivered: the history was checked with the proxy's delivery record
+	delivered bool
 }
 
 // takeEvidence takes the proxy's record of the run from the proxy the
@@ -253,6 +255,12 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			cfg.Coverage.record(slices.Concat(r.program...))
 			rep.Checks++
 			rep.MaybeApplied += r.maybe
+			if len(r.excused) > 0 {
+				rep.Excused++
+			}
+			if r.delivered {
+				rep.Delivered++
+			}
 			for _, x := range r.restarts {
 				rep.Restarts++
 				rep.RestartTime += x.took
@@ -556,6 +564,7 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	if r.env.Evidence != nil {
 		// the GC's informers' deliveries: what the GC could have seen
 		opts.Deliveries = r.takeEvidence().GCDeliveries()
+		r.delivered = len(opts.Deliveries) > 0
 	}
 	if r.env.Audit != nil {
 		recs, err := r.env.Audit(r.ctx)

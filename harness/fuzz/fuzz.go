@@ -129,7 +129,14 @@ type Report struct {
 	// Steps are the actions Runs took.
 	Steps   int
 	Ops     int // history operations checked (concurrent)
-	Known   []string
+	// Known lists the known races the passed runs went through, one
+	// line each, "ID (on BASIS): message" (lin.Known.Basis).
+	Known []string
+	// Excused counts the passed runs that passed only through a known
+	// race; Delivered the passed runs whose history was checked with the
+	// API proxy's delivery record (lin.Options.Deliveries; upstream
+	// behind the proxy).
+	Excused, Delivered int
 	Elapsed time.Duration
 	Failure *Failure
 	// Restarts counts the restarts runs did (--restart-apiserver,
