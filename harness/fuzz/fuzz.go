@@ -127,8 +127,8 @@ type Report struct {
 	// a passed run.
 	Checks int
 	// Steps are the actions Runs took.
-	Steps   int
-	Ops     int // history operations checked (concurrent)
+	Steps int
+	Ops   int // history operations checked (concurrent)
 	// Known lists the known races the passed runs went through, one
 	// line each, "ID (on BASIS): message" (lin.Known.Basis).
 	Known []string
@@ -137,8 +137,8 @@ type Report struct {
 	// API proxy's delivery record (lin.Options.Deliveries; upstream
 	// behind the proxy).
 	Excused, Delivered int
-	Elapsed time.Duration
-	Failure *Failure
+	Elapsed            time.Duration
+	Failure            *Failure
 	// Restarts counts the restarts runs did (--restart-apiserver,
 	// --restart-gc) and RestartTime their total time, each from its
 	// start until the component served again; MaybeApplied counts the
