@@ -93,10 +93,15 @@ it needed.
 On --target upstream kube-controller-manager talks to kube-apiserver through
 cascade's API proxy (README "The API proxy"), which records every watch event
 it hands to the controller manager's informers, with its moment, and every
-request of its clients with its answer; a failing run writes that evidence to
---out as evidence.jsonl beside history.html. --no-proxy lets the controller
-manager talk to kube-apiserver directly (no evidence, no faults; for measuring
-the proxy's overhead). Behind the proxy the three faults above apply to the
+request of its clients with its answer. Each run's history is checked with
+it: an excuse that the GC had not yet seen a write (kubernetes#26120,
+kubernetes#124378, stale-graph, kubernetes#32339's orphaning) holds only when
+no event carrying the write had been handed to the GC's informers when it
+decided, never on the race window; each run's progress line names the known
+races it passed through and what admitted each. A failing run writes that
+evidence to --out as evidence.jsonl beside history.html. --no-proxy lets the
+controller manager talk to kube-apiserver directly (no evidence, no faults;
+for measuring the proxy's overhead). Behind the proxy the three faults above apply to the
 real binary too: --informer-lag holds each event of each of the controller
 manager's watch streams (each stream's in order), --informer-relist ends an
 informer's watch now and then with 410 Expired, so that it lists again, and
