@@ -2,6 +2,7 @@ package lin
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/cascade-k8s/cascade/harness/history"
@@ -217,11 +218,12 @@ func (c *checker) stoppedWaiting(o *entry, in *input) (known, why, basis string)
 	}
 	switch {
 	case !c.lenient || o.prov == nil || !o.prov.fgSeen || !o.obj.Deleting || waiting(o.obj):
-	case orphaning(o.obj):
-		if ok, when, basis := ended(o.prov.orphan); ok {
-			return model.Excuse(model.KnownPolicySwitch), "; a DELETE switched the owner's foreground deletion to orphan after the GC decided" + when, basis
-		}
 	default:
+		if orphaning(o.obj) {
+			if ok, when, basis := ended(o.prov.orphan); ok {
+				return model.Excuse(model.KnownPolicySwitch), "; a DELETE switched the owner's foreground deletion to orphan after the GC decided" + when, basis
+			}
+		}
 		if ok, when, basis := ended(o.prov.fgGone); ok {
 			return model.Excuse(model.KnownForegroundEnded), fmt.Sprintf("; the owner waited for dependents when the GC decided, and op %d removed foregroundDeletion", o.prov.fgGone) + when, basis
 		}
@@ -231,15 +233,23 @@ func (c *checker) stoppedWaiting(o *entry, in *input) (known, why, basis string)
 
 // gcSawWaiting finds a GET by the GC of the owner at key with this UID
 // that answered it waiting for dependents at a version older than rv,
-// the write that ended the wait (0: any version), returned before in was
-// sent and was sent no earlier than the GC's latest GET of in's own
-// object (attemptToDeleteItem GETs the item, then each owner, then
-// writes); nil if the recorded reads hold none.
+// the write that ended the wait (0: any version), and returned before in
+// was sent; when in is a DELETE with a resourceVersion precondition, the
+// GET must also have been sent after the GC's GET of in's object that
+// answered that version (attemptToDeleteItem GETs the item, then each
+// owner, then deletes with the item's version). nil if the recorded reads
+// hold none. Without a precondition (a patch, deleteObject's retry) the
+// reads do not show which of the GC's GETs of the owner the decision
+// followed, and any that answered it waiting before the wait ended is
+// taken.
 func (c *checker) gcSawWaiting(key history.Key, uid string, rv uint64, in *input) *history.Read {
 	after := int64(0)
-	for i := range c.reads[in.key] {
-		if r := &c.reads[in.key][i]; r.Actor == history.ActorGC && r.Return <= in.op.Call && r.Call > after {
-			after = r.Call
+	if del := in.op.Delete; del != nil && del.PreconditionRV != "" {
+		for i := range c.reads[in.key] {
+			r := &c.reads[in.key][i]
+			if r.Actor == history.ActorGC && r.Return <= in.op.Call && r.Got != nil && strconv.FormatUint(r.Got.RV, 10) == del.PreconditionRV && r.Call > after {
+				after = r.Call
+			}
 		}
 	}
 	var found *history.Read
