@@ -31,13 +31,18 @@ const (
 	// EvidenceGraphChanges: the GC's recorded graph changes show what
 	// its graph held (lin.Options.GraphChanges, impl only).
 	EvidenceGraphChanges
+	// EvidenceDeliveryRecord: the API proxy's record of the moment each
+	// watch event was handed to the real GC's informers shows the GC
+	// could not have seen the write yet (lin.Options.Deliveries; the
+	// upstream target behind the proxy).
+	EvidenceDeliveryRecord
 	// EvidenceWindow: a write within the race window (lin's
 	// Options.RaceWindow, 1 s by default) before the judged one; the
 	// entry's Window says why nothing better admits it.
 	EvidenceWindow
 )
 
-var evidenceNames = [...]string{"model-state", "audit-order", "recorded-reads", "graph-changes", "window"}
+var evidenceNames = [...]string{"model-state", "audit-order", "recorded-reads", "graph-changes", "delivery-record", "window"}
 
 func (e Evidence) String() string { return evidenceNames[e] }
 
@@ -85,10 +90,11 @@ const (
 	knownLinGCWrites             = "the GC writes only what it may"
 	knownLinResolvable           = "the GC never acts on an unresolvable reference"
 	knownLinCycleUnblocked       = "the GC unblocks a foreground cycle before deleting into it"
-	knownWindowGCRead            = "the history does not show when the GC worker read the object it decided on; on envtest targets its GET is in the recorded reads, which this rule does not read yet"
-	knownWindowInformer          = "the history does not show when the GC's informer delivered the event; impl's recorded graph changes could, which this rule does not read yet, and upstream's graph is not observable"
+	knownWindowGCRead            = "only on kubeconfig targets, which record no GC GETs: on envtest targets the GC's recorded GET of the object it decided on, and the version it was answered at, decides"
+	knownWindowInformer          = "only where no delivery record exists: kubeconfig targets and upstream with --no-proxy (nothing shows when the GC's informers got the event), and impl, whose recorded graph changes this rule does not read yet; on upstream the API proxy's delivery record decides"
 	knownWindowNoReads           = "a kubeconfig target records no controller GETs, so nothing shows whether the controller rechecked"
-	knownWindowStaleGraph        = "upstream's GC graph lives inside kube-controller-manager and is not observable; on impl the recorded graph changes refute it in cycleUnblocked (unblockedFromGraph does not read them yet)"
+	knownWindowStaleGraph        = "only where neither record exists: kubeconfig targets and upstream with --no-proxy; on upstream the API proxy's delivery record decides both sites, on impl the recorded graph changes refute it in cycleUnblocked (unblockedFromGraph does not read them yet)"
+	knownWindowPolicySwitch      = "only on kubeconfig targets for a GC decision on a waiting owner (elsewhere the GC's recorded GET decides), and for attemptToOrphan's patch where no delivery record exists (kubeconfig, upstream with --no-proxy, impl)"
 	knownFixtureTrace            = "traces/"
 	knownFixtureLin              = "harness/lin."
 	knownSiteModel, knownSiteLin = "model ", "lin "
@@ -132,18 +138,19 @@ func (k *KnownRace) PresentIn(r Release) bool { return k.Releases.Contains(r) }
 var KnownRaces = []KnownRace{
 	{ID: KnownUnobservedDependent, Upstream: "kubernetes#26120 item 1 (open): the GC's watches of different resources are not ordered",
 		Relaxes:  []string{PropOrphanRespected, PropForegroundWaits},
-		Evidence: []Evidence{EvidenceModelState, EvidenceAuditOrder, EvidenceWindow},
-		Window:   "for a dependent of another resource whose reference was written before the owner's finalizer: " + knownWindowInformer,
+		Evidence: []Evidence{EvidenceModelState, EvidenceAuditOrder, EvidenceDeliveryRecord, EvidenceWindow},
+		Window:   "for a dependent of another resource whose reference was written before the owner's finalizer, " + knownWindowInformer,
 		Sites:    []string{"model checkOrphanRespected", "lin gcPatch"},
-		Fixtures: []string{"traces/races/kubernetes-26120.trace", "harness/lin.TestKnownOrphanRace", "harness/lin.TestKnownForegroundRace"},
-		Doc:      "The GC processes an owner's orphan or foreground deletion before it has observed a dependent's reference, so attemptToOrphan or processDeletingDependentsItem misses the dependent."},
+		Fixtures: []string{"traces/races/kubernetes-26120.trace", "harness/lin.TestKnownOrphanRace", "harness/lin.TestKnownForegroundRace",
+			"harness/lin.TestUnobservedDependentOnDeliveries"},
+		Doc: "The GC processes an owner's orphan or foreground deletion before it has observed a dependent's reference, so attemptToOrphan or processDeletingDependentsItem misses the dependent."},
 	{ID: KnownPolicySwitch, Upstream: "kubernetes#32339, fixed by #32354 on the update path only: a DELETE still re-chooses the GC finalizer of a deletion under way",
 		Relaxes:  []string{PropOrphanRespected, PropNoSolidOwnerCollected, knownLinGCWrites, knownLinResolvable},
-		Evidence: []Evidence{EvidenceModelState, EvidenceWindow},
-		Window:   knownWindowGCRead,
+		Evidence: []Evidence{EvidenceModelState, EvidenceRecordedReads, EvidenceDeliveryRecord, EvidenceWindow},
+		Window:   knownWindowPolicySwitch,
 		Sites:    []string{"model checkSolidOwner", "model checkOrphanRespected", "lin stoppedWaiting", "lin gcPatch (orphan switched to foreground)", "lin gcPatch (orphaning owner removed)"},
 		Fixtures: []string{"traces/races/policy-switch-foreground-to-orphan.trace", "harness/lin.TestKnownPolicySwitchRace", "harness/lin.TestOrphanSwitchedToForeground",
-			"harness/lin.TestOrphanedAfterOwnerRemoved", "harness/lin.TestUnblockAfterWaitEnded/Orphan"},
+			"harness/lin.TestOrphanedAfterOwnerRemoved", "harness/lin.TestUnblockAfterWaitEnded/Orphan", "harness/lin.TestOrphanSwitchedToForegroundOnDeliveries"},
 		Doc: "A DELETE switches a deletion under way between foreground and orphan after the GC decided a write on the old policy, which then lands."},
 	{ID: KnownAdoptionRecheck, Upstream: "kubernetes#42938 (RecheckDeletionTimestamp, pkg/controller/controller_ref_manager.go): the window between the recheck GET and the adoption",
 		Relaxes:  []string{knownLinAdoption},
@@ -160,18 +167,18 @@ var KnownRaces = []KnownRace{
 		Doc:      "A DELETE that read a bare object removes it with finalizers a write added after the DELETE was sent (or, on a Pod deleted without grace, a GC finalizer another DELETE added)."},
 	{ID: KnownVirtualNamespace, Upstream: "kubernetes#124378: GraphBuilder.addDependentToOwners gives a virtual node its dependent's namespace",
 		Relaxes:  []string{PropNoSolidOwnerCollected, knownLinResolvable},
-		Evidence: []Evidence{EvidenceModelState, EvidenceWindow},
-		Window:   "from the object's create: " + knownWindowInformer,
+		Evidence: []Evidence{EvidenceModelState, EvidenceDeliveryRecord, EvidenceWindow},
+		Window:   "from the object's create, " + knownWindowInformer,
 		Sites:    []string{"model checkSolidOwner", "lin borrowedNamespace"},
-		Fixtures: []string{"traces/races/virtual-namespace.trace", "harness/lin.TestVirtualNamespace"},
+		Fixtures: []string{"traces/races/virtual-namespace.trace", "harness/lin.TestVirtualNamespace", "harness/lin.TestVirtualNamespaceOnDeliveries"},
 		Doc:      "attemptToDeleteItem runs on a cluster-scoped object's virtual node before the object's event arrives, and resolves its references to namespaced owners in the borrowed namespace."},
 	{ID: KnownForegroundEnded, Upstream: "garbagecollector.go attemptToDeleteItem, processDeletingDependentsItem (found by cascade fuzz --target impl --write-delay and the all-policies preset)",
 		Relaxes:  []string{PropNoSolidOwnerCollected, knownLinGCWrites},
-		Evidence: []Evidence{EvidenceModelState, EvidenceWindow},
+		Evidence: []Evidence{EvidenceModelState, EvidenceRecordedReads, EvidenceWindow},
 		Window:   knownWindowGCRead,
 		Sites:    []string{"model checkSolidOwner", "lin stoppedWaiting", "lin waitEnded"},
 		Fixtures: []string{"traces/races/foreground-ended.trace", "harness/lin.TestForegroundEndedBeforeDelete", "harness/lin.TestUnblockAfterWaitEnded/Background",
-			"harness/lin.TestWaitingRefRemovedAfterWaitEnded"},
+			"harness/lin.TestWaitingRefRemovedAfterWaitEnded", "harness/lin.TestForegroundEndedOnReads"},
 		Doc: "A GC write decided while the owner waited for dependents lands after foregroundDeletion went from the owner, still being deleted and so solid; the resourceVersion precondition guards the dependent only."},
 	{ID: KnownRetryWithoutRV, Upstream: "garbagecollector.go deleteObject (kubernetes#132632): a DELETE refused on its resourceVersion is retried without one when the ownerReferences are unchanged",
 		Relaxes:  []string{PropForegroundWaits, PropNoSolidOwnerCollected, PropOrphanRespected},
@@ -189,18 +196,19 @@ var KnownRaces = []KnownRace{
 		Doc:      "An owner deletes its dependents in the foreground; a client deletes one of them, itself an owner, with Orphan; before the GC's graph sees that deletion (a graph that had would leave the item to attemptToOrphan), attemptToDeleteItem GETs the item, finds its owner waiting and sends a Foreground DELETE, which the API server applies to the deletion under way (kubernetes#32339): the orphan finalizer goes and the item's own dependents are collected."},
 	{ID: KnownStaleOrphanPolicy, Upstream: "garbagecollector.go attemptToDeleteItem: \"if an existing orphan finalizer is already on the object, honor it\"",
 		Relaxes:  []string{PropNeverSilentlyOrphaned},
-		Evidence: []Evidence{EvidenceWindow},
+		Evidence: []Evidence{EvidenceRecordedReads, EvidenceWindow},
 		Window:   knownWindowGCRead + " (the model needs no excuse: its in-flight write records the orphan finalizer its decision saw, so checkSilentOrphan passes such a DELETE by rule)",
 		Sites:    []string{"lin gcDelete"},
-		Fixtures: []string{"harness/lin.TestStaleOrphanPolicy"},
+		Fixtures: []string{"harness/lin.TestStaleOrphanPolicy", "harness/lin.TestStaleOrphanPolicyOnReads"},
 		Doc:      "A GC DELETE asking for Orphan, as its GET saw the finalizer, puts back the orphan finalizer attemptToOrphan removed since; harmless, attemptToOrphan runs again."},
 	{ID: KnownStaleGraph, Upstream: "garbagecollector.go attemptToDeleteItem and unblockOwnerReferencesStrategicMergePatch read the GC's graph, behind the store",
 		Relaxes:  []string{knownLinCycleUnblocked, knownLinGCWrites, PropOrphanRespected},
-		Evidence: []Evidence{EvidenceModelState, EvidenceGraphChanges, EvidenceWindow},
+		Evidence: []Evidence{EvidenceModelState, EvidenceGraphChanges, EvidenceDeliveryRecord, EvidenceWindow},
 		Window:   knownWindowStaleGraph,
 		Sites:    []string{"model checkOrphanRespected", "lin cycleUnblocked", "lin unblockedFromGraph"},
-		Fixtures: []string{"traces/races/unblock-puts-back-orphaned-reference.trace", "harness/lin.TestCycleUnblocked", "harness/lin.TestUnblockPutsBackReference"},
-		Doc:      "A GC decision reads dependents, references or deletion state from a graph that has not yet applied a recent write; the unblock patch, merged by UID, puts back a reference the orphaning removed, and the dependent is collected for it."},
+		Fixtures: []string{"traces/races/unblock-puts-back-orphaned-reference.trace", "harness/lin.TestCycleUnblocked", "harness/lin.TestUnblockPutsBackReference",
+			"harness/lin.TestCycleUnblockedOnDeliveries", "harness/lin.TestUnblockPutsBackReferenceOnDeliveries"},
+		Doc: "A GC decision reads dependents, references or deletion state from a graph that has not yet applied a recent write; the unblock patch, merged by UID, puts back a reference the orphaning removed, and the dependent is collected for it."},
 	{ID: KnownStaleDuplicateRef, Upstream: "graph_builder.go referencesDiffs keys old references by UID (no upstream issue)",
 		Relaxes:  []string{PropNoStuckFinalizer, PropGraphAgrees},
 		Evidence: []Evidence{EvidenceModelState},

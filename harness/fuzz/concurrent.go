@@ -146,6 +146,23 @@ type concurrentRun struct {
 	// proxied summarizes the proxy's evidence of a passed run ("" without
 	// a proxy)
 	proxied string
+	// evidence is the proxy's record of the run, once taken (takeEvidence)
+	evidence *proxy.Evidence
+	// excused names the known races the run passed through, each with
+	// what admitted it (lin.Known.Basis)
+	excused []string
+	// delivered: the history was checked with the proxy's delivery record
+	delivered bool
+}
+
+// takeEvidence takes the proxy's record of the run from the proxy the
+// first time, and returns the same record after that.
+func (r *concurrentRun) takeEvidence() proxy.Evidence {
+	if r.evidence == nil {
+		ev := r.env.Evidence()
+		r.evidence = &ev
+	}
+	return *r.evidence
 }
 
 // RunConcurrent runs cfg.Checks concurrent runs against env.
@@ -200,7 +217,7 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			stopIfInterrupted(ctx)
 			judged = true
 			if env.Evidence != nil {
-				write = withEvidence(write, env.Evidence())
+				write = withEvidence(write, r.takeEvidence())
 			}
 			if foundAt.IsZero() {
 				foundAt, foundRun = time.Now(), n
@@ -238,6 +255,12 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			cfg.Coverage.record(slices.Concat(r.program...))
 			rep.Checks++
 			rep.MaybeApplied += r.maybe
+			if len(r.excused) > 0 {
+				rep.Excused++
+			}
+			if r.delivered {
+				rep.Delivered++
+			}
 			for _, x := range r.restarts {
 				rep.Restarts++
 				rep.RestartTime += x.took
@@ -245,6 +268,9 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			extra := ""
 			if len(r.restarts) > 0 {
 				extra = fmt.Sprintf("; %s, %d ops maybe applied", restartSummary(r.restarts), r.maybe)
+			}
+			if len(r.excused) > 0 {
+				extra += "; only through known races: " + strings.Join(r.excused, ", ")
 			}
 			if r.proxied != "" {
 				extra += "; proxy: " + r.proxied
@@ -535,6 +561,11 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	if r.env.GraphChanges != nil {
 		opts.GraphChanges = r.env.GraphChanges()
 	}
+	if r.env.Evidence != nil {
+		// the GC's informers' deliveries: what the GC could have seen
+		opts.Deliveries = r.takeEvidence().GCDeliveries()
+		r.delivered = len(opts.Deliveries) > 0
+	}
 	if r.env.Audit != nil {
 		recs, err := r.env.Audit(r.ctx)
 		if err != nil {
@@ -574,7 +605,8 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	res := interruptible(r.ctx, func() lin.Result { return lin.Check(ops, opts) })
 	r.checked = time.Since(began)
 	for _, k := range res.Known {
-		r.known = append(r.known, k.Issue+": "+k.Message)
+		r.known = append(r.known, k.Issue+" (on "+k.Basis+"): "+k.Message)
+		r.excused = append(r.excused, k.Issue+" on "+k.Basis)
 	}
 	r.judge(res)
 
@@ -586,7 +618,7 @@ func (r *concurrentRun) exec(t *rapid.T) {
 		r.fail("liveness", fmt.Sprintf("once quiet: %s", v), nil)
 	}
 	if r.env.Evidence != nil {
-		r.proxied = r.env.Evidence().Summary()
+		r.proxied = r.takeEvidence().Summary()
 	}
 }
 

@@ -127,11 +127,18 @@ type Report struct {
 	// a passed run.
 	Checks int
 	// Steps are the actions Runs took.
-	Steps   int
-	Ops     int // history operations checked (concurrent)
-	Known   []string
-	Elapsed time.Duration
-	Failure *Failure
+	Steps int
+	Ops   int // history operations checked (concurrent)
+	// Known lists the known races the passed runs went through, one
+	// line each, "ID (on BASIS): message" (lin.Known.Basis).
+	Known []string
+	// Excused counts the passed runs that passed only through a known
+	// race; Delivered the passed runs whose history was checked with the
+	// API proxy's delivery record (lin.Options.Deliveries; upstream
+	// behind the proxy).
+	Excused, Delivered int
+	Elapsed            time.Duration
+	Failure            *Failure
 	// Restarts counts the restarts runs did (--restart-apiserver,
 	// --restart-gc) and RestartTime their total time, each from its
 	// start until the component served again; MaybeApplied counts the

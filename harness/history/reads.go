@@ -109,3 +109,22 @@ type GraphChange struct {
 	// of the same clock as the audit log's (one machine).
 	At int64
 }
+
+// Delivery is one watch event handed to one of the garbage collector's
+// informers of the real kube-controller-manager, as cascade's API proxy
+// recorded it (harness/proxy, the upstream target): the GC's monitors
+// read the typed shared informers and the metadata informers, so an
+// event handed to either is handed to the GC. It is upstream's
+// counterpart of GraphChange, one step earlier: the GC could not have
+// seen this version of the object before At; after At its graph may
+// have it (the graph builder applies events in order, out of sight).
+type Delivery struct {
+	UID string
+	// RV is the version of the object the event carried.
+	RV uint64
+	// Deleted says the event was a DELETED one.
+	Deleted bool
+	// At is when the proxy handed the event on, in Unix nanoseconds of
+	// the same clock as the audit log's (one machine).
+	At int64
+}

@@ -345,7 +345,7 @@ func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pr
 		return nil
 	}
 	fins := res.Finalizers
-	v := &violation{model.PropNoRemovalWithFinalizers, fmt.Sprintf("the delete removed the object while finalizers %v remained", fins), ""}
+	v := &violation{model.PropNoRemovalWithFinalizers, fmt.Sprintf("the delete removed the object while finalizers %v remained", fins), "", ""}
 	if len(fins) == 0 {
 		// a Namespace: its spec.finalizers, which the history does not read
 		v.message = "the delete removed the object, which the API server keeps being deleted until its spec.finalizers are done"
@@ -356,7 +356,7 @@ func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pr
 	}
 	switch {
 	case !model.GracefulDelete(k) && cur.prov.dressed >= 0 && c.ins[cur.prov.dressed].ret > in.op.Call:
-		v.known = model.Excuse(model.KnownRemovalBeforeFinalizers)
+		v.known, v.basis = model.Excuse(model.KnownRemovalBeforeFinalizers), basisOrder
 		v.message += fmt.Sprintf("; it had read the object before op %d put them on, and deleted it at once", cur.prov.dressed)
 	case model.GracefulDelete(k):
 		var by []mark
@@ -373,7 +373,7 @@ func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pr
 			}
 			by = append(by, m)
 		}
-		v.known = model.Excuse(model.KnownRemovalBeforeFinalizers)
+		v.known, v.basis = model.Excuse(model.KnownRemovalBeforeFinalizers), basisOrder
 		v.message += fmt.Sprintf("; it had started a deletion without grace period before op %d put them on, and removed it at once", by[0])
 	}
 	return v

@@ -25,6 +25,8 @@ type builder struct {
 	readsRecorded bool
 	// graph are the GC's applied graph events (applied).
 	graph []history.GraphChange
+	// deliveries are the events handed to the GC's informers (delivered).
+	deliveries []history.Delivery
 	// release is Options.Release.
 	release model.Release
 }
@@ -151,6 +153,16 @@ func (b *builder) applied(k history.Key, at int64) {
 	b.graph = append(b.graph, history.GraphChange{UID: o.UID, RV: o.RV, At: at})
 }
 
+// delivered records that the API proxy handed an event carrying the live
+// version of k to the GC's informers at at: delivery evidence, not an op.
+func (b *builder) delivered(k history.Key, at int64) {
+	o := b.live[k]
+	if o == nil {
+		b.t.Fatalf("delivery of %s, which is not live", k)
+	}
+	b.deliveries = append(b.deliveries, history.Delivery{UID: o.UID, RV: o.RV, At: at})
+}
+
 // refused appends an op the server refused with code and reason.
 func (b *builder) refused(actor string, verb history.Verb, k history.Key, call, ret int64, code int, reason string) int {
 	return b.add(history.Op{Actor: actor, Verb: verb, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,
@@ -160,7 +172,7 @@ func (b *builder) refused(actor string, verb history.Verb, k history.Key, call, 
 // check assigns lanes and checks the history.
 func (b *builder) check() Result {
 	history.AssignLanes(b.ops)
-	return Check(b.ops, Options{Reads: b.reads, ReadsRecorded: b.readsRecorded, GraphChanges: b.graph, Release: b.release})
+	return Check(b.ops, Options{Reads: b.reads, ReadsRecorded: b.readsRecorded, GraphChanges: b.graph, Deliveries: b.deliveries, Release: b.release})
 }
 
 func withRefs(refs ...history.Ref) func(*history.Object) {

@@ -71,6 +71,16 @@ type Options struct {
 	// the graph had the writes in question before the deciding worker
 	// could have read it.
 	GraphChanges []history.GraphChange
+	// Deliveries are the watch events the API proxy handed to the real
+	// GC's informers (history.Delivery; upstream behind the proxy,
+	// proxy.Evidence.GCDeliveries). With them a GC decision is excused
+	// as made before the GC saw a write (kubernetes#26120,
+	// kubernetes#124378, model.KnownStaleGraph) only when no event
+	// carrying that write had been handed to its informers by the
+	// latest moment the GC can have decided; the race window is not
+	// consulted there. Empty: the target has no proxy (kubeconfig,
+	// --no-proxy) or its GC is in-process (GraphChanges).
+	Deliveries []history.Delivery
 	// Semantics is the API server behaviour answers are judged by
 	// (model.Semantics) apart from what Release decides: the bug switches
 	// that change an answer. Check adds Release's switches (Semantics.For).
@@ -91,6 +101,11 @@ type Known struct {
 	Property string
 	Op       int // index of the op in the history
 	Message  string
+	// Basis is what admitted the excuse (a model.Evidence name):
+	// "delivery-record" (the proxy's record of the GC's informers),
+	// "graph-changes", "recorded-reads", "audit-order", or "window"
+	// when it rested on the race window alone.
+	Basis string
 }
 
 // String renders the finding on one line.
@@ -128,7 +143,7 @@ func Check(ops []history.Op, opts Options) Result {
 		window = DefaultRaceWindow
 	}
 	c := &checker{ops: ops, window: int64(window), protection: opts.Protection, sem: opts.Semantics.For(opts.Release), reads: readsByKey(opts.Reads), readsRecorded: opts.ReadsRecorded,
-		graph: graphByUID(opts.GraphChanges), release: opts.Release.Or()}
+		graph: graphByUID(opts.GraphChanges), delivered: deliveriesByUID(opts.Deliveries), deliveries: len(opts.Deliveries) > 0, release: opts.Release.Or()}
 	c.ins = make([]*input, len(ops))
 	for i := range ops {
 		op := &ops[i]

@@ -2,6 +2,7 @@ package lin
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/cascade-k8s/cascade/harness/history"
@@ -142,13 +143,22 @@ func (c *checker) waitEnded(s *store, d *history.Object, in *input, v *violation
 		r := &d.Owners[i]
 		switch st, o := resolve(s, d, r); {
 		case st == refSolid && o.obj.Deleting:
-			if known, why := c.stoppedWaiting(o, in); known != "" {
-				v.known, v.message = known, v.message+why
+			if known, why, basis := c.stoppedWaiting(o, in); known != "" {
+				v.known, v.message, v.basis = known, v.message+why, basis
 				return
+			}
+		case st == refDangling && !liveUID(s, r.UID) && c.readsRecorded:
+			// removed since: the GC's GET answered it waiting
+			if k, ok := ownerKey(d, r); ok {
+				if g := c.gcSawWaiting(k, r.UID, 0, in); g != nil {
+					v.known, v.basis = model.Excuse(model.KnownForegroundEnded), basisReads
+					v.message += fmt.Sprintf("; the GC's GET answered the owner waiting for dependents at resourceVersion %d, and it was removed since", g.Got.RV)
+					return
+				}
 			}
 		case st == refDangling && !liveUID(s, r.UID):
 			if m := c.recentVersion(r.UID, in, waiting); m >= 0 {
-				v.known = model.Excuse(model.KnownForegroundEnded)
+				v.known, v.basis = model.Excuse(model.KnownForegroundEnded), basisWindow
 				v.message += fmt.Sprintf("; op %d answered the owner waiting for dependents within the race window before, and it was removed since", m)
 				return
 			}
@@ -165,17 +175,20 @@ func waiting(o *history.Object) bool {
 
 // allStoppedWaiting is stoppedWaiting of every owner in os: known only if
 // each of them is, as kubernetes#32339 if any was switched to Orphan.
-func (c *checker) allStoppedWaiting(os []*entry, in *input) (known, why string) {
+func (c *checker) allStoppedWaiting(os []*entry, in *input) (known, why, basis string) {
 	for _, o := range os {
-		k, w := c.stoppedWaiting(o, in)
+		k, w, b := c.stoppedWaiting(o, in)
 		if k == "" {
-			return "", ""
+			return "", "", ""
 		}
 		if known == "" || k == model.KnownPolicySwitch && known != k {
 			known, why = k, w
 		}
+		if basis == "" || b == basisWindow {
+			basis = b
+		}
 	}
-	return known, why
+	return known, why, basis
 }
 
 // stoppedWaiting tells whether owner o, being deleted and not waiting for
@@ -184,17 +197,72 @@ func (c *checker) allStoppedWaiting(os []*entry, in *input) (known, why string) 
 // decided in on it: a DELETE switched the deletion to Orphan
 // (kubernetes#32339) or foregroundDeletion went (model.KnownForegroundEnded;
 // processDeletingDependentsItem removes it, and so does a DELETE with
-// Background). It returns the known race and the words to add, or "" for
-// neither (only in lenient mode).
-func (c *checker) stoppedWaiting(o *entry, in *input) (known, why string) {
+// Background). It returns the known race, the words to add and the
+// basis, or "" for neither (only in lenient mode). When the GC's GETs are
+// recorded (Options.ReadsRecorded) the race window is not consulted: the
+// GC decided on o waiting only if one of its GETs answered o waiting at a
+// version older than the write that ended the wait (gcSawWaiting).
+func (c *checker) stoppedWaiting(o *entry, in *input) (known, why, basis string) {
+	ended := func(m mark) (bool, string, string) {
+		if !c.readsRecorded {
+			return c.racy(m, in), " within the race window before", basisWindow
+		}
+		if m < 0 {
+			return false, "", ""
+		}
+		rv, _ := c.writtenVersion(m, o.obj.UID)
+		if g := c.gcSawWaiting(o.key, o.obj.UID, rv, in); g != nil {
+			return true, fmt.Sprintf(" after the GC's GET answered it waiting at resourceVersion %d", g.Got.RV), basisReads
+		}
+		return false, "", ""
+	}
 	switch {
 	case !c.lenient || o.prov == nil || !o.prov.fgSeen || !o.obj.Deleting || waiting(o.obj):
-	case orphaning(o.obj) && c.racy(o.prov.orphan, in):
-		return model.Excuse(model.KnownPolicySwitch), "; a DELETE switched the owner's foreground deletion to orphan after the GC decided"
-	case c.racy(o.prov.fgGone, in):
-		return model.Excuse(model.KnownForegroundEnded), fmt.Sprintf("; the owner waited for dependents when the GC decided, and op %d removed foregroundDeletion within the race window before", o.prov.fgGone)
+	default:
+		if orphaning(o.obj) {
+			if ok, when, basis := ended(o.prov.orphan); ok {
+				return model.Excuse(model.KnownPolicySwitch), "; a DELETE switched the owner's foreground deletion to orphan after the GC decided" + when, basis
+			}
+		}
+		if ok, when, basis := ended(o.prov.fgGone); ok {
+			return model.Excuse(model.KnownForegroundEnded), fmt.Sprintf("; the owner waited for dependents when the GC decided, and op %d removed foregroundDeletion", o.prov.fgGone) + when, basis
+		}
 	}
-	return "", ""
+	return "", "", ""
+}
+
+// gcSawWaiting finds a GET by the GC of the owner at key with this UID
+// that answered it waiting for dependents at a version older than rv,
+// the write that ended the wait (0: any version), and returned before in
+// was sent; when in is a DELETE with a resourceVersion precondition, the
+// GET must also have been sent after the GC's GET of in's object that
+// answered that version (attemptToDeleteItem GETs the item, then each
+// owner, then deletes with the item's version). nil if the recorded reads
+// hold none. Without a precondition (a patch, deleteObject's retry) the
+// reads do not show which of the GC's GETs of the owner the decision
+// followed, and any that answered it waiting before the wait ended is
+// taken.
+func (c *checker) gcSawWaiting(key history.Key, uid string, rv uint64, in *input) *history.Read {
+	after := int64(0)
+	if del := in.op.Delete; del != nil && del.PreconditionRV != "" {
+		for i := range c.reads[in.key] {
+			r := &c.reads[in.key][i]
+			if r.Actor == history.ActorGC && r.Return <= in.op.Call && r.Got != nil && strconv.FormatUint(r.Got.RV, 10) == del.PreconditionRV && r.Call > after {
+				after = r.Call
+			}
+		}
+	}
+	var found *history.Read
+	for i := range c.reads[key] {
+		g := &c.reads[key][i]
+		if g.Actor != history.ActorGC || g.Return > in.op.Call || g.Call < after || g.Got == nil || g.Got.UID != uid || !waiting(g.Got) || rv != 0 && g.Got.RV >= rv {
+			continue
+		}
+		if found == nil || g.Return > found.Return {
+			found = g
+		}
+	}
+	return found
 }
 
 // recentVersion is the last op, returned before in was sent and within

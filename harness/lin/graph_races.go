@@ -34,10 +34,24 @@ import (
 // references it, where the reference's owner is not solid: a GC that
 // had not yet observed the object held it as a virtual node in N, and
 // in N the reference is dangling or waiting, as attemptToDeleteItem
-// needs to delete or unreference.
+// needs to delete or unreference. With the proxy's delivery record
+// (Options.Deliveries) the window is not consulted: the GC held a
+// virtual node only if no event of the object had been handed to its
+// informers by the time it decided (gcDecidedBy: its GET of the object).
 func (c *checker) borrowedNamespace(s *store, cur *entry, i int, in *input, v *violation) {
 	d := cur.obj
-	if !c.lenient || d.Namespace != "" || !c.racy(c.createOf(d.UID), in) {
+	if !c.lenient || d.Namespace != "" {
+		return
+	}
+	basis := basisWindow
+	switch {
+	case c.deliveries:
+		if c.deliveredBefore(d.UID, 0, c.gcDecidedBy(in.key, d.UID, in)) {
+			v.message += "; the proxy's delivery record shows the object's event had been handed to the GC's informers before it decided, so it held no virtual node"
+			return
+		}
+		basis = basisDeliveries
+	case !c.racy(c.createOf(d.UID), in):
 		return
 	}
 	r := &d.Owners[i]
@@ -53,7 +67,7 @@ func (c *checker) borrowedNamespace(s *store, cur *entry, i int, in *input, v *v
 		if st, _ := resolve(s, &virtual, r); st == refSolid || st == refUnresolvable {
 			return true
 		}
-		v.known = model.Excuse(model.KnownVirtualNamespace)
+		v.known, v.basis = model.Excuse(model.KnownVirtualNamespace), basis
 		v.message += fmt.Sprintf("; the GC held it as a virtual node in namespace %s, made from %s, and looked the owner up there", e.obj.Namespace, e.key)
 		return false
 	})
@@ -67,18 +81,42 @@ func (c *checker) borrowedNamespace(s *store, cur *entry, i int, in *input, v *v
 // a strategic merge by UID adds back one that a write removed after the
 // graph's version (found by a bug-free cascade fuzz --target impl
 // --informer-lag run: attemptToOrphan removed the reference, and the
-// unblock patch 5 ms later put it back).
+// unblock patch 5 ms later put it back). With the proxy's delivery
+// record (Options.Deliveries) the window is not consulted: the graph
+// listed the reference only if no event of a version without it had
+// been handed to the GC's informers before the patch was sent.
 func (c *checker) unblockedFromGraph(d *history.Object, r history.Ref, in *input, v *violation) {
 	if !c.lenient || r.Block {
 		return
 	}
-	m := c.recentVersion(d.UID, in, func(o *history.Object) bool {
+	carries := func(o *history.Object) bool {
 		return slices.ContainsFunc(o.Owners, func(old history.Ref) bool {
 			return old.UID == r.UID && old.Kind == r.Kind && old.Name == r.Name && old.APIVersion == r.APIVersion && old.Controller == r.Controller
 		})
-	})
-	if m >= 0 {
-		v.known = model.Excuse(model.KnownStaleGraph)
+	}
+	if c.deliveries {
+		m := c.lastVersion(d.UID, in, carries)
+		if m < 0 {
+			return
+		}
+		// the first version after m's without the reference: the
+		// removal the graph had to see
+		need := d.RV
+		for i := range c.ops {
+			if got := c.ops[i].Got; got != nil && got.UID == d.UID && got.RV > c.ops[m].Got.RV && got.RV < need && !carries(got) {
+				need = got.RV
+			}
+		}
+		if need == 0 || c.deliveredBefore(d.UID, need, in.op.Call) {
+			v.message += "; the proxy's delivery record shows the version without it had been handed to the GC's informers before the patch"
+			return
+		}
+		v.known, v.basis = model.Excuse(model.KnownStaleGraph), basisDeliveries
+		v.message += fmt.Sprintf("; op %d answered the object with it, and no event of a later version without it had been handed to the GC's informers before the unblock patch, which lists the graph's references (the proxy's delivery record)", m)
+		return
+	}
+	if m := c.recentVersion(d.UID, in, carries); m >= 0 {
+		v.known, v.basis = model.Excuse(model.KnownStaleGraph), basisWindow
 		v.message += fmt.Sprintf("; op %d answered the object with it within the race window before, and the unblock patch lists the graph's references", m)
 	}
 }
@@ -140,9 +178,20 @@ func (c *checker) cycleUnblocked(s *store, cur *entry, in *input) *violation {
 			return true
 		}
 		w := &violation{PropCycleUnblocked, fmt.Sprintf("gc deleted %s in the foreground with its reference to %s still blocking, while its dependent %s was deleting its dependents",
-			in.key, d.Owners[block].Name, e.key), ""}
-		if c.lenient && e.prov != nil && cur.prov != nil && block < len(cur.prov.refs) && j < len(e.prov.refs) &&
-			(c.racy(e.prov.fg, in) || c.racy(e.prov.refs[j].by, in) || c.racy(cur.prov.refs[block].by, in)) {
+			in.key, d.Owners[block].Name, e.key), "", ""}
+		switch {
+		case !c.lenient || e.prov == nil || cur.prov == nil || block >= len(cur.prov.refs) || j >= len(e.prov.refs):
+		case c.deliveries:
+			// the worker reads the graph after its GETs and before the
+			// DELETE: excused only if, when the DELETE was sent, no
+			// event carrying one of the three had been handed on yet
+			if c.deliveredAll(e.obj.UID, in.op.Call, e.prov.fg, e.prov.refs[j].by) && c.deliveredAll(d.UID, in.op.Call, cur.prov.refs[block].by) {
+				w.message += "; the proxy's delivery record shows the GC's informers had been handed all three before the DELETE"
+			} else {
+				w.known, w.basis = model.Excuse(model.KnownStaleGraph), basisDeliveries
+				w.message += "; the GC's informers had not been handed every one of them when it sent the DELETE (the proxy's delivery record)"
+			}
+		case c.racy(e.prov.fg, in) || c.racy(e.prov.refs[j].by, in) || c.racy(cur.prov.refs[block].by, in):
 			if read < 0 {
 				read = c.graphReadAfter(s, cur, in)
 			}
@@ -150,7 +199,10 @@ func (c *checker) cycleUnblocked(s *store, cur *entry, in *input) *violation {
 				c.graphHad(e.obj.UID, read, e.prov.fg, e.prov.refs[j].by) && c.graphHad(d.UID, read, cur.prov.refs[block].by) {
 				w.message += "; the GC's graph had both before the worker read it (its recorded graph changes)"
 			} else {
-				w.known = model.Excuse(model.KnownStaleGraph)
+				w.known, w.basis = model.Excuse(model.KnownStaleGraph), basisWindow
+				if read != 0 {
+					w.basis = basisGraph
+				}
 				w.message += "; the GC's graph may not have had it yet"
 			}
 		}
@@ -224,6 +276,40 @@ func (c *checker) graphHad(uid string, read int64, ms ...mark) bool {
 		}
 	}
 	return false
+}
+
+// deliveredAll reports whether the delivery record shows events of the
+// object uid carrying each of the writes ms handed to the GC's informers
+// before t. A write whose version the history does not show counts as
+// not delivered (it proves nothing); a fact without a write in the
+// history (noMark) as delivered, as graphHad takes it.
+func (c *checker) deliveredAll(uid string, t int64, ms ...mark) bool {
+	for _, m := range ms {
+		if m < 0 {
+			continue
+		}
+		if seen, known := c.seenWrite(uid, m, t); !known || !seen {
+			return false
+		}
+	}
+	return true
+}
+
+// lastVersion is the last op, returned before in was sent, that answered
+// the object uid in a version for which is holds; noMark if none
+// (recentVersion without the window).
+func (c *checker) lastVersion(uid string, in *input, is func(*history.Object) bool) mark {
+	m := noMark
+	for i := range c.ops {
+		got := c.ops[i].Got
+		if got == nil || got.UID != uid || got.RV == 0 || c.ins[i].ret >= in.op.Call || !is(got) {
+			continue
+		}
+		if m < 0 || c.ins[i].ret > c.ins[m].ret {
+			m = mark(i)
+		}
+	}
+	return m
 }
 
 // graphByUID indexes graph changes by UID, each UID's in order.

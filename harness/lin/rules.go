@@ -42,9 +42,11 @@ const (
 )
 
 // violation is a broken rule; known names the upstream issue when a
-// documented race explains it.
+// documented race explains it, and basis what the excuse rests on
+// (Known.Basis).
 type violation struct {
 	property, message, known string
+	basis                    string
 }
 
 func (v *violation) String() string {
@@ -63,7 +65,7 @@ func (c *checker) rules(s *store, cur, next *entry, in *input) *violation {
 	switch {
 	case op.Actor == history.ActorGC:
 		if op.Verb == history.Create {
-			return &violation{PropGCWrites, fmt.Sprintf("gc created %s", in.key), ""}
+			return &violation{PropGCWrites, fmt.Sprintf("gc created %s", in.key), "", ""}
 		}
 		if cur == nil || !cur.known() || (next != nil && !next.known()) {
 			return nil
@@ -127,7 +129,7 @@ func (c *checker) ownersChangedBeforeDelete(cur *entry, in *input, v *violation)
 		if o.key != in.key || op.Actor == history.ActorGC || !op.OK() || op.Verb == history.Delete || op.Call < get.Call || op.Call >= in.op.Return {
 			continue
 		}
-		if v.known = model.Excuse(k.ID); v.known != "" {
+		if v.known, v.basis = model.Excuse(k.ID), basisReads; v.known != "" {
 			v.message += fmt.Sprintf("; the GC's GET answered it with ownerReferences %s, op %d (%s) changed them before the DELETE landed, and the DELETE carried no resourceVersion precondition: kubernetes#114603, present in this release (%s; %s fixed it in %s)",
 				refNames(get.Got.Owners), o.id, op.Actor, c.release, model.ReleaseChanges[model.ChangeGCDeleteRV].PR, model.ReleaseChanges[model.ChangeGCDeleteRV].Since)
 		}
@@ -147,7 +149,7 @@ func refNames(refs []history.Ref) string {
 func (c *checker) gcDeleteRules(s *store, cur, next *entry, in *input) *violation {
 	d := cur.obj
 	if len(d.Owners) == 0 {
-		return c.retryRace(in, &violation{model.PropNoSolidOwnerCollected, fmt.Sprintf("gc deleted %s, which has no ownerReferences", in.key), ""})
+		return c.retryRace(in, &violation{model.PropNoSolidOwnerCollected, fmt.Sprintf("gc deleted %s, which has no ownerReferences", in.key), "", ""})
 	}
 	// classifyReferences as far as s is certain of the owners; an
 	// uncertain one ends the classification, and the verdict then rests
@@ -165,7 +167,7 @@ func (c *checker) gcDeleteRules(s *store, cur, next *entry, in *input) *violatio
 	}
 	if i := model.GCDeleteBlocker(classes); i >= 0 && classes[i] == refUnresolvable {
 		r := &d.Owners[i]
-		v := &violation{PropGCResolvable, fmt.Sprintf("gc deleted %s through its reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), ""}
+		v := &violation{PropGCResolvable, fmt.Sprintf("gc deleted %s through its reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), "", ""}
 		c.borrowedNamespace(s, cur, i, in, v)
 		return v
 	}
@@ -183,7 +185,7 @@ func (c *checker) gcDeleteRules(s *store, cur, next *entry, in *input) *violatio
 	if len(solid) > 0 {
 		o := solid[0]
 		v := &violation{model.PropNoSolidOwnerCollected, fmt.Sprintf("gc deleted %s while its owner %s (uid %s) was live and not waiting for dependents",
-			in.key, o.key, short(o.obj.UID)), ""}
+			in.key, o.key, short(o.obj.UID)), "", ""}
 		var why string
 		// The owner was in foreground deletion, so attemptToDeleteItem
 		// decided to delete its dependent, and within the race window
@@ -193,7 +195,7 @@ func (c *checker) gcDeleteRules(s *store, cur, next *entry, in *input) *violatio
 		// blocks, and a non-blocking one never does). The
 		// resourceVersion precondition guards the dependent, not its
 		// owner (the model's no solid owner collected finds the same).
-		v.known, why = c.allStoppedWaiting(solid, in)
+		v.known, why, v.basis = c.allStoppedWaiting(solid, in)
 		v.message += why
 		if v.known == "" {
 			v = c.retryRace(in, v)
@@ -204,20 +206,50 @@ func (c *checker) gcDeleteRules(s *store, cur, next *entry, in *input) *violatio
 		return v
 	}
 	if next != nil && next.obj.HasFinalizer(model.FinalizerOrphan) && !d.HasFinalizer(model.FinalizerOrphan) {
-		v := &violation{model.PropNeverSilentlyOrphaned, fmt.Sprintf("gc's delete of %s put the orphan finalizer on it", in.key), ""}
+		v := &violation{model.PropNeverSilentlyOrphaned, fmt.Sprintf("gc's delete of %s put the orphan finalizer on it", in.key), "", ""}
 		// attemptToDeleteItem asks for Orphan only to honour an orphan
 		// finalizer its GET saw, the deleting client's choice (model
 		// checkSilentOrphan). attemptToOrphan may remove it after that
 		// GET and before the DELETE lands on the object, still deleting;
 		// the DELETE puts it back and attemptToOrphan runs again.
+		// With the GC's GETs recorded, the window is not consulted: its
+		// latest GET of the object must have answered it with the orphan
+		// finalizer, at a version older than the write that removed it.
 		orphanAsked := in.op.Delete != nil && in.op.Delete.Propagation == "Orphan"
-		if c.lenient && orphanAsked && d.Deleting && cur.prov != nil && c.racy(cur.prov.orphanGone, in) {
-			v.known = model.Excuse(model.KnownStaleOrphanPolicy)
+		switch {
+		case !c.lenient || !orphanAsked || !d.Deleting || cur.prov == nil:
+		case c.readsRecorded:
+			if g := c.gcSawOrphan(cur, in); g != nil {
+				v.known, v.basis = model.Excuse(model.KnownStaleOrphanPolicy), basisReads
+				v.message += fmt.Sprintf("; op %d removed it after the GC's GET answered the object with it at resourceVersion %d, and the GC asked for Orphan as its GET had seen", cur.prov.orphanGone, g.Got.RV)
+			}
+		case c.racy(cur.prov.orphanGone, in):
+			v.known, v.basis = model.Excuse(model.KnownStaleOrphanPolicy), basisWindow
 			v.message += fmt.Sprintf("; op %d removed it within the race window before, and the GC asked for Orphan as its GET had seen", cur.prov.orphanGone)
 		}
 		return v
 	}
 	return nil
+}
+
+// gcSawOrphan is the GC's latest GET of cur's object before in was sent
+// when it answered the object with the orphan finalizer at a version
+// older than the write that removed it (prov.orphanGone), nil otherwise:
+// attemptToDeleteItem asks for Orphan only as that GET showed.
+func (c *checker) gcSawOrphan(cur *entry, in *input) *history.Read {
+	var latest *history.Read
+	for i := range c.reads[in.key] {
+		if r := &c.reads[in.key][i]; r.Actor == history.ActorGC && r.Return <= in.op.Call && (latest == nil || r.Return > latest.Return) {
+			latest = r
+		}
+	}
+	if latest == nil || latest.Got == nil || latest.Got.UID != cur.obj.UID || !latest.Got.HasFinalizer(model.FinalizerOrphan) {
+		return nil
+	}
+	if rv, ok := c.writtenVersion(cur.prov.orphanGone, cur.obj.UID); ok && latest.Got.RV >= rv {
+		return nil
+	}
+	return latest
 }
 
 // retryRace classifies v, a GC DELETE that collected an object it may
@@ -249,7 +281,7 @@ func (c *checker) retryRace(in *input, v *violation) *violation {
 	if prev == nil || prev.Code != 409 || prev.Delete == nil || prev.Delete.PreconditionRV == "" {
 		return v
 	}
-	v.known = model.Excuse(model.KnownRetryWithoutRV)
+	v.known, v.basis = model.Excuse(model.KnownRetryWithoutRV), basisOrder
 	v.message += "; its DELETE had failed its resourceVersion precondition, and deleteObject retried it without one after a GET that showed the same ownerReferences"
 	return v
 }
@@ -267,18 +299,18 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 			prev, had := matchRef(d.Owners, r)
 			switch {
 			case !had:
-				v := &violation{PropGCWrites, fmt.Sprintf("gc added an ownerReference to %s %s on %s", r.Kind, r.Name, in.key), ""}
+				v := &violation{PropGCWrites, fmt.Sprintf("gc added an ownerReference to %s %s on %s", r.Kind, r.Name, in.key), "", ""}
 				c.unblockedFromGraph(d, r, in, v)
 				return v
 			case prev == r:
 			case prev.Block && !r.Block && !r.BlockUnset && prev.Controller == r.Controller && prev.ControllerUnset == r.ControllerUnset && prev.Kind == r.Kind && prev.Name == r.Name && prev.APIVersion == r.APIVersion:
 				if !hasWaitingOwner(s, d) {
-					v := &violation{PropGCWrites, fmt.Sprintf("gc set blockOwnerDeletion=false on %s's reference to %s, and no owner of it was waiting for dependents", in.key, r.Name), ""}
+					v := &violation{PropGCWrites, fmt.Sprintf("gc set blockOwnerDeletion=false on %s's reference to %s, and no owner of it was waiting for dependents", in.key, r.Name), "", ""}
 					c.waitEnded(s, d, in, v)
 					return v
 				}
 			default:
-				return &violation{PropGCWrites, fmt.Sprintf("gc changed %s's ownerReference to %s", in.key, r.Name), ""}
+				return &violation{PropGCWrites, fmt.Sprintf("gc changed %s's ownerReference to %s", in.key, r.Name), "", ""}
 			}
 		}
 		for i := range d.Owners {
@@ -304,20 +336,31 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 						continue
 					}
 				}
-				v := &violation{PropGCResolvable, fmt.Sprintf("gc removed %s's reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), ""}
+				v := &violation{PropGCResolvable, fmt.Sprintf("gc removed %s's reference to %s %s", in.key, r.APIVersion+"/"+r.Kind, r.Name), "", ""}
 				c.borrowedNamespace(s, cur, i, in, v)
 				// kubernetes#32339, the other way: attemptToOrphan began
 				// on the owner's orphan finalizer, and a DELETE switched
 				// the deletion to Foreground (removing it) before this
 				// patch landed
-				if m := switchedFromOrphan(s, r.UID); c.lenient && c.racy(m, in) {
-					v.known = model.Excuse(model.KnownPolicySwitch)
+				// With the proxy's delivery record the window is not
+				// consulted: attemptToOrphan began only if an event of
+				// the owner deleting with the orphan finalizer had been
+				// handed to the GC's informers before the patch.
+				if c.lenient && c.deliveries {
+					if m := c.lastVersion(r.UID, in, orphaning); m >= 0 {
+						if seen, _ := c.seenWrite(r.UID, m, in.op.Call); seen {
+							v.known, v.basis = model.Excuse(model.KnownPolicySwitch), basisDeliveries
+							v.message += fmt.Sprintf("; op %d answered the owner deleting with the orphan finalizer, its event had been handed to the GC's informers before the patch, and attemptToOrphan orphans its dependents whatever came after (the proxy's delivery record)", m)
+						}
+					}
+				} else if m := switchedFromOrphan(s, r.UID); c.lenient && c.racy(m, in) {
+					v.known, v.basis = model.Excuse(model.KnownPolicySwitch), basisWindow
 					v.message += fmt.Sprintf("; op %d switched the owner's orphan deletion to foreground after attemptToOrphan began", m)
 				} else if m := c.recentVersion(r.UID, in, orphaning); v.known == "" && c.lenient && m >= 0 && !liveUID(s, r.UID) {
 					// the same, the owner then removed (a DELETE with
 					// Background took the orphan finalizer off):
 					// attemptToOrphan holds the owner's node, removed or not
-					v.known = model.Excuse(model.KnownPolicySwitch)
+					v.known, v.basis = model.Excuse(model.KnownPolicySwitch), basisWindow
 					v.message += fmt.Sprintf("; op %d answered the owner with the orphan finalizer within the race window before, and it was removed since, as attemptToOrphan orphaned its dependents", m)
 				}
 				return v
@@ -325,18 +368,18 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 				if v := viewOf(o.obj); !model.Orphaning(&v) {
 					// attemptToDeleteItem's solid arm removes the
 					// references to waiting owners too
-					known, why := c.stoppedWaiting(o, in)
-					return &violation{PropGCWrites, fmt.Sprintf("gc removed %s's reference to %s, a solid owner that is not orphaning", in.key, o.key) + why, known}
+					known, why, basis := c.stoppedWaiting(o, in)
+					return &violation{PropGCWrites, fmt.Sprintf("gc removed %s's reference to %s, a solid owner that is not orphaning", in.key, o.key) + why, known, basis}
 				}
 			}
 		}
 		if !maps.Equal(d.Labels, nx.Labels) {
-			return &violation{PropGCWrites, fmt.Sprintf("gc changed the labels of %s", in.key), ""}
+			return &violation{PropGCWrites, fmt.Sprintf("gc changed the labels of %s", in.key), "", ""}
 		}
 	}
 	for _, f := range after {
 		if !d.HasFinalizer(f) {
-			return &violation{PropGCWrites, fmt.Sprintf("gc added finalizer %q to %s", f, in.key), ""}
+			return &violation{PropGCWrites, fmt.Sprintf("gc added finalizer %q to %s", f, in.key), "", ""}
 		}
 	}
 	for _, f := range d.Finalizers {
@@ -344,20 +387,20 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 			continue
 		}
 		if v := viewOf(d); model.GCFinalizerDenial(&v, f) != "" {
-			return &violation{PropGCWrites, fmt.Sprintf("gc removed %s from %s: %s", f, in.key, model.GCFinalizerDenial(&v, f)), ""}
+			return &violation{PropGCWrites, fmt.Sprintf("gc removed %s from %s: %s", f, in.key, model.GCFinalizerDenial(&v, f)), "", ""}
 		}
 		block := model.GCFinalizerWaits(f)
 		deps := referrers(s, cur, block)
 		if len(deps) == 0 {
 			continue
 		}
-		v := &violation{model.PropOrphanRespected, fmt.Sprintf("gc removed orphan from %s while %s still references it", in.key, deps[0].e.key), ""}
+		v := &violation{model.PropOrphanRespected, fmt.Sprintf("gc removed orphan from %s while %s still references it", in.key, deps[0].e.key), "", ""}
 		m, late := noMark, lateOrphan
 		if cur.prov != nil {
 			m = cur.prov.orphan
 		}
 		if block {
-			v = &violation{model.PropForegroundWaits, fmt.Sprintf("gc removed foregroundDeletion from %s while %s, a blocking dependent, exists", in.key, deps[0].e.key), ""}
+			v = &violation{model.PropForegroundWaits, fmt.Sprintf("gc removed foregroundDeletion from %s while %s, a blocking dependent, exists", in.key, deps[0].e.key), "", ""}
 			late = lateForeground
 			if cur.prov != nil {
 				m = cur.prov.fg
@@ -371,8 +414,22 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 		// owner's finalizer in the linearization, or, through another
 		// resource's watch (which nothing orders against the owner's),
 		// less than the race window before it.
-		if c.lenient && m >= 0 && all(deps, func(d depRef) bool { return c.unobserved(d, cur, m, late) }) {
-			v.known = model.Excuse(model.KnownUnobservedDependent)
+		// With the proxy's delivery record, it is possible only if no
+		// event carrying the reference had been handed to the GC's
+		// informers by the time the GC decided.
+		if c.deliveries && c.lenient && m >= 0 {
+			decided := c.gcDecidedBy(in.key, d.UID, in)
+			if all(deps, func(d depRef) bool { return c.undelivered(d, decided) }) {
+				v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisDeliveries
+				v.message += "; no event carrying the reference had been handed to the GC's informers when it decided (the proxy's delivery record)"
+			} else {
+				v.message += "; the proxy's delivery record shows the reference had been handed to the GC's informers before it decided"
+			}
+		} else if c.lenient && m >= 0 && all(deps, func(d depRef) bool { return c.unobserved(d, cur, m, late) }) {
+			v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisOrder
+			if !all(deps, func(d depRef) bool { return d.e.prov != nil && d.e.prov.refs[d.i].late&late != 0 }) {
+				v.basis = basisWindow
+			}
 			v.message += "; the GC had not observed it when it processed the deletion"
 		}
 		return v
@@ -410,15 +467,15 @@ func (c *checker) adoption(s *store, cur, next *entry, in *input) *violation {
 		var key history.Key
 		switch st, o := resolve(s, next.obj, r); {
 		case (st == refSolid || st == refWaiting) && o.obj.Deleting:
-			v = &violation{PropAdoption, fmt.Sprintf("%s adopted %s to %s, which was being deleted", in.op.Actor, in.key, o.key), ""}
+			v = &violation{PropAdoption, fmt.Sprintf("%s adopted %s to %s, which was being deleted", in.op.Actor, in.key, o.key), "", ""}
 			key = o.key
 			if c.lenient && !c.readsRecorded && o.prov != nil && c.racy(o.prov.delStart, in) {
-				v.known = model.Excuse(model.KnownAdoptionRecheck)
+				v.known, v.basis = model.Excuse(model.KnownAdoptionRecheck), basisWindow
 				v.message += "; the deletion started between the controller's recheck and its write"
 			}
 		case st == refDangling && c.readsRecorded:
 			key, _ = ownerKey(next.obj, r)
-			v = &violation{PropAdoption, fmt.Sprintf("%s adopted %s to %s (uid %s), which was gone", in.op.Actor, in.key, key, short(r.UID)), ""}
+			v = &violation{PropAdoption, fmt.Sprintf("%s adopted %s to %s (uid %s), which was gone", in.op.Actor, in.key, key, short(r.UID)), "", ""}
 		default:
 			continue
 		}
@@ -427,7 +484,7 @@ func (c *checker) adoption(s *store, cur, next *entry, in *input) *violation {
 		}
 		live, why := c.recheck(key, r.UID, in)
 		if live != nil {
-			v.known = model.Excuse(model.KnownAdoptionRecheck)
+			v.known, v.basis = model.Excuse(model.KnownAdoptionRecheck), basisReads
 			v.message += fmt.Sprintf("; the deletion came between the controller's recheck GET, which answered the owner live %s before the write, and its write",
 				time.Duration(in.op.Call-live.Return).Round(time.Millisecond))
 			return v
@@ -543,6 +600,18 @@ func (c *checker) unobserved(d depRef, owner *entry, m mark, late uint8) bool {
 		return true
 	}
 	return d.e.key.Kind != owner.key.Kind && rp.by >= 0 && c.ins[rp.by].ret > c.ops[m].Call-c.window
+}
+
+// undelivered reports whether the proxy's delivery record shows that no
+// event carrying d's reference had been handed to the GC's informers
+// before the instant decided: the GC could not have seen it. A reference
+// whose write the history does not show proves nothing.
+func (c *checker) undelivered(d depRef, decided int64) bool {
+	if d.e.prov == nil {
+		return false
+	}
+	seen, known := c.seenWrite(d.e.obj.UID, d.e.prov.refs[d.i].by, decided)
+	return known && !seen
 }
 
 // hasWaitingOwner reports whether an owner of d waits for dependents

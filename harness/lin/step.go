@@ -50,6 +50,12 @@ type checker struct {
 	// graph are the GC's applied graph events by UID, in order
 	// (Options.GraphChanges).
 	graph map[string][]history.GraphChange
+	// delivered are the watch events handed to the GC's informers by
+	// UID, in order (Options.Deliveries); deliveries says the proxy
+	// recorded them, so that the race window is not consulted where they
+	// decide.
+	delivered  map[string][]history.Delivery
+	deliveries bool
 	// release is Options.Release.
 	release model.Release
 }
@@ -108,7 +114,7 @@ outcomes:
 					cp := *s
 					t = &cp
 				}
-				t.found = &finding{k: Known{Issue: v.known, Property: v.property, Op: in.id, Message: v.message}, next: t.found}
+				t.found = &finding{k: Known{Issue: v.known, Property: v.property, Op: in.id, Message: v.message, Basis: v.basis}, next: t.found}
 			}
 		}
 		next = append(next, t)

@@ -2,12 +2,16 @@ package proxy
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/cascade-k8s/cascade/harness/history"
 )
 
 // Request is one request of kube-controller-manager as the proxy passed
@@ -232,4 +236,31 @@ func (e Evidence) Summary() string {
 	}
 	return fmt.Sprintf("%d requests, %d watch events handed on (%d held over 20ms, longest %s), %d watches ended for a relist, %d GC writes (%d held over 20ms, longest %s)",
 		len(e.Requests), events, heldEvents, maxEvent.Round(time.Millisecond), e.Relists(), writes, heldWrites, maxWrite.Round(time.Millisecond))
+}
+
+// GCDeliveries converts the evidence into what harness/lin reads
+// (lin.Options.Deliveries): every object event handed to an informer the
+// garbage collector's monitors read (SharedInformersClient,
+// MetadataInformersClient), in the order handed on. Bookmarks, errors,
+// events never handed on and events whose resourceVersion is not a
+// number are left out.
+func (e Evidence) GCDeliveries() []history.Delivery {
+	var out []history.Delivery
+	for _, d := range e.Deliveries {
+		if d.Client != SharedInformersClient && d.Client != MetadataInformersClient || d.Delivered.IsZero() || d.UID == "" {
+			continue
+		}
+		switch d.Type {
+		case "ADDED", "MODIFIED", "DELETED":
+		default:
+			continue
+		}
+		rv, err := strconv.ParseUint(d.ResourceVersion, 10, 64)
+		if err != nil {
+			continue
+		}
+		out = append(out, history.Delivery{UID: d.UID, RV: rv, Deleted: d.Type == "DELETED", At: d.Delivered.UnixNano()})
+	}
+	slices.SortStableFunc(out, func(a, b history.Delivery) int { return cmp.Compare(a.At, b.At) })
+	return out
 }

@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/cascade-k8s/cascade/harness/history"
 )
 
 // Summary counts the events handed on and those a fault held, the
@@ -28,5 +31,32 @@ func TestEvidenceSummary(t *testing.T) {
 	want := "4 requests, 2 watch events handed on (1 held over 20ms, longest 120ms), 1 watches ended for a relist, 2 GC writes (1 held over 20ms, longest 150ms)"
 	if got := e.Summary(); got != want {
 		t.Errorf("Summary() = %q\nwant        %q", got, want)
+	}
+}
+
+// GCDeliveries keeps the object events handed to an informer the GC's
+// monitors read (the shared typed and the metadata informers), with
+// their version and moment, in the order handed on; it leaves out other
+// clients' streams, bookmarks, events never handed on (a relist fault
+// ended the stream first) and events without a numeric version.
+func TestGCDeliveries(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	ev := Evidence{Deliveries: []Delivery{
+		{Client: MetadataInformersClient, Type: "MODIFIED", UID: "u2", ResourceVersion: "12", Delivered: t0.Add(2 * time.Millisecond)},
+		{Client: SharedInformersClient, Type: "ADDED", UID: "u1", ResourceVersion: "11", Delivered: t0.Add(time.Millisecond)},
+		{Client: SharedInformersClient, Type: "DELETED", UID: "u1", ResourceVersion: "13", Delivered: t0.Add(3 * time.Millisecond)},
+		{Client: "replicaset-controller", Type: "ADDED", UID: "u3", ResourceVersion: "14", Delivered: t0},
+		{Client: SharedInformersClient, Type: "BOOKMARK", ResourceVersion: "15", Delivered: t0},
+		{Client: SharedInformersClient, Type: "MODIFIED", UID: "u1", ResourceVersion: "16", Fault: "relist"},
+		{Client: SharedInformersClient, Type: "MODIFIED", UID: "u1", ResourceVersion: "x", Delivered: t0},
+	}}
+	got := ev.GCDeliveries()
+	want := []history.Delivery{
+		{UID: "u1", RV: 11, At: t0.Add(time.Millisecond).UnixNano()},
+		{UID: "u2", RV: 12, At: t0.Add(2 * time.Millisecond).UnixNano()},
+		{UID: "u1", RV: 13, Deleted: true, At: t0.Add(3 * time.Millisecond).UnixNano()},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("GCDeliveries:\n got %+v\nwant %+v", got, want)
 	}
 }
