@@ -62,7 +62,11 @@ func (gc *GarbageCollector) processGraphChanges(ctx context.Context, ev *event) 
 	log := ctrllog.FromContext(ctx)
 	if f := gc.opts.OnGraphChange; f != nil && !ev.virtual {
 		// deferred first, so it runs once the lock is released
-		defer f(GraphChange{UID: ev.obj.UID, ResourceVersion: ev.obj.ResourceVersion, Deleted: ev.typ == Deleted})
+		c := GraphChange{UID: ev.obj.UID, ResourceVersion: ev.obj.ResourceVersion, Deleted: ev.typ == Deleted}
+		if ev.old != nil && ev.old.UID != ev.obj.UID {
+			c.Replaced = ev.old.UID
+		}
+		defer f(c)
 	}
 	g := &gc.graph
 	g.mu.Lock()
