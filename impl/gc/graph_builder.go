@@ -34,7 +34,13 @@ type event struct {
 	// mode the informer's oldObj, in Stepped mode the version the graph
 	// builder was last given (a skipped event was never in the store).
 	old *metav1.PartialObjectMetadata
-	gvk schema.GroupVersionKind
+	// replaces (Stepped mode) is the UID of the object of the same name
+	// the graph builder was last given, when a relist skipped that
+	// object's delete: client-go's stores are keyed by namespace/name, so
+	// Replace hands this event on as an update from it, never its delete
+	// (kubernetes#133565). "" for none.
+	replaces types.UID
+	gvk      schema.GroupVersionKind
 	gvr schema.GroupVersionResource
 	// listed: an add from the informer's initial list. The reflector's
 	// streaming list (WatchListClient) collects the initial events in a
