@@ -154,6 +154,18 @@ type concurrentRun struct {
 	knownLive []string
 }
 
+// apiServerBreaks are the times the run's kube-apiserver restarts began,
+// each of which broke every watch.
+func (r *concurrentRun) apiServerBreaks() []time.Time {
+	var out []time.Time
+	for _, x := range r.restarts {
+		if x.name == apiServerRestartName && !x.began.IsZero() {
+			out = append(out, x.began)
+		}
+	}
+	return out
+}
+
 // takeGraphChanges adds the graph changes the GC applied since the last
 // call to the run's and returns them all; nil on targets whose GC's graph
 // is out of sight.
@@ -552,11 +564,13 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	var ops []history.Op
 	opts := lin.Options{Timeout: r.env.LinTimeout, Protection: r.env.Protection, Release: r.env.Release}
 	opts.GraphChanges = r.takeGraphChanges()
+	stale := staleFromGraph(opts.GraphChanges)
 	if r.env.Audit != nil {
 		recs, err := r.env.Audit(r.ctx)
 		if err != nil {
 			r.fail("error", fmt.Sprintf("audit log: %v", err), nil)
 		}
+		stale = stale.union(staleFromAudit(recs, r.apiServerBreaks()))
 		if ops, err = history.FromAudit(recs, scope); err != nil {
 			r.fail("error", fmt.Sprintf("history: %v", err), nil)
 		}
@@ -599,7 +613,7 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	if err != nil {
 		r.fail("error", err.Error(), nil)
 	}
-	v, known := checkLiveness(objs, staleFromGraph(r.graph))
+	v, known := checkLiveness(objs, stale)
 	for _, k := range known {
 		r.known = append(r.known, k.Known+": "+k.Message)
 		r.knownLive = append(r.knownLive, k.Known)

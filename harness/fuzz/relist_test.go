@@ -3,7 +3,9 @@ package fuzz
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/model"
 )
@@ -51,6 +53,68 @@ func TestLivenessRelistNeedsEvidence(t *testing.T) {
 		"removed": {{UID: "uid-c-new", RV: 20, Replaced: "uid-c-old"}, {UID: "uid-c-old", RV: 21, Deleted: true}},
 	} {
 		v, known := checkLiveness(relistRun(t), staleFromGraph(changes))
+		if v == nil || v.Property != model.PropGarbageCollected || len(known) != 0 {
+			t.Errorf("%s: want garbage is collected violated, unexcused; got %v (known %v)", name, v, known)
+		}
+	}
+}
+
+// auditRec is an audited request of the run's namespace at second sec.
+func auditRec(sec int, verb, resource, name, ua, uri string, code int, uid string) controlplane.AuditRecord {
+	rec := controlplane.AuditRecord{Stage: controlplane.StageResponseComplete, Verb: verb, APIGroup: "apps", Resource: resource,
+		Namespace: testPrefix + "-default", Name: name, UserAgent: ua, RequestURI: uri, Code: code,
+		RequestReceived: time.Unix(1000+int64(sec), 0)}
+	if uid != "" {
+		rec.ResponseObject = []byte(`{"metadata":{"name":"` + name + `","uid":"` + uid + `"}}`)
+	}
+	return rec
+}
+
+// relistAudit is the audit log of seed 2's run 6, cut to what matters:
+// deployment c created (uid-c-old), kube-apiserver restarting at second
+// 10, c deleted and created again (uid-c-new) at 12 and 13, and the GC's
+// informer relisting Deployments at relistAt.
+func relistAudit(relistAt int, relistURI string) []controlplane.AuditRecord {
+	const client = history.DriverUserAgentPrefix + "1"
+	return []controlplane.AuditRecord{
+		auditRec(1, "create", "deployments", "c", client, "/apis/apps/v1/namespaces/x/deployments", 201, "uid-c-old"),
+		auditRec(12, "delete", "deployments", "c", client, "/apis/apps/v1/namespaces/x/deployments/c", 200, ""),
+		auditRec(13, "create", "deployments", "c", client, "/apis/apps/v1/namespaces/x/deployments", 201, "uid-c-new"),
+		auditRec(relistAt, "watch", "deployments", "", history.ImplGCUserAgent, relistURI, 200, ""),
+	}
+}
+
+// TestLivenessRelistFromAudit: the audit log shows deployment c deleted
+// and created with a new UID after a kube-apiserver restart broke the
+// GC's watches and before its informer relisted Deployments; rs/d's
+// stuck garbage is then the known race relist-uid-change, named.
+func TestLivenessRelistFromAudit(t *testing.T) {
+	stale := staleFromAudit(relistAudit(15, "/apis/apps/v1/deployments?sendInitialEvents=true&watch=true"), []time.Time{time.Unix(1010, 0)})
+	v, known := checkLiveness(relistRun(t), stale)
+	if v != nil {
+		t.Fatalf("the audit log shows the name taken over within the relist's gap, yet: %v", v)
+	}
+	if len(known) != 1 || known[0].Known != model.KnownRelistUIDChange {
+		t.Fatalf("want rs/d's stuck garbage named %s, got %v", model.KnownRelistUIDChange, known)
+	}
+}
+
+// TestLivenessRelistFromAuditNeedsTheGap: the same deletes and creates
+// are no evidence without a restart before them, when the informer
+// relisted before the create, or resumed its watch without a relist
+// (its watch then delivered the delete).
+func TestLivenessRelistFromAuditNeedsTheGap(t *testing.T) {
+	const relist = "/apis/apps/v1/deployments?sendInitialEvents=true&watch=true"
+	for name, c := range map[string]struct {
+		recs   []controlplane.AuditRecord
+		breaks []time.Time
+	}{
+		"no restart":            {relistAudit(15, relist), nil},
+		"restart after":         {relistAudit(15, relist), []time.Time{time.Unix(1014, 0)}},
+		"relisted before":       {relistAudit(11, relist), []time.Time{time.Unix(1010, 0)}},
+		"watch resumed instead": {relistAudit(11, "/apis/apps/v1/deployments?resourceVersion=5&watch=true"), []time.Time{time.Unix(1010, 0)}},
+	} {
+		v, known := checkLiveness(relistRun(t), staleFromAudit(c.recs, c.breaks))
 		if v == nil || v.Property != model.PropGarbageCollected || len(known) != 0 {
 			t.Errorf("%s: want garbage is collected violated, unexcused; got %v (known %v)", name, v, known)
 		}
