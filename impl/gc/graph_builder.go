@@ -41,7 +41,7 @@ type event struct {
 	// (kubernetes#133565). "" for none.
 	replaces types.UID
 	gvk      schema.GroupVersionKind
-	gvr schema.GroupVersionResource
+	gvr      schema.GroupVersionResource
 	// listed: an add from the informer's initial list. The reflector's
 	// streaming list (WatchListClient) collects the initial events in a
 	// map-backed store and replaces with its List(), so they reach the
