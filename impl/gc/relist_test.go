@@ -2,6 +2,7 @@ package gc
 
 import (
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -62,5 +63,50 @@ func TestCoalesceReplacementKeepsDeletes(t *testing.T) {
 	s = steppedWith([]types.UID{"a"}, secretEvent(Deleted, "owner", "a"), secretEvent(Added, "other", "c"))
 	if s.coalesce(secrets) {
 		t.Error("an owner's delete was skipped with its name never taken")
+	}
+}
+
+// The informer-relist fault does what client-go's relist does: an owner
+// deleted while a new owner took its name within the gap gets no delete,
+// and the new owner reaches the graph builder as an update from it.
+func TestInformerRelistNameTakenOver(t *testing.T) {
+	l := newInformerLag(0, time.Second, 1, nil)
+	s := &lagStream{given: map[types.UID]*metav1.PartialObjectMetadata{}, replaces: map[types.UID]types.UID{}}
+	oldOwner := secretEvent(Added, "owner", "a")
+	if ev := l.next(s, lagged{ev: oldOwner}); ev == nil || ev.typ != Added {
+		t.Fatalf("the old owner's create before the gap: got %+v", ev)
+	}
+	s.queue = []lagged{{ev: secretEvent(Added, "owner", "b"), gap: 1}, {ev: secretEvent(Modified, "owner", "b"), gap: 1}}
+	if ev := l.next(s, lagged{ev: secretEvent(Deleted, "owner", "a"), gap: 1}); ev != nil {
+		t.Fatalf("the old owner's delete was handed on: %+v", ev)
+	}
+	for len(s.queue) > 0 {
+		x := s.queue[0]
+		s.queue = s.queue[1:]
+		ev := l.next(s, x)
+		if len(s.queue) > 0 {
+			if ev != nil {
+				t.Fatalf("a superseded event was handed on: %+v", ev)
+			}
+			continue
+		}
+		if ev == nil || ev.typ != Modified || ev.old == nil || ev.old.UID != "a" || ev.obj.UID != "b" {
+			t.Fatalf("want the new owner as an update from the old one, got %+v", ev)
+		}
+	}
+	if _, kept := s.given["a"]; kept {
+		t.Error("the relist's view still holds the old owner")
+	}
+}
+
+// A name deleted again before the gap ends is no heir: the old owner's
+// delete is handed on.
+func TestInformerRelistNameFreedAgain(t *testing.T) {
+	l := newInformerLag(0, time.Second, 1, nil)
+	s := &lagStream{given: map[types.UID]*metav1.PartialObjectMetadata{}, replaces: map[types.UID]types.UID{}}
+	l.next(s, lagged{ev: secretEvent(Added, "owner", "a")})
+	s.queue = []lagged{{ev: secretEvent(Added, "owner", "b"), gap: 1}, {ev: secretEvent(Deleted, "owner", "b"), gap: 1}}
+	if ev := l.next(s, lagged{ev: secretEvent(Deleted, "owner", "a"), gap: 1}); ev == nil || ev.typ != Deleted {
+		t.Fatalf("the old owner's delete was not handed on: %+v", ev)
 	}
 }
