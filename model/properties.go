@@ -599,26 +599,26 @@ func checkGraphAgrees(m *Model, s *State) *Violation {
 			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("%s is in foreground deletion but its node is not deletingDependents (kubernetes#115570)", o.Key())}
 		}
 	}
-	var stopped *Violation
+	var excused *Violation // the first the registry excuses, if no other
 	for _, n := range s.GC.Nodes {
 		if !n.Virtual && s.Get(n.UID) == nil {
 			v := &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("the graph still has %s, which left storage", identKey(n.Identity))}
 			if replacedByRelist(s, n.UID) {
 				if known := Excuse(KnownRelistUIDChange); known != "" {
-					if stopped == nil {
+					if excused == nil {
 						v.Known = known
 						v.Message += "; a relist replaced it by a new object of the same name without a delete"
-						stopped = v
+						excused = v
 					}
 					continue
 				}
 			}
 			if k, served := KindByName(n.Kind); served && k.Info().Custom && crdOutlived(s, k, n.UID) {
 				if known := Excuse(KnownStoppedMonitor); known != "" {
-					if stopped == nil {
+					if excused == nil {
 						v.Known = known
 						v.Message += "; its resource's monitor stopped before the deletion event reached the graph"
-						stopped = v
+						excused = v
 					}
 					continue
 				}
@@ -626,7 +626,7 @@ func checkGraphAgrees(m *Model, s *State) *Violation {
 			return v
 		}
 	}
-	return stopped
+	return excused
 }
 
 // replacedByRelist reports whether the GC's graph keeps an observed node
