@@ -171,6 +171,9 @@ func renameWatcher(w *Watcher, r func(UID) UID) {
 		nq := slices.Clone(q)
 		for i := range nq {
 			renameObject(&nq[i].Obj, r)
+			if nq[i].Replaces != 0 {
+				nq[i].Replaces = r(nq[i].Replaces)
+			}
 		}
 		w.setQueue(nil, KindID(k), nq)
 	}

@@ -493,6 +493,10 @@ func (s *State) encCache(b []byte, w *Watcher) []byte {
 	return b
 }
 
+// eventReplaces flags, in an encoded event's type byte, an event with
+// WatchEvent.Replaces, whose UID follows.
+const eventReplaces = 0x80
+
 // encQueues writes a bit mask of an informer's non-empty queues, then
 // those queues. A queued event's object equal to the cached one with its
 // UID is written as the UID with the low bit set: a DELETED event carries
@@ -525,7 +529,11 @@ func (s *State) encQueues(b []byte, w *Watcher) []byte {
 		b = binary.AppendUvarint(b, uint64(len(q)))
 		for i := range q {
 			o := &q[i].Obj
-			b = append(b, byte(q[i].Type))
+			if q[i].Replaces != 0 { // the flag, then the UID replaced
+				b = binary.AppendUvarint(append(b, byte(q[i].Type)|eventReplaces), uint64(q[i].Replaces))
+			} else {
+				b = append(b, byte(q[i].Type))
+			}
 			if c := cachedIn(w.Cache, pos, o.UID); c != nil && sameObject(o, c) {
 				b = binary.AppendUvarint(b, uint64(o.UID)<<1|1)
 			} else {
@@ -1028,7 +1036,10 @@ func (d *Decoder) queues(w *Watcher) {
 		}
 		q := d.cur.events.take(d.count())
 		for i := range q {
-			q[i].Type = EventType(d.byte())
+			t := d.byte()
+			if q[i].Type, q[i].Replaces = EventType(t&^eventReplaces), 0; t&eventReplaces != 0 {
+				q[i].Replaces = UID(d.uvarint())
+			}
 			o := &q[i].Obj
 			v := d.uvarint()
 			uid := UID(v >> 1)

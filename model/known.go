@@ -81,6 +81,9 @@ const (
 	// KnownOwnerChangeBeforeDelete: a GC DELETE without the
 	// resourceVersion precondition, before v1.34.
 	KnownOwnerChangeBeforeDelete = "kubernetes#114603"
+	// KnownRelistUIDChange: a relist hands a name's new object on as an
+	// update from the deleted one, whose node stays in the graph.
+	KnownRelistUIDChange = "relist-uid-change"
 )
 
 // harness/lin's own rules (lin.Prop*), which entries relax by name, and
@@ -97,7 +100,9 @@ const (
 	knownWindowPolicySwitch      = "only on kubeconfig targets for a GC decision on a waiting owner (elsewhere the GC's recorded GET decides), and for attemptToOrphan's patch where no delivery record exists (kubeconfig, upstream with --no-proxy, impl)"
 	knownFixtureTrace            = "traces/"
 	knownFixtureLin              = "harness/lin."
+	knownFixtureFuzz             = "harness/fuzz."
 	knownSiteModel, knownSiteLin = "model ", "lin "
+	knownSiteFuzz                = "fuzz "
 )
 
 // KnownRace is one entry of the registry.
@@ -119,8 +124,10 @@ type KnownRace struct {
 	// "lin gcDelete", ...
 	Sites []string
 	// Fixtures show it in and out of the race: traces under
-	// traces/races/ (the model's sites) and harness/lin tests,
-	// "harness/lin.TestName" (lin's). Each fails with the entry disabled.
+	// traces/races/ (the model's sites), harness/lin tests,
+	// "harness/lin.TestName" (lin's), and harness/fuzz tests,
+	// "harness/fuzz.TestName" (its liveness check's). Each fails with the
+	// entry disabled.
 	Fixtures []string
 	// Releases are the releases that carry the race; the zero range is
 	// every release. A site excuses a violation only on a release the
@@ -240,6 +247,12 @@ var KnownRaces = []KnownRace{
 		Fixtures: []string{"traces/races/kubernetes-114603.trace", "harness/lin.TestOwnerChangeBeforeDelete"},
 		Releases: ReleaseRange{Until: ReleaseChanges[ChangeGCDeleteRV].Since},
 		Doc:      "attemptToDeleteItem GETs a dependent, finds its owners absent and decides to delete it; a client adds a live owner or removes the last reference before the DELETE lands, and the DELETE, without a resourceVersion precondition, collects it. The model sees it in the in-flight write's ownerReferences; harness/lin in the GC's recorded GET of the object and the write that changed its references after it."},
+	{ID: KnownRelistUIDChange, Upstream: "kubernetes#133565 (RealFIFO: send DELETE events if an object has changed UID while disconnected, closed unmerged): client-go tools/cache RealFIFO.Replace (reconcileReplacement) and DeltaFIFO.Replace emit deletes only for keys missing from the list, and processDeltas hands a listed key the store holds on as OnUpdate(old, new); graph_builder.go processGraphChanges keys nodes by UID, inserts the new object's node and never removes the old one's",
+		Relaxes:  []string{PropGarbageCollected, PropGraphAgrees},
+		Evidence: []Evidence{EvidenceModelState, EvidenceGraphChanges, EvidenceAuditOrder},
+		Sites:    []string{"model checkGarbageCollected", "model checkGraphAgrees", "fuzz checkLiveness (impl: graph changes)", "fuzz checkLiveness (audit: a name deleted and created again between a kube-apiserver restart and the GC informer's relist)"},
+		Fixtures: []string{"traces/races/relist-uid-change.trace", "harness/fuzz.TestLivenessRelistReplacedOwner", "harness/fuzz.TestLivenessRelistFromAudit"},
+		Doc:      "An owner is deleted and an object of the same kind, namespace and name created while the GC's watch of that resource is broken (an API server restart, a watch expired); the informer's relist finds the name listed and hands the new object on as an update from the old one, with no delete. The graph builder adds a node for the new UID and keeps the old one's for good, so the old owner's dependents look owned and are never sent to attemptToDelete: garbage is never collected, and the graph keeps a node whose object left storage. The model sees it in its GC's graph, which keeps an observed node its informer's cache dropped; impl's recorded graph changes show the node never removed; an audit log shows the owner's name taking a new UID while the GC's watch of the resource was broken."},
 }
 
 // KnownRaceByID finds an entry.
@@ -281,29 +294,36 @@ func DisableKnownRace(id string) (restore func(), err error) {
 }
 
 // FixtureKind says which checker a fixture exercises: "trace" for
-// traces/*/*.trace (the model), "lin" for harness/lin tests, "" for
-// neither.
+// traces/*/*.trace (the model), "lin" for harness/lin tests, "fuzz" for
+// harness/fuzz tests (its liveness check of real clusters), "" for none.
 func FixtureKind(f string) string {
 	switch {
 	case strings.HasPrefix(f, knownFixtureTrace) && strings.HasSuffix(f, ".trace"):
 		return "trace"
 	case strings.HasPrefix(f, knownFixtureLin+"Test"):
 		return "lin"
+	case strings.HasPrefix(f, knownFixtureFuzz+"Test"):
+		return "fuzz"
 	}
 	return ""
 }
 
 // LinFixtureTest is the test name (with any subtest) of a harness/lin
-// fixture.
-func LinFixtureTest(f string) string { return strings.TrimPrefix(f, knownFixtureLin) }
+// or harness/fuzz fixture.
+func LinFixtureTest(f string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(f, knownFixtureLin), knownFixtureFuzz)
+}
 
-// SiteChecker is the checker a site belongs to: "model" or "lin".
+// SiteChecker is the checker a site belongs to: "model", "lin" or
+// "fuzz" (harness/fuzz's liveness check).
 func SiteChecker(site string) string {
 	switch {
 	case strings.HasPrefix(site, knownSiteModel):
 		return "model"
 	case strings.HasPrefix(site, knownSiteLin):
 		return "lin"
+	case strings.HasPrefix(site, knownSiteFuzz):
+		return "fuzz"
 	}
 	return ""
 }

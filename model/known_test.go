@@ -31,7 +31,7 @@ func TestKnownRegistryComplete(t *testing.T) {
 		for _, f := range k.Fixtures {
 			kind := FixtureKind(f)
 			if kind == "" {
-				t.Errorf("%s: fixture %q is neither a trace nor a harness/lin test", k.ID, f)
+				t.Errorf("%s: fixture %q is none of a trace, a harness/lin test and a harness/fuzz test", k.ID, f)
 			}
 			kinds[kind] = true
 			if kind == "trace" {
@@ -50,8 +50,12 @@ func TestKnownRegistryComplete(t *testing.T) {
 				if !kinds["lin"] {
 					t.Errorf("%s: harness/lin names it (%s) but no lin test shows it", k.ID, s)
 				}
+			case "fuzz":
+				if !kinds["fuzz"] {
+					t.Errorf("%s: harness/fuzz names it (%s) but no fuzz test shows it", k.ID, s)
+				}
 			default:
-				t.Errorf("%s: site %q names neither the model nor lin", k.ID, s)
+				t.Errorf("%s: site %q names none of the model, lin and fuzz", k.ID, s)
 			}
 		}
 	}

@@ -468,6 +468,7 @@ func classifyRef(s *State, d *Object, r OwnerRef) (RefClass, *Object) {
 }
 
 func checkGarbageCollected(m *Model, s *State) *Violation {
+	var excused *Violation // the first the registry excuses, if no other
 	for i := range s.Objects {
 		d := &s.Objects[i]
 		if d.Deleting || len(d.Owners) == 0 || d.Kind.Info().Kind == "Event" {
@@ -481,10 +482,24 @@ func checkGarbageCollected(m *Model, s *State) *Violation {
 			}
 		}
 		if garbage && m.protectionDenies(s, d) == "" {
-			return &Violation{Property: PropGarbageCollected, Message: fmt.Sprintf("%s is garbage (every owner is absent) but was never collected", d.Key())}
+			v := &Violation{Property: PropGarbageCollected, Message: fmt.Sprintf("%s is garbage (every owner is absent) but was never collected", d.Key())}
+			for _, r := range d.Owners {
+				if replacedByRelist(s, r.UID) {
+					if v.Known = Excuse(KnownRelistUIDChange); v.Known != "" {
+						v.Message += fmt.Sprintf("; the GC's graph keeps the node of its owner %s, which a relist replaced by a new object of the same name without a delete", s.UIDLabel(r.UID))
+					}
+					break
+				}
+			}
+			if v.Known == "" {
+				return v
+			}
+			if excused == nil {
+				excused = v
+			}
 		}
 	}
-	return nil
+	return excused
 }
 
 func checkStuckFinalizer(m *Model, s *State) *Violation {
@@ -584,16 +599,26 @@ func checkGraphAgrees(m *Model, s *State) *Violation {
 			return &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("%s is in foreground deletion but its node is not deletingDependents (kubernetes#115570)", o.Key())}
 		}
 	}
-	var stopped *Violation
+	var excused *Violation // the first the registry excuses, if no other
 	for _, n := range s.GC.Nodes {
 		if !n.Virtual && s.Get(n.UID) == nil {
 			v := &Violation{Property: PropGraphAgrees, Message: fmt.Sprintf("the graph still has %s, which left storage", identKey(n.Identity))}
+			if replacedByRelist(s, n.UID) {
+				if known := Excuse(KnownRelistUIDChange); known != "" {
+					if excused == nil {
+						v.Known = known
+						v.Message += "; a relist replaced it by a new object of the same name without a delete"
+						excused = v
+					}
+					continue
+				}
+			}
 			if k, served := KindByName(n.Kind); served && k.Info().Custom && crdOutlived(s, k, n.UID) {
 				if known := Excuse(KnownStoppedMonitor); known != "" {
-					if stopped == nil {
+					if excused == nil {
 						v.Known = known
 						v.Message += "; its resource's monitor stopped before the deletion event reached the graph"
-						stopped = v
+						excused = v
 					}
 					continue
 				}
@@ -601,7 +626,23 @@ func checkGraphAgrees(m *Model, s *State) *Violation {
 			return v
 		}
 	}
-	return stopped
+	return excused
+}
+
+// replacedByRelist reports whether the GC's graph keeps an observed node
+// for uid whose object left storage and its informer's cache both, on a
+// kind whose monitor runs: the informer dropped it without a delete
+// event, which only a relist that found its name held by a new object
+// does (WatchEvent.Replaces, KnownRelistUIDChange). A stopped monitor
+// drops its cache too; that is KnownStoppedMonitor's (crdOutlived), not
+// this.
+func replacedByRelist(s *State, uid UID) bool {
+	n := s.GC.node(uid)
+	if n == nil || n.Virtual || s.Get(uid) != nil || s.GC.Watch.cached(uid) != nil {
+		return false
+	}
+	k, served := KindByName(n.Kind)
+	return served && (!k.Info().Custom || !crdOutlived(s, k, uid))
 }
 
 // crdOutlived reports whether the CRD that served the custom kind k when

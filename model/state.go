@@ -117,6 +117,13 @@ const (
 type WatchEvent struct {
 	Type EventType
 	Obj  Object
+	// Replaces is the UID of the object of the same kind, namespace and
+	// name that the informer's store last held, when a relist (OpCoalesce)
+	// skipped that object's delete: client-go's stores are keyed by
+	// namespace/name, so Replace hands this event on as an update from
+	// the old object (RealFIFO.Replace, processDeltas), never as a delete
+	// of it (kubernetes#133565, closed unmerged). 0 for none.
+	Replaces UID
 }
 
 // Watcher is an informer: per-kind FIFO queues of pending notifications
@@ -496,6 +503,16 @@ func (g *GC) Node(uid UID) *Node { return g.node(uid) }
 
 // putNode inserts or replaces a node; the caller owns the nodes
 // (ownNodes).
+// KeepStaleNode records, from evidence outside the model, that the GC's
+// graph keeps an observed node for id, an object that left storage,
+// which its informer dropped without a delete event: a real GC's
+// recorded graph changes, or an audit log showing id's name taking a new
+// UID while the GC's watch of its resource was broken. The quiescent
+// properties read it as they read the model's own graph
+// (KnownRelistUIDChange). For states the harness builds from a real
+// cluster, whose GC graph the model does not otherwise hold.
+func (s *State) KeepStaleNode(id Identity) { s.putNode(Node{Identity: id}) }
+
 func (s *State) putNode(n Node) {
 	g := &s.GC
 	i, ok := nodeIndex(g.Nodes, n.UID)

@@ -29,11 +29,19 @@ func controllerWatchesKind(k KindID) bool {
 // version it replaces (the informer's oldObj) and updating the cache.
 // Both point into the queue and cache the watcher had before: those are
 // never written again (copy-on-write), so the pointers stay valid and
-// the caller must only read through them.
+// the caller must only read through them. An event a relist made to
+// replace an object of the same name (WatchEvent.Replaces) is an update
+// from that object: the cache drops it and its version is the oldObj.
 func (w *Watcher) pop(ws *workspace, k KindID) (ev *WatchEvent, old *Object) {
 	q := w.queue(k)
 	ev = &q[0]
 	w.setQueue(ws, k, q[1:])
+	if ev.Replaces != 0 {
+		if i, found := objectIndex(w.Cache, ev.Replaces); found {
+			old = &w.Cache[i]
+			w.Cache = deleteIn(ws.objArena(), w.Cache, i)
+		}
+	}
 	i, found := objectIndex(w.Cache, ev.Obj.UID)
 	if found {
 		old = &w.Cache[i]
@@ -54,27 +62,85 @@ func (w *Watcher) pop(ws *workspace, k KindID) (ev *WatchEvent, old *Object) {
 // canCoalesce reports whether an informer relist may skip the head event
 // of kind k: a later event for the same object supersedes it, or it
 // deletes an object this informer never delivered (a relist emits deletes
-// only for objects in its store).
+// only for objects in its store), or it deletes an object whose name a
+// new object took within the gap. client-go keys its store by
+// namespace/name, so Replace finds the name still listed and emits no
+// delete: the new object's event is handed on as an update from the old
+// one (RealFIFO.Replace and DeltaFIFO.Replace, then processDeltas'
+// OnUpdate(old, new); kubernetes#133565 proposed the delete and was
+// closed unmerged). An event that carries such a replacement is skipped
+// only for a later update of its object, which takes the replacement
+// over, not for its delete: the relist would then have found the name
+// gone and emitted the old object's delete.
 func (w *Watcher) canCoalesce(k KindID) bool {
 	q := w.queue(k)
 	if len(q) == 0 {
 		return false
 	}
 	head := q[0]
-	for _, e := range q[1:] {
-		if e.Obj.UID == head.Obj.UID {
-			return true
-		}
+	if next := nextOfObject(q, head.Obj.UID); next >= 0 {
+		return head.Replaces == 0 || q[next].Type != Deleted
 	}
 	if head.Type == Deleted {
-		_, found := objectIndex(w.Cache, head.Obj.UID)
-		return !found
+		if _, found := objectIndex(w.Cache, head.Obj.UID); !found {
+			return true
+		}
+		return nextOfName(q, &head.Obj) >= 0
 	}
 	return false
 }
 
-// coalesce drops the head event of kind k without delivering it.
-func (w *Watcher) coalesce(ws *workspace, k KindID) { w.setQueue(ws, k, w.queue(k)[1:]) }
+// nextOfObject is the position of the first event after the head about
+// the object uid, -1 if none.
+func nextOfObject(q []WatchEvent, uid UID) int {
+	for i := 1; i < len(q); i++ {
+		if q[i].Obj.UID == uid {
+			return i
+		}
+	}
+	return -1
+}
+
+// nextOfName is the position of the first event after the head about the
+// name of o (its queue holds one kind), when that event is about another
+// object and not its delete: the relist lists the name held by that
+// object. -1 otherwise.
+func nextOfName(q []WatchEvent, o *Object) int {
+	for i := 1; i < len(q); i++ {
+		if e := &q[i].Obj; e.Namespace == o.Namespace && e.Name == o.Name {
+			if e.UID == o.UID || q[i].Type == Deleted {
+				return -1
+			}
+			return i
+		}
+	}
+	return -1
+}
+
+// coalesce drops the head event of kind k without delivering it. A
+// replacement the head stands for (the head deletes an object whose name
+// a later event's object took, or carries a replacement itself) passes
+// to the event that supersedes it (canCoalesce).
+func (w *Watcher) coalesce(ws *workspace, k KindID) {
+	q := w.queue(k)
+	head := q[0]
+	at, replaces := -1, head.Replaces
+	switch {
+	case head.Replaces != 0:
+		at = nextOfObject(q, head.Obj.UID)
+	case head.Type == Deleted:
+		if _, found := objectIndex(w.Cache, head.Obj.UID); found {
+			at, replaces = nextOfName(q, &head.Obj), head.Obj.UID
+		}
+	}
+	if at < 0 {
+		w.setQueue(ws, k, q[1:])
+		return
+	}
+	nq := cloneIn(ws.eventArena(), q[1:])
+	nq[at-1].Replaces = replaces
+	w.setQueue(ws, k, nq)
+}
 
 // cached returns the watcher's cached version of a UID.
 func (w *Watcher) cached(uid UID) *Object {

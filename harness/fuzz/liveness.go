@@ -111,7 +111,11 @@ func crdKinds() map[string]model.KindID {
 // are numbered in list order, references to UIDs no listed object has
 // get UIDs of their own that name nothing, and names stay the real ones
 // (the properties compare names, never interpret them).
-func storeState(objs []realObject) *model.State {
+//
+// Owners in stale (by real UID) that no listed object has are kept in
+// the state's GC graph as observed nodes (model.State.KeepStaleNode):
+// the evidence shows the GC's graph kept them.
+func storeState(objs []realObject, stale staleNodes) *model.State {
 	s := model.NewState()
 	uids := map[string]model.UID{}
 	uidOf := func(real string, info model.UIDInfo) model.UID {
@@ -123,8 +127,10 @@ func storeState(objs []realObject) *model.State {
 		uids[real] = u
 		return u
 	}
+	listed, staleKept := map[string]bool{}, map[model.UID]bool{}
 	for _, o := range objs {
 		uidOf(string(o.u.GetUID()), model.UIDInfo{Kind: o.kind, Namespace: o.u.GetNamespace(), Name: o.u.GetName(), Nth: 1})
+		listed[string(o.u.GetUID())] = true
 	}
 	for _, o := range objs {
 		mo := model.Object{
@@ -142,6 +148,14 @@ func storeState(objs []realObject) *model.State {
 		}
 		for _, r := range o.u.GetOwnerReferences() {
 			ref := model.OwnerRef{Kind: r.Kind, Name: r.Name, UID: uidOf(string(r.UID), model.UIDInfo{Kind: model.NoKind, Symbol: "uid:" + string(r.UID)})}
+			if stale[string(r.UID)] && !listed[string(r.UID)] && !staleKept[ref.UID] {
+				staleKept[ref.UID] = true
+				id := model.Identity{Kind: r.Kind, Name: r.Name, UID: ref.UID}
+				if k, ok := model.KindByName(r.Kind); ok && k.Info().Namespaced {
+					id.Namespace = o.u.GetNamespace()
+				}
+				s.KeepStaleNode(id)
+			}
 			ref.Controller = r.Controller != nil && *r.Controller
 			ref.Block = r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion
 			ref.ControllerUnset, ref.BlockUnset = r.Controller == nil, r.BlockOwnerDeletion == nil
@@ -161,18 +175,26 @@ func storeState(objs []realObject) *model.State {
 }
 
 // checkLiveness evaluates the quiescent properties on the real state of a
-// quiet cluster and returns the first violation.
-func checkLiveness(objs []realObject) *model.Violation {
+// quiet cluster and returns the first violation the known-race registry
+// does not excuse, and those it does.
+//
+// stale are the owners the GC's graph keeps for lack of a delete event,
+// as evidence shows (staleNodes); nil for none.
+func checkLiveness(objs []realObject, stale staleNodes) (v *model.Violation, known []*model.Violation) {
 	m := &model.Model{}
-	s := storeState(objs)
+	s := storeState(objs, stale)
 	for _, name := range livenessProperties {
 		p, err := model.PropertyByName(name)
 		if err != nil {
 			panic(err) // the list above names model properties
 		}
-		if v := p.CheckState(m, s); v != nil && v.Known == "" {
-			return v
+		switch v := p.CheckState(m, s); {
+		case v == nil:
+		case v.Known == "":
+			return v, known
+		default:
+			known = append(known, v)
 		}
 	}
-	return nil
+	return nil, known
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cascade-k8s/cascade/harness/controlplane"
+	"github.com/cascade-k8s/cascade/model"
 )
 
 // The tests share one envtest control plane without kube-controller-manager:
@@ -27,6 +28,11 @@ func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
 	flag.Parse()
+	if id := os.Getenv(disableEnv); id != "" {
+		if _, err := model.DisableKnownRace(id); err != nil {
+			panic(err)
+		}
+	}
 	if testing.Short() {
 		return m.Run() // the tests that need a control plane skip themselves
 	}

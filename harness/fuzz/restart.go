@@ -93,11 +93,14 @@ func Restarts(t *target.Target) []Restart {
 	return out
 }
 
+// apiServerRestartName names kube-apiserver's restarts.
+const apiServerRestartName = "kube-apiserver"
+
 // APIServerRestart restarts cp's kube-apiserver (RestartAPIServer) at a
 // time up to within, and lets the clients' informers list and watch
 // again before the run settles.
 func APIServerRestart(cp *controlplane.ControlPlane, within time.Duration) Restart {
-	return Restart{Name: "kube-apiserver", Within: within, Rewatch: APIServerRewatch, Do: func(ctx context.Context) error {
+	return Restart{Name: apiServerRestartName, Within: within, Rewatch: APIServerRewatch, Do: func(ctx context.Context) error {
 		_, err := cp.RestartAPIServer(ctx)
 		return err
 	}}
@@ -155,8 +158,10 @@ func drawRestarts(t *rapid.T, rs []Restart) []time.Duration {
 // restartDone is one restart a run did.
 type restartDone struct {
 	name string
-	took time.Duration
-	err  error
+	// began is when the restart began (zero if it never did)
+	began time.Time
+	took  time.Duration
+	err   error
 	// until is when the run stops waiting for the restart's clients to
 	// rewatch (Restart.Rewatch after it ended); zero when it has no
 	// Rewatch
@@ -181,7 +186,7 @@ func startRestarts(ctx context.Context, rs []Restart, at []time.Duration) (wait 
 			}
 			begin := time.Now()
 			err := r.Do(ctx)
-			done[i] = restartDone{name: r.Name, took: time.Since(begin), err: err}
+			done[i] = restartDone{name: r.Name, began: begin, took: time.Since(begin), err: err}
 			if err == nil && r.Rewatch > 0 {
 				done[i].until = time.Now().Add(r.Rewatch)
 			}

@@ -105,6 +105,10 @@ type GraphChange struct {
 	RV uint64
 	// Deleted says the event removed the object from the graph.
 	Deleted bool
+	// Replaced is the UID of the informer's previous version when it was
+	// another object's (a relist handed a name's new object on as an
+	// update from the old one, gc.GraphChange.Replaced); "" otherwise.
+	Replaced string
 	// At is when the graph builder had applied it, in Unix nanoseconds
 	// of the same clock as the audit log's (one machine).
 	At int64

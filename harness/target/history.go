@@ -108,7 +108,7 @@ func (g *graphLog) add(c gc.GraphChange) {
 	at := time.Now().UnixNano()
 	rv, _ := strconv.ParseUint(c.ResourceVersion, 10, 64)
 	g.mu.Lock()
-	g.changes = append(g.changes, history.GraphChange{UID: string(c.UID), RV: rv, Deleted: c.Deleted, At: at})
+	g.changes = append(g.changes, history.GraphChange{UID: string(c.UID), RV: rv, Deleted: c.Deleted, Replaced: string(c.Replaced), At: at})
 	g.mu.Unlock()
 }
 

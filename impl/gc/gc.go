@@ -103,6 +103,11 @@ type GraphChange struct {
 	ResourceVersion string
 	// Deleted says the event removed the object.
 	Deleted bool
+	// Replaced is the UID of the informer's previous version when it is
+	// another object's: a relist found the name held by a new object and
+	// handed it on as an update from the old one (client-go stores are
+	// keyed by namespace/name; kubernetes#133565). "" otherwise.
+	Replaced types.UID
 }
 
 // GarbageCollector is one GC instance. Create it with New, run it with

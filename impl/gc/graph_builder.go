@@ -34,8 +34,14 @@ type event struct {
 	// mode the informer's oldObj, in Stepped mode the version the graph
 	// builder was last given (a skipped event was never in the store).
 	old *metav1.PartialObjectMetadata
-	gvk schema.GroupVersionKind
-	gvr schema.GroupVersionResource
+	// replaces (Stepped mode) is the UID of the object of the same name
+	// the graph builder was last given, when a relist skipped that
+	// object's delete: client-go's stores are keyed by namespace/name, so
+	// Replace hands this event on as an update from it, never its delete
+	// (kubernetes#133565). "" for none.
+	replaces types.UID
+	gvk      schema.GroupVersionKind
+	gvr      schema.GroupVersionResource
 	// listed: an add from the informer's initial list. The reflector's
 	// streaming list (WatchListClient) collects the initial events in a
 	// map-backed store and replaces with its List(), so they reach the
@@ -62,7 +68,11 @@ func (gc *GarbageCollector) processGraphChanges(ctx context.Context, ev *event) 
 	log := ctrllog.FromContext(ctx)
 	if f := gc.opts.OnGraphChange; f != nil && !ev.virtual {
 		// deferred first, so it runs once the lock is released
-		defer f(GraphChange{UID: ev.obj.UID, ResourceVersion: ev.obj.ResourceVersion, Deleted: ev.typ == Deleted})
+		c := GraphChange{UID: ev.obj.UID, ResourceVersion: ev.obj.ResourceVersion, Deleted: ev.typ == Deleted}
+		if ev.old != nil && ev.old.UID != ev.obj.UID {
+			c.Replaced = ev.old.UID
+		}
+		defer f(c)
 	}
 	g := &gc.graph
 	g.mu.Lock()

@@ -36,7 +36,11 @@ import (
 // DeltaFIFO.Delete, emit deletes only for objects in the informer's
 // store). The graph builder then gets, for an object it saw, an update
 // from the version it last had, and for one it never saw, an add: what
-// Replace's Sync deltas give the handler. This is the model's `gc
+// Replace's Sync deltas give the handler. The stores are keyed by
+// namespace/name, so an object deleted while another took its name
+// within the gap gets no delete: the new object comes as an update from
+// it (kubernetes#133565, closed unmerged), and its node stays in the
+// graph (model.KnownRelistUIDChange's race). This is the model's `gc
 // coalesce` (model.OpCoalesce) and impl's Stepper.Coalesce, taken where a
 // gap falls: kubernetes#56121's stranded virtual node needs an owner
 // created and deleted within a gap of its resource while its dependent's
@@ -75,6 +79,9 @@ type lagStream struct {
 	// given is, by UID, the version of each object the graph builder
 	// last got (with relist gaps only).
 	given map[types.UID]*metav1.PartialObjectMetadata
+	// replaces maps an object whose event a relist hands on to the UID of
+	// the object of the same name whose delete it skipped (next).
+	replaces map[types.UID]types.UID
 }
 
 type lagged struct {
@@ -102,7 +109,7 @@ func (l *informerLag) deliver(ev *event) {
 	}
 	s, ok := l.stream[ev.gvr]
 	if !ok {
-		s = &lagStream{wake: make(chan struct{}, 1), given: map[types.UID]*metav1.PartialObjectMetadata{}}
+		s = &lagStream{wake: make(chan struct{}, 1), given: map[types.UID]*metav1.PartialObjectMetadata{}, replaces: map[types.UID]types.UID{}}
 		l.stream[ev.gvr] = s
 		l.wg.Add(1)
 		go l.drain(s)
@@ -188,7 +195,25 @@ func (l *informerLag) next(s *lagStream, x lagged) *event {
 		l.skipped.Add(1)
 		return nil
 	}
+	// The delete of an object whose name another object holds when the
+	// gap ends is never handed on: client-go's stores are keyed by
+	// namespace/name, so Replace finds the name listed and hands the new
+	// object on as an update from the old one (kubernetes#133565).
+	if ev.typ == Deleted && x.gap != 0 {
+		if heir := nameHeldAtGapEnd(s.queue, x.gap, ev.obj); heir != "" && heir != uid {
+			s.replaces[heir] = uid
+			l.skipped.Add(1)
+			return nil
+		}
+	}
 	out := *ev
+	if old, ok := s.replaces[uid]; ok && ev.typ != Deleted {
+		delete(s.replaces, uid)
+		out.typ, out.old = Modified, s.given[old]
+		delete(s.given, old)
+		s.given[uid] = ev.obj
+		return &out
+	}
 	switch {
 	case ev.typ == Deleted:
 		delete(s.given, uid)
@@ -200,6 +225,22 @@ func (l *informerLag) next(s *lagStream, x lagged) *event {
 	}
 	s.given[uid] = ev.obj
 	return &out
+}
+
+// nameHeldAtGapEnd is the UID of the object that holds o's name at the
+// end of gap, as the queue's events of that gap show (the last about the
+// name, unless it is a delete); "" when none does.
+func nameHeldAtGapEnd(queue []lagged, gap int, o *metav1.PartialObjectMetadata) types.UID {
+	var holder types.UID
+	for _, later := range queue {
+		if later.gap == gap && later.ev.obj.Namespace == o.Namespace && later.ev.obj.Name == o.Name {
+			holder = later.ev.obj.UID
+			if later.ev.typ == Deleted {
+				holder = ""
+			}
+		}
+	}
+	return holder
 }
 
 // close stops the streams; events still delayed are dropped, as a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -212,7 +213,13 @@ func (s *Stepper) pop(r schema.GroupVersionResource, updateView bool) (ev, old *
 		view = map[types.UID]*metav1.PartialObjectMetadata{}
 		s.delivered[r] = view
 	}
-	old = view[e.obj.UID]
+	if e.replaces != "" {
+		old = view[e.replaces]
+		delete(view, e.replaces)
+	}
+	if v, ok := view[e.obj.UID]; ok {
+		old = v
+	}
 	if e.typ == Deleted {
 		delete(view, e.obj.UID)
 	} else {
@@ -239,12 +246,19 @@ func (s *Stepper) Deliver(ctx context.Context, k step.Key) error {
 
 // Coalesce is `gc coalesce KEY`: an informer relist skips the head event
 // of KEY's resource, because a later event about the same object
-// supersedes it, or because it deletes an object the graph builder never
-// saw (a relist emits deletes only for objects in its store).
+// supersedes it, because it deletes an object the graph builder never
+// saw (a relist emits deletes only for objects in its store), or because
+// it deletes an object whose name a new object took within the gap:
+// client-go's stores are keyed by namespace/name, so the relist finds the
+// name listed and hands the new object's event on as an update from the
+// old one, with no delete (RealFIFO.Replace, processDeltas;
+// kubernetes#133565). An event that carries such a replacement is
+// skipped only for a later update of its object, which takes the
+// replacement over, never for its delete. The model's Watcher.coalesce.
 func (s *Stepper) Coalesce(ctx context.Context, k step.Key) error {
 	s.stepMu.Lock()
 	defer s.stepMu.Unlock()
-	r, h, err := s.head(ctx, k)
+	r, _, err := s.head(ctx, k)
 	if err != nil {
 		return err
 	}
@@ -254,18 +268,10 @@ func (s *Stepper) Coalesce(ctx context.Context, k step.Key) error {
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
-		ok := false
-		for _, later := range s.pending[r][1:] {
-			ok = ok || later.obj.UID == h.obj.UID
-		}
-		if !ok && h.typ == Deleted {
-			_, seen := s.delivered[r][h.obj.UID]
-			ok = !seen
-		}
+		ok := s.coalesce(r)
 		wait := s.arrivals.Wait()
 		s.mu.Unlock()
 		if ok {
-			s.pop(r, false)
 			return nil
 		}
 		select {
@@ -276,6 +282,60 @@ func (s *Stepper) Coalesce(ctx context.Context, k step.Key) error {
 		case <-wait:
 		}
 	}
+}
+
+// coalesce skips r's head event if a relist may (Coalesce), passing on
+// the replacement it stands for; s.mu is held.
+func (s *Stepper) coalesce(r schema.GroupVersionResource) bool {
+	q := s.pending[r]
+	h := q[0]
+	at, replaces := -1, h.replaces
+	for i, later := range q[1:] {
+		if later.obj.UID == h.obj.UID {
+			if h.replaces != "" && later.typ == Deleted {
+				return false
+			}
+			at = i + 1
+			break
+		}
+	}
+	if at < 0 && h.replaces != "" {
+		return false
+	}
+	if at < 0 && h.typ == Deleted {
+		if _, seen := s.delivered[r][h.obj.UID]; !seen {
+			s.pending[r] = q[1:]
+			return true
+		}
+		at, replaces = nextOfName(q, h), h.obj.UID
+	}
+	if at < 0 {
+		return false
+	}
+	nq := slices.Clone(q[1:])
+	if replaces != "" {
+		e := *nq[at-1]
+		e.replaces = replaces
+		nq[at-1] = &e
+	}
+	s.pending[r] = nq
+	return true
+}
+
+// nextOfName is the position in q of the first event after the head
+// about the head's name, when that event is about another object and not
+// its delete: the relist lists the name held by that object. -1
+// otherwise.
+func nextOfName(q []*event, h *event) int {
+	for i, e := range q[1:] {
+		if e.obj.Namespace == h.obj.Namespace && e.obj.Name == h.obj.Name {
+			if e.obj.UID == h.obj.UID || e.typ == Deleted {
+				return -1
+			}
+			return i + 1
+		}
+	}
+	return -1
 }
 
 // Lose is `gc lose KEY` (bug lost-first-update only): the informer's cache
