@@ -193,7 +193,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		p.held.Add(-1)
 		if err != nil {
 			r.Err, r.Answered = "held back: "+err.Error(), time.Now()
-			p.rec.request(*r)
+			p.done(r)
 			http.Error(w, "cascade proxy: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -201,7 +201,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	out, err := p.outgoing(req)
 	if err != nil {
 		r.Err, r.Answered = err.Error(), time.Now()
-		p.rec.request(*r)
+		p.done(r)
 		http.Error(w, "cascade proxy: "+err.Error(), http.StatusBadGateway)
 		return
 	}
@@ -209,7 +209,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	resp, err := p.upstream.RoundTrip(out)
 	if err != nil {
 		r.Err, r.Answered = err.Error(), time.Now()
-		p.rec.request(*r)
+		p.done(r)
 		http.Error(w, "cascade proxy: "+err.Error(), http.StatusBadGateway)
 		return
 	}
@@ -220,6 +220,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	p.answer(w, r, resp)
+}
+
+// done records a request that is not a watch as answered and tells a
+// Controller that observes answers (Observer).
+func (p *Proxy) done(r *Request) {
+	p.rec.request(*r)
+	if o, ok := p.opts.Controller.(Observer); ok {
+		o.Answered(*r)
+	}
 }
 
 // hopHeaders are the headers a proxy does not pass on (RFC 9110 7.6.1),
