@@ -321,6 +321,35 @@ func (s *Stepper) WaitRequest(ctx context.Context, bound time.Duration, match fu
 	return r, ok, err
 }
 
+// HeldIDs are the IDs of the GC requests held now.
+func (s *Stepper) HeldIDs() []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int64
+	for _, h := range s.reqs {
+		out = append(out, h.r.ID)
+	}
+	return out
+}
+
+// ReleaseAll passes on every held GC request match accepts, without
+// waiting for answers, and returns them.
+func (s *Stepper) ReleaseAll(match func(Request) bool) []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Request
+	s.reqs = slices.DeleteFunc(s.reqs, func(h *heldRequest) bool {
+		if !match(h.r) {
+			return false
+		}
+		close(h.release)
+		out = append(out, h.r)
+		return true
+	})
+	s.broadcast()
+	return out
+}
+
 // Release passes the held request id on and waits at most bound for its
 // answer.
 func (s *Stepper) Release(ctx context.Context, bound time.Duration, id int64) (Request, error) {
@@ -393,6 +422,21 @@ func (s *Stepper) AwaitAdmitted(ctx context.Context, bound time.Duration, cond f
 		}
 		return cond(rs)
 	})
+}
+
+// AwaitAnswer waits at most bound for an answer, given after since, to a
+// GC request in scope that match accepts, and returns it.
+func (s *Stepper) AwaitAnswer(ctx context.Context, bound time.Duration, since time.Time, match func(Request) bool) (a Request, ok bool, err error) {
+	ok, err = s.await(ctx, bound, func() bool {
+		for _, r := range s.answers {
+			if r.Answered.After(since) && match(r) {
+				a = r
+				return true
+			}
+		}
+		return false
+	})
+	return a, ok, err
 }
 
 // Quiet waits until no GC request in scope has been admitted by the open

@@ -32,10 +32,11 @@ type Target interface {
 
 // StateStepper is a Target that takes each internal step knowing the
 // model's states before and after it (the stepped upstream target, which
-// reads from them what IO the real controller manager is to do): Run
-// calls StepWith instead of Step when the model can take the step.
+// reads from them what IO the real controller manager is to do), and the
+// model's result of the step: Run calls StepWith instead of Step when the
+// model can take the step.
 type StateStepper interface {
-	StepWith(ctx context.Context, st model.Step, prev, next *model.State) (model.Result, error)
+	StepWith(ctx context.Context, st model.Step, prev, next *model.State, want model.Result) (model.Result, error)
 }
 
 // ErrNotSteppable is returned by targets that cannot take internal steps
@@ -89,11 +90,11 @@ func Run(ctx context.Context, t *traces.Trace, d *driver.Driver, target Target) 
 			case c.Step.Actor == model.ActorClient:
 				r, err = d.Do(ctx, c.Step, rv)
 			case withState:
-				next, _, merr := m.Apply(s, c.Step)
+				next, want, merr := m.Apply(s, c.Step)
 				if merr != nil {
 					return nil, fmt.Errorf("%s:%d: %s: the model cannot take it: %w", t.Path, c.Line, c.Text, merr)
 				}
-				r, err = ss.StepWith(ctx, c.Step, s, next)
+				r, err = ss.StepWith(ctx, c.Step, s, next, want)
 			default:
 				r, err = target.Step(ctx, c.Step)
 			}

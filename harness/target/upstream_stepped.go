@@ -174,7 +174,7 @@ func isWrite(r proxy.Request) bool {
 }
 
 // StepWith implements replay.StateStepper.
-func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next *model.State) (model.Result, error) {
+func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next *model.State, want model.Result) (model.Result, error) {
 	if why := unsteppable(&traces.Trace{Stanzas: []traces.Stanza{{Commands: []traces.Command{{Text: st.String(), Step: st}}}}}); why != "" {
 		return model.Result{}, errors.New(why)
 	}
@@ -194,9 +194,9 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 		err = u.attemptToDelete(ctx, o, prev, next)
 		res = model.Result{Code: 200}
 	case model.OpSend:
-		res, err = u.send(ctx, st, o, next)
+		res, err = u.send(ctx, st, o, next, want)
 	case model.OpAttemptToOrphan:
-		err = u.attemptToOrphan(ctx, o)
+		err = u.attemptToOrphan(ctx, o, prev)
 		res = model.Result{Code: 200}
 	default:
 		err = fmt.Errorf("upstream-stepped cannot take %q", st.String())
@@ -235,6 +235,7 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, prev, ne
 	if !ok {
 		return &proxy.Divergence{Expected: "a GC worker's GET of " + o.String(), Observed: "none within " + StepBound.String() + held(u.st)}
 	}
+	before := u.st.HeldIDs()
 	immediate := !slices.Equal(prev.Dump(), next.Dump())
 	w := &proxy.Window{Admits: func(r proxy.Request) bool {
 		return (r.Verb == proxy.VerbGet && !o.is(r)) || (immediate && o.is(r))
@@ -247,16 +248,16 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, prev, ne
 	want, writes := inFlightFor(prev, next)
 	switch {
 	case writes:
-		r, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return isWrite(r) && o.is(r) })
+		// held writes of o from before the step are another worker's
+		// (attemptToOrphan's PATCH of a dependent)
+		_, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool {
+			return r.Verb == writeVerb(want.Op) && o.is(r) && !slices.Contains(before, r.ID)
+		})
 		if err != nil {
 			return err
 		}
-		if !ok || r.Verb != writeVerb(want.Op) {
-			obs := "none within " + StepBound.String() + held(u.st)
-			if ok {
-				obs = proxy.DescribeRequest(r) + " held"
-			}
-			return &proxy.Divergence{Expected: fmt.Sprintf("the GC's %s of %s, held", strings.ToUpper(writeVerb(want.Op)), o), Observed: obs}
+		if !ok {
+			return &proxy.Divergence{Expected: fmt.Sprintf("the GC's %s of %s, held", strings.ToUpper(writeVerb(want.Op)), o), Observed: "none within " + StepBound.String() + held(u.st)}
 		}
 		return nil
 	case immediate:
@@ -274,7 +275,7 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, prev, ne
 	if _, err := u.st.Quiet(ctx, QuietWindow, StepBound); err != nil {
 		return err
 	}
-	if r, ok, _ := u.st.WaitRequest(ctx, 0, func(r proxy.Request) bool { return isWrite(r) && o.is(r) }); ok {
+	if r, ok, _ := u.st.WaitRequest(ctx, 0, func(r proxy.Request) bool { return isWrite(r) && o.is(r) && !slices.Contains(before, r.ID) }); ok {
 		return &proxy.Divergence{Expected: "no write of " + o.String(), Observed: proxy.DescribeRequest(r) + " held"}
 	}
 	return nil
@@ -299,27 +300,36 @@ func held(s *proxy.Stepper) string {
 	return " (held: " + strings.Join(h, "; ") + ")"
 }
 
-func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next *model.State) (model.Result, error) {
+func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next *model.State, want model.Result) (model.Result, error) {
 	verb := writeVerb(st.Write)
-	r, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return isWrite(r) && o.is(r) })
+	r, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == verb && o.is(r) })
 	if err != nil {
 		return model.Result{}, err
 	}
-	if !ok || r.Verb != verb {
-		obs := "none within " + StepBound.String() + held(u.st)
-		if ok {
-			obs = proxy.DescribeRequest(r) + " held"
-		}
-		return model.Result{}, &proxy.Divergence{Expected: fmt.Sprintf("the GC's %s of %s, held", strings.ToUpper(verb), o), Observed: obs}
+	if !ok {
+		return model.Result{}, &proxy.Divergence{Expected: fmt.Sprintf("the GC's %s of %s, held", strings.ToUpper(verb), o), Observed: "none within " + StepBound.String() + held(u.st)}
 	}
-	// the GC's deleteObject may GET the item again before a retry
-	// (kubernetes#132632): when the model has a next write, let GETs of
-	// the item through until it is held
-	nextWrite, more := firstWrite(next, st)
-	if more {
-		u.st.Open(&proxy.Window{Admits: func(q proxy.Request) bool { return q.Verb == proxy.VerbGet && o.is(q) }})
+	// deleteObject answers a 409 to its DELETE with a GET of the item
+	// and, when its ownerReferences did not change, a DELETE without the
+	// resourceVersion precondition (kubernetes#132632), all within the
+	// one write the model sends: let the GET through, and that DELETE
+	// when the model's send succeeded
+	retry := verb == proxy.VerbDelete
+	gets := 0
+	if retry {
+		u.st.Open(&proxy.Window{Admits: func(q proxy.Request) bool {
+			switch {
+			case q.Verb == proxy.VerbGet && o.is(q) && gets == 0:
+				gets++
+				return true
+			case q.Verb == proxy.VerbDelete && o.is(q) && want.OK():
+				return true
+			}
+			return false
+		}})
 		defer u.st.CloseWindow()
 	}
+	since := time.Now()
 	a, err := u.st.Release(ctx, StepBound, r.ID)
 	if err != nil {
 		return model.Result{}, err
@@ -327,17 +337,26 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 	if a.Err != "" {
 		return model.Result{}, fmt.Errorf("the GC's %s failed on its way: %s", proxy.DescribeRequest(a), a.Err)
 	}
-	if more {
-		q, ok, err := u.st.WaitRequest(ctx, StepBound, func(q proxy.Request) bool { return isWrite(q) && o.is(q) })
-		if err != nil {
-			return model.Result{}, err
+	if retry && a.Code == 409 {
+		if _, ok, err := u.st.AwaitAnswer(ctx, StepBound, since, func(q proxy.Request) bool { return q.Verb == proxy.VerbGet && o.is(q) }); err != nil || !ok {
+			return model.Result{}, errors.Join(err, &proxy.Divergence{Expected: "after the 409, the GC's GET of " + o.String(), Observed: "none answered within " + StepBound.String() + held(u.st)})
 		}
-		if !ok || q.Verb != writeVerb(nextWrite.Op) {
-			obs := "none within " + StepBound.String() + held(u.st)
-			if ok {
-				obs = proxy.DescribeRequest(q) + " held"
+		if want.OK() {
+			second, ok, err := u.st.AwaitAnswer(ctx, StepBound, since, func(q proxy.Request) bool { return q.Verb == proxy.VerbDelete && o.is(q) && q.ID != r.ID })
+			if err != nil {
+				return model.Result{}, err
 			}
-			return model.Result{}, &proxy.Divergence{Expected: fmt.Sprintf("the GC's next %s of %s, held", strings.ToUpper(writeVerb(nextWrite.Op)), o), Observed: obs}
+			if !ok {
+				return model.Result{}, &proxy.Divergence{Expected: "after the 409, the GC's DELETE of " + o.String() + " without the resourceVersion precondition", Observed: "none answered within " + StepBound.String() + held(u.st)}
+			}
+			a = second
+		}
+	}
+	// a further write of the model's for the item (an unblock before a
+	// delete) comes without a step between: wait for it to be held
+	if nextWrite, more := firstWrite(next, st); more {
+		if _, ok, err := u.st.WaitRequest(ctx, StepBound, func(q proxy.Request) bool { return q.Verb == writeVerb(nextWrite.Op) && o.is(q) }); err != nil || !ok {
+			return model.Result{}, errors.Join(err, &proxy.Divergence{Expected: fmt.Sprintf("the GC's next %s of %s, held", strings.ToUpper(writeVerb(nextWrite.Op)), o), Observed: "none within " + StepBound.String() + held(u.st)})
 		}
 	}
 	if a.Code/100 == 2 {
@@ -346,18 +365,33 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 	return model.Result{Code: a.Code, Reason: a.Reason}, nil
 }
 
-func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object) error {
-	w := &proxy.Window{Admits: func(proxy.Request) bool { return true }}
-	u.st.Open(w)
+// attemptToOrphan lets the orphan worker's requests through: those it
+// sent when the owner's deletion reached the graph builder and the proxy
+// holds (its PATCHes of dependents, which no write the model has in
+// flight names, and its requests about the owner), and those it sends
+// now, until its write of the owner, the orphan finalizer's removal, is
+// answered.
+func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, prev *model.State) error {
+	since := time.Now()
+	u.st.Open(&proxy.Window{Admits: func(proxy.Request) bool { return true }})
 	defer u.st.CloseWindow()
-	ok, err := u.st.AwaitAdmitted(ctx, StepBound, func(admitted []proxy.Request) bool {
-		return slices.ContainsFunc(admitted, func(r proxy.Request) bool { return isWrite(r) && o.is(r) && r.Code != 0 })
+	inFlight := func(r proxy.Request) bool {
+		for _, f := range prev.GC.InFlight {
+			if f.Writes[0].Item.Name == r.Name {
+				return true
+			}
+		}
+		return false
+	}
+	u.st.ReleaseAll(func(r proxy.Request) bool {
+		return o.is(r) || (r.Verb == proxy.VerbPatch && !inFlight(r))
 	})
+	_, ok, err := u.st.AwaitAnswer(ctx, StepBound, since, func(r proxy.Request) bool { return isWrite(r) && o.is(r) })
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return &proxy.Divergence{Expected: "the GC's write of " + o.String() + " removing the orphan finalizer", Observed: "none answered within " + StepBound.String()}
+		return &proxy.Divergence{Expected: "the GC's write of " + o.String() + " removing the orphan finalizer", Observed: "none answered within " + StepBound.String() + held(u.st)}
 	}
 	_, err = u.st.Quiet(ctx, QuietWindow, StepBound)
 	return err
