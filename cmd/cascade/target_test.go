@@ -32,7 +32,7 @@ func TestTargetUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"replay", "--target", "kind", "race/orphan-adoption"}, `unknown target "kind" (valid: model, upstream, impl, impl-stepped, kubeconfig)`},
+		{[]string{"replay", "--target", "kind", "race/orphan-adoption"}, `unknown target "kind" (valid: model, upstream, impl, impl-stepped, upstream-stepped, kubeconfig)`},
 		{[]string{"conform", "--target", "kind"}, `unknown target "kind"`},
 		{[]string{"conform", "--target", "kubeconfig", "--kubeconfig", missing}, missing},
 		{[]string{"conform", "--target", "kubeconfig", "--kubeconfig", dead}, `cannot reach the cluster of context "dead" in kubeconfig ` + dead + " at https://127.0.0.1:1"},
