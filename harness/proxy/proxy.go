@@ -49,19 +49,18 @@
 // recorded with InitialEventsEnd set, so the evidence shows an informer's
 // list as the events it consisted of.
 //
-// # Stepping (the next use)
+// # Stepping
 //
-// The Controller interface is the hold/release API the stepped upstream
-// target will drive: a Controller whose Deliver blocks each informer's
-// stream until the trace says `gc deliver KEY` (the stream's queue is
-// the informer's queue of held events, in order; Deliver sees each
-// event's object and can release one informer's head while the others
-// wait), whose Admit holds the garbage collector's GETs until `gc
+// Stepper is the Controller of the stepped upstream target
+// (upstream-stepped, harness/target): its Deliver holds each informer's
+// stream of events about a trace's objects until the trace says `gc
+// deliver KEY` (the stream's queue is the informer's queue of held events,
+// in order; the head of one informer's stream is released while the
+// others wait), its Admit holds the garbage collector's GETs until `gc
 // attemptToDelete KEY` and its PATCH or DELETE until `gc delete|patch
-// KEY`, and which answers Break for `gc coalesce` (the informer relists
-// and sees only last states). Requests and events the Controller was not
-// told to expect are the stepped target's divergences; the evidence
-// names them.
+// KEY`, and it observes each answer (Observer) so that a step returns the
+// real one. Requests and events the model does not expect are the
+// stepped target's divergences (Divergence).
 package proxy
 
 import (
