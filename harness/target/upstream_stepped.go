@@ -82,7 +82,7 @@ var UnsteppableOps = map[string]string{
 	"gc lose":            "it is the lost-first-update bug of client-go's informer, which the real binary does not have switched on",
 	"gc coalesce":        "a relist that skips exactly the held event needs the stream broken and the list held; not implemented yet",
 	"gc sync":            "the GC's discovery sync runs on its own 30 s timer; the proxy could hold its discovery requests, which is not implemented yet",
-	"controller":         "the workload controllers do not run on upstream-stepped: their informers share the GC's watch streams, and their steps are not mapped onto the proxy yet",
+	"controller":         "the workload controllers do not run on upstream-stepped: in kube-controller-manager they read the same shared informer, one watch stream per resource, as the GC, so the proxy can hand an event to both or to neither, while the model's GC and controller take it each in its own step (gc deliver, controller deliver); mapping controller steps onto the proxy is not implemented yet",
 	"apiextensions":      "a CRD's cleanup is kube-apiextensions-apiserver's, inside kube-apiserver, behind no proxy",
 }
 
