@@ -43,6 +43,7 @@ func TestTargetUsageErrors(t *testing.T) {
 		{[]string{"conform", "--target", "upstream", "--kubeconfig", dead}, "kubeconfig target"},
 		{[]string{"conform", "--target", "model", "--labels", "nope"}, `no trace is labelled "nope"`},
 		{[]string{"replay", "--target", "upstream", "race/orphan-adoption"}, "none of the traces can run on upstream"},
+		{[]string{"replay", "--target", "upstream-stepped", "race/orphan-adoption"}, "none of the traces can run on upstream-stepped"},
 		{[]string{"replay", "--target", "upstream", "race/nope"}, "race/nope: no such trace file, and no embedded trace"},
 		{[]string{"cluster", "--target", "kubeconfig"}, "cluster runs upstream or impl"},
 		{[]string{"cluster", "--target", "upstream", "--inject", "no-cycle-unblock"}, "impl and impl-stepped only"},
