@@ -20,12 +20,15 @@ KUBE_BINARIES := etcd kube-apiserver kube-controller-manager
 KUBE_ASSETS_OK := $(if $(KUBEBUILDER_ASSETS),$(if $(strip $(foreach b,$(KUBE_BINARIES),$(if $(wildcard $(KUBEBUILDER_ASSETS)/$(b)),,missing))),,yes))
 KUBE_BIN := $(if $(KUBE_ASSETS_OK),$(KUBEBUILDER_ASSETS),$(CURDIR)/bin/kube/$(KUBE_VERSION))
 TEST_TIMEOUT ?= 30m
+# The kine release `make kine` builds (hack/kine/go.mod pins it), for
+# --datastore kine.
+KINE_VERSION := v0.17.5
 
-.PHONY: help kube test conform fmt-check vet model-imports
+.PHONY: help kube kine test conform fmt-check vet model-imports
 
 help: ## list the targets
 	@echo "cascade make targets:"
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/; s/[$$][(]KUBE_VERSION[)]/$(KUBE_VERSION)/g' | expand -t 18
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/; s/[$$][(]KUBE_VERSION[)]/$(KUBE_VERSION)/g; s/[$$][(]KINE_VERSION[)]/$(KINE_VERSION)/g' | expand -t 18
 
 kube: ## build etcd, kube-apiserver, kube-controller-manager $(KUBE_VERSION) into bin/kube/$(KUBE_VERSION)/ (another release: KUBE_VERSION=vX.Y.Z; skipped when KUBEBUILDER_ASSETS holds all three)
 ifneq ($(KUBE_ASSETS_OK),)
@@ -37,7 +40,10 @@ endif
 	KUBE_VERSION=$(KUBE_VERSION) bash hack/kube/build.sh
 endif
 
-test: kube fmt-check vet model-imports ## gofmt, go vet, the import rules (model, impl), then go test -race ./... (all packages, smoke tests included)
+kine: ## build kine $(KINE_VERSION) (the etcd API over SQLite that k3s runs kube-apiserver on; --datastore kine) into bin/kine/$(KINE_VERSION)/
+	KINE_VERSION=$(KINE_VERSION) bash hack/kine/build.sh
+
+test: kube kine fmt-check vet model-imports ## gofmt, go vet, the import rules (model, impl), then go test -race ./... (all packages, smoke tests included; kine too, so the envtest test on kine runs)
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 CONFORM_TARGETS ?= model,upstream,impl,impl-stepped,upstream-stepped
@@ -45,14 +51,30 @@ CONFORM_TARGETS ?= model,upstream,impl,impl-stepped,upstream-stepped
 # and mostly waits on it, so three fit on 2 cores.
 CONFORM_JOBS ?= 3
 
+# What the envtest targets' kube-apiserver stores objects in: etcd, or
+# kine (`make conform DATASTORE=kine`, after `make kine`).
+DATASTORE ?= etcd
+
 FUZZ_TARGETS ?= upstream,impl
 FUZZ_CHECKS ?= 10
 FUZZ_SEED ?= 1
 
-conform: kube ## the conformance gate: every scenario and race trace on the model, upstream, impl, stepped impl and stepped upstream, and a short fuzz on upstream and impl, CONFORM_JOBS at a time; one line per spec, then one table; reports in out/conform/
+conform: kube ## the conformance gate: every scenario and race trace on the model, upstream, impl, stepped impl and stepped upstream, and a short fuzz on upstream and impl, CONFORM_JOBS at a time (DATASTORE=kine: on kine, after make kine); one line per spec, then one table; reports in out/conform/
 	go build -o bin/conform ./hack/conform
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) bin/conform -targets=$(CONFORM_TARGETS) -fuzz-targets=$(FUZZ_TARGETS) \
-		-fuzz-checks=$(FUZZ_CHECKS) -fuzz-seed=$(FUZZ_SEED) -jobs=$(CONFORM_JOBS) -timeout=$(TEST_TIMEOUT) -out=out/conform
+		-fuzz-checks=$(FUZZ_CHECKS) -fuzz-seed=$(FUZZ_SEED) -datastore=$(DATASTORE) -jobs=$(CONFORM_JOBS) -timeout=$(TEST_TIMEOUT) -out=out/conform
+
+# The release × datastore matrix (`make conform-matrix`): every cell's
+# release must be built first (make kube KUBE_VERSION=...), kine cells need
+# make kine. Not part of CI, which keeps the default release.
+MATRIX_CELLS ?= v1.31.13/etcd,v1.33.13/etcd,v1.34.4/etcd,v1.36.3/etcd,v1.37.2/etcd,v1.37.2/kine
+
+.PHONY: conform-matrix
+conform-matrix: ## the gate per release and datastore (MATRIX_CELLS=RELEASE/DATASTORE,...; build each release first with make kube KUBE_VERSION=...), one table: traces, fuzz runs, known races met per cell
+	go build -o bin/conform ./hack/conform
+	go build -o bin/conform-matrix ./hack/conform-matrix
+	bin/conform-matrix -cells=$(MATRIX_CELLS) -targets=$(CONFORM_TARGETS) -fuzz-targets=$(FUZZ_TARGETS) \
+		-fuzz-checks=$(FUZZ_CHECKS) -fuzz-seed=$(FUZZ_SEED) -jobs=$(CONFORM_JOBS) -out=out/conform-matrix
 
 .PHONY: bench-detect
 bench-detect: kube ## every injectable bug fuzzed on impl-stepped over 5 seeds: found?, median time to find, shrunk length vs the checker's BFS-minimal length

@@ -1,6 +1,6 @@
 // Package scenarios is cascade's conformance suite: a Ginkgo v2 suite that
 // runs every trace in traces/scenarios and traces/races, one entry per
-// trace, on every target (model, upstream, impl, impl-stepped) that the
+// trace, on every target (model, upstream, impl, impl-stepped, upstream-stepped) that the
 // trace's headers and commands fit and -targets selects. The targets are
 // started and the traces replayed by harness/target, as `cascade conform`
 // does, so the suite and the CLI run and skip the same traces.

@@ -22,6 +22,7 @@ import (
 var (
 	targetsFlag = flag.String("targets", "model,upstream,impl,impl-stepped,upstream-stepped", "comma-separated targets to run: model, upstream, impl, impl-stepped, upstream-stepped")
 	kubeBinDir  = flag.String("kube-bin-dir", "", "directory with etcd, kube-apiserver and kube-controller-manager (default: KUBEBUILDER_ASSETS, then bin/kube/"+controlplane.KubeVersion+"); the suite judges the release of its kube-apiserver")
+	datastore   = flag.String("datastore", "", "what the envtest targets' kube-apiserver stores objects in: etcd (default), or kine (bin/kine, 'make kine')")
 )
 
 func TestScenarios(t *testing.T) {
@@ -76,7 +77,7 @@ func onTarget(name, description string) bool {
 	return Describe(description, Ordered, ContinueOnFailure, Label(name), func() {
 		spec := target.Spec{Name: name}
 		if name != target.Model {
-			spec.BinDir = *kubeBinDir
+			spec.BinDir, spec.Datastore = *kubeBinDir, *datastore
 		}
 		var t *target.Target
 		BeforeAll(func(ctx SpecContext) {

@@ -21,9 +21,9 @@ const (
 )
 
 type clusterFlags struct {
-	kubeconfigOut, target, binDir string
-	inject                        []string
-	merge                         bool
+	kubeconfigOut, target, binDir, datastore string
+	inject                                   []string
+	merge                                    bool
 }
 
 func newClusterCmd() *cobra.Command {
@@ -60,7 +60,9 @@ conformance suite through the kubeconfig target:
   cascade conform --target kubeconfig --kubeconfig /tmp/cascade.kubeconfig --limited-context cascade-limited
 
 The binaries come from --kube-bin-dir, $KUBEBUILDER_ASSETS, or bin/kube/` + controlplane.KubeVersion + `
-of the checkout ('make kube' builds them).
+of the checkout ('make kube' builds them). --datastore kine stores the
+objects in kine over SQLite, k3s's datastore, instead of etcd
+(bin/kine/` + controlplane.KineVersion + `/kine of the checkout; 'make kine' builds it).
 
 Exit codes: 0 after a clean stop, 1 when the control plane fails to start or
 stop, 2 usage error (also: missing binaries).`,
@@ -72,6 +74,7 @@ stop, 2 usage error (also: missing binaries).`,
 	fl.BoolVar(&f.merge, "merge", false, "add cascade's contexts to an existing kubeconfig (made current), and remove exactly them on exit")
 	fl.StringVar(&f.target, "target", f.target, "which garbage collector runs: upstream or impl")
 	fl.StringArrayVar(&f.inject, "inject", nil, "impl: switch on a catalogued bug (repeatable; "+strings.Join(bugs.InjectableNames(), ", ")+")")
+	fl.StringVar(&f.datastore, "datastore", "", datastoreUsage+" (default etcd)")
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager (default: $KUBEBUILDER_ASSETS, else bin/kube/"+controlplane.KubeVersion+" of the checkout)")
 	return cmd
 }
@@ -105,7 +108,7 @@ func runCluster(cmd *cobra.Command, f clusterFlags) error {
 		}
 		merge = true
 	}
-	spec := target.Spec{Name: f.target, Inject: bs, BinDir: f.binDir, Log: errOut}
+	spec := target.Spec{Name: f.target, Inject: bs, BinDir: f.binDir, Datastore: f.datastore, Log: errOut}
 	if err := spec.Validate(); err != nil {
 		return usageErr("--target %s: %v", f.target, err)
 	}

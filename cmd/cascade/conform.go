@@ -172,6 +172,9 @@ kube-apiserver): traces whose '# releases:' header excludes it are skipped,
 the model and the history checks follow its semantics, and known races are
 those of that release (kubernetes#114603 before v1.34.0). On the model target
 without --kube-version each trace replays on the releases its header names.
+--datastore kine runs the envtest targets' kube-apiserver on kine over
+SQLite, k3s's datastore, instead of etcd (bin/kine/` + controlplane.KineVersion + `/kine of the
+checkout; 'make kine' builds it).
 
 The summary table (trace, result, time) goes to stdout, or a JSON summary
 with --json (the schema check and fuzz share, with the fuzz phase's seed and

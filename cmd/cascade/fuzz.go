@@ -19,14 +19,14 @@ import (
 )
 
 type fuzzFlags struct {
-	target, kubeconfig, context, binDir, out, failFile  string
-	inject, kinds                                       []string
-	seed                                                uint64
-	checks, steps, clients                              int
-	shrinkTime, informerLag, informerRelist, writeDelay time.Duration
-	restartAPIServer, restartGC, restartKCM             time.Duration
-	json, coverage, noProxy                             bool
-	kubeVersion                                         string
+	target, kubeconfig, context, binDir, datastore, out, failFile string
+	inject, kinds                                                 []string
+	seed                                                          uint64
+	checks, steps, clients                                        int
+	shrinkTime, informerLag, informerRelist, writeDelay           time.Duration
+	restartAPIServer, restartGC, restartKCM                       time.Duration
+	json, coverage, noProxy                                       bool
+	kubeVersion                                                   string
 }
 
 func newFuzzCmd() *cobra.Command {
@@ -107,7 +107,7 @@ garbage collector. The faults draw their times from --seed.
 Three faults restart a component once in every concurrent run, at a random
 time up to D after its clients start (rapid draws it, so --seed fixes it):
 --restart-apiserver D (upstream, impl) stops kube-apiserver gracefully and
-starts it again on the same etcd, port, certificates and audit log,
+starts it again on the same etcd (or kine), port, certificates and audit log,
 --restart-gc D (impl) stops impl's GC, cancelling what it has in flight,
 and starts a new one with an empty graph, and --restart-kcm D (upstream)
 kills kube-controller-manager (SIGKILL) and starts it again, returning once
@@ -138,6 +138,10 @@ recorded GET and the write show it.
 the trace language: client verbs × kinds, request and owner-reference options,
 delete policies and (stepped runs) internal steps, each with its step count,
 and the rows no step reached (to stderr with --json).
+
+--datastore kine runs an envtest target's kube-apiserver on kine over
+SQLite, k3s's datastore, instead of etcd (bin/kine/v0.17.5/kine of the
+checkout; 'make kine' builds it).
 
 A run whose history the checker cannot decide within a minute is
 inconclusive: no verdict on the target, so it is neither shrunk nor counted
@@ -175,6 +179,7 @@ decide some run's history, 130 interrupted.`,
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the kubeconfig target (default: $KUBECONFIG, ~/.kube/config)")
 	fl.StringVar(&f.context, "context", "", "context of the kubeconfig target (default: the current one)")
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager for envtest targets (default: $KUBEBUILDER_ASSETS, else bin/kube/<--kube-version> of the checkout, bin/kube/"+controlplane.KubeVersion+" without it)")
+	fl.StringVar(&f.datastore, "datastore", "", datastoreUsage+" (default etcd)")
 	registerKubeVersion(fl, &f.kubeVersion)
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
 	fl.BoolVar(&f.coverage, "coverage", false, "print the coverage table: verbs × kinds, options, policies and internal steps the passing runs hit")
@@ -185,7 +190,7 @@ decide some run's history, 130 interrupted.`,
 // use impl's own adopter for the built-in workloads, as stepped runs do
 // (target.Spec.Adopter).
 func (f *fuzzFlags) spec(inject bugs.Set, log io.Writer) target.Spec {
-	return target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Log: log,
+	return target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Datastore: f.datastore, Log: log,
 		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay,
 		RestartAPIServer: f.restartAPIServer, RestartGC: f.restartGC, RestartKCM: f.restartKCM, NoProxy: f.noProxy, FaultSeed: f.seed,
 		Audit: f.target != target.Kubeconfig, Adopter: f.target == target.Impl}
@@ -367,26 +372,30 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied}
 	if f := rep.Failure; f != nil {
 		out.Failure = &fuzzFailure{Kind: f.Kind, Summary: f.Summary, Steps: f.Steps, Run: f.Run, FoundAfter: f.FoundAfter.Seconds(),
-			Attributed: f.Attributed, Trace: f.Trace, History: f.History, Evidence: f.Evidence, FailFile: f.FailFile, Replay: replayCommand(rep)}
+			Attributed: f.Attributed, Trace: f.Trace, History: f.History, Evidence: f.Evidence, FailFile: f.FailFile, Replay: replayCommand(rep, s.Datastore)}
 	}
 	return out
 }
 
-// replayCommand is the command that replays a failure's trace ("" when
-// none was written).
-func replayCommand(rep *fuzz.Report) string {
+// replayCommand is the command that replays a failure's trace on the
+// datastore it failed on ("" when no trace was written).
+func replayCommand(rep *fuzz.Report, datastore string) string {
 	f := rep.Failure
 	if f == nil || f.Trace == "" {
 		return ""
 	}
+	store := ""
+	if datastore != "" {
+		store = "--datastore " + datastore + " "
+	}
 	if f.ReplayTarget != "" { // the trace's # bug: header switches the bugs on
-		return fmt.Sprintf("cascade replay --target %s %s", f.ReplayTarget, f.Trace)
+		return fmt.Sprintf("cascade replay --target %s %s%s", f.ReplayTarget, store, f.Trace)
 	}
 	history := ""
 	if f.ReplayHistory {
 		history = "--history "
 	}
-	return fmt.Sprintf("cascade replay --target %s %s%s%s", rep.Target, injectFlag(rep), history, f.Trace)
+	return fmt.Sprintf("cascade replay --target %s %s%s%s%s", rep.Target, store, injectFlag(rep), history, f.Trace)
 }
 
 func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
@@ -422,7 +431,7 @@ func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
 				fmt.Fprintf(w, "  %s: %s\n", a.what, a.path)
 			}
 		}
-		if c := replayCommand(rep); c != "" {
+		if c := replayCommand(rep, s.Datastore); c != "" {
 			fmt.Fprintf(w, "  replay: %s\n", c)
 		}
 	}
@@ -487,7 +496,7 @@ func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
 	case err != nil:
 		c.Result, c.Message = resultError, err.Error()
 	case !rep.OK():
-		s := summary{Reproduce: fuzzCommand(env.target.Spec, rep.Seed)}
+		s := summary{Reproduce: fuzzCommand(env.target.Spec, rep.Seed), Datastore: env.target.Spec.Datastore}
 		var b strings.Builder
 		_ = printFuzz(&b, s, rep, false)
 		c.Result, c.Message = resultFail, b.String()
@@ -513,6 +522,9 @@ func fuzzCommand(spec target.Spec, seed uint64) string {
 	}
 	if spec.Context != "" {
 		args = append(args, "--context", shellQuote(spec.Context))
+	}
+	if spec.Datastore != "" {
+		args = append(args, "--datastore", spec.Datastore)
 	}
 	args = append(args, fmt.Sprintf("--checks %d --steps %d --clients %d --seed %d", conformFuzz.checks, conformFuzz.steps, conformFuzz.clients, seed))
 	return strings.Join(args, " ")

@@ -30,9 +30,14 @@ type targetFlags struct {
 	webhookHost                         string
 	inject                              []string
 	binDir                              string
+	datastore                           string
 	history, noProxy                    bool
 	kubeVersion                         string
 }
+
+// datastoreUsage is the help of --datastore on every command that starts
+// an envtest control plane.
+const datastoreUsage = "envtest targets: what kube-apiserver stores objects in: etcd, or kine (SQLite, k3s's datastore; 'make kine' builds bin/kine; $CASCADE_KINE names another kine binary)"
 
 func (f *targetFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.name, "target", target.Model, "where to run: "+strings.Join(target.Names, ", "))
@@ -44,6 +49,7 @@ func (f *targetFlags) register(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.inject, "inject", nil, "impl, impl-stepped: switch on a catalogued bug (repeatable; "+strings.Join(bugs.InjectableNames(), ", ")+")")
 	fl.BoolVar(&f.history, "history", false, "upstream, impl: also check each replay's recorded history (the audit log) for linearizability, as cascade fuzz does")
 	fl.BoolVar(&f.noProxy, "no-proxy", false, "upstream: let kube-controller-manager talk to kube-apiserver directly, not through cascade's API proxy (for measuring the proxy's overhead)")
+	fl.StringVar(&f.datastore, "datastore", "", datastoreUsage+" (default etcd)")
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "envtest targets: directory with etcd, kube-apiserver, kube-controller-manager (default: $KUBEBUILDER_ASSETS, else bin/kube/<--kube-version> of the checkout, bin/kube/"+controlplane.KubeVersion+" without it)")
 	fl.StringVar(&f.kubeVersion, "kube-version", "", kubeVersionUsage+"; on the model target without it each trace replays on the releases its header names")
 }
@@ -60,7 +66,7 @@ func (f *targetFlags) spec(log io.Writer) (target.Spec, error) {
 	}
 	s := target.Spec{
 		Name: f.name, Inject: bs, Kubeconfig: f.kubeconfig, Context: f.context, LimitedContext: f.limitedContext,
-		Webhook: f.webhook, WebhookHost: f.webhookHost, BinDir: f.binDir, History: f.history, NoProxy: f.noProxy, Log: log,
+		Webhook: f.webhook, WebhookHost: f.webhookHost, BinDir: f.binDir, Datastore: f.datastore, History: f.history, NoProxy: f.noProxy, Log: log,
 	}
 	switch {
 	case f.name == target.Model && f.kubeVersion == "":

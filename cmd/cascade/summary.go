@@ -47,6 +47,9 @@ type summary struct {
 	// that of the binaries in use); "" on the model target without
 	// --kube-version, where each trace replays on its own releases.
 	KubeVersion string `json:"kube_version"`
+	// Datastore is what an envtest target's kube-apiserver stored objects
+	// in when --datastore was given (etcd or kine); empty otherwise.
+	Datastore string `json:"datastore,omitempty"`
 }
 
 // newSummary starts the summary of cmd's run on release rel: its command
@@ -95,7 +98,11 @@ func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64,
 			args = append(args, "--kube-version", kv)
 		}
 	}
-	return summary{Command: cmd.Name(), Target: target, Seed: seed, Reproduce: strings.Join(args, " "), KubeVersion: kv}
+	s := summary{Command: cmd.Name(), Target: target, Seed: seed, Reproduce: strings.Join(args, " "), KubeVersion: kv}
+	if f := cmd.Flags().Lookup("datastore"); f != nil && f.Changed {
+		s.Datastore = f.Value.String()
+	}
+	return s
 }
 
 var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cascade-k8s/cascade/harness/fuzz"
+	"github.com/cascade-k8s/cascade/harness/target"
 )
 
 // snakeCase is a JSON key of the summaries: lower case, digits and _.
@@ -126,6 +127,25 @@ func TestFuzzTextSummary(t *testing.T) {
 	}
 	if got := b.String(); !strings.Contains(got, "0 runs passed of 1, 40 steps") || !strings.Contains(got, "FAILED (liveness) in run 1") {
 		t.Errorf("failing summary:\n%s", got)
+	}
+}
+
+// TestFuzzFailureOnKineReplaysOnKine: a failure found with --datastore
+// kine says to replay it there, and conform's fuzz phase repeats on it;
+// replayed on etcd it would not be the same run.
+func TestFuzzFailureOnKineReplaysOnKine(t *testing.T) {
+	rep := &fuzz.Report{Target: "upstream", Mode: "concurrent", Seed: 1, Runs: 1, Steps: 41, Elapsed: time.Second,
+		Failure: &fuzz.Failure{Kind: "linearizability", Summary: "Illegal", Run: 1, Seed: 1, Trace: "out/fuzz/failure.trace", ReplayHistory: true}}
+	var b strings.Builder
+	if err := printFuzz(&b, summary{Reproduce: "cascade fuzz --target upstream --datastore kine --seed 1", Datastore: "kine"}, rep, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); !strings.Contains(got, "replay: cascade replay --target upstream --datastore kine --history out/fuzz/failure.trace\n") {
+		t.Errorf("the replay command leaves out the datastore:\n%s", got)
+	}
+	spec := target.Spec{Name: target.Upstream, Datastore: "kine"}
+	if got := fuzzCommand(spec, 1); !strings.Contains(got, "--datastore kine") {
+		t.Errorf("conform's fuzz phase repeats as %q, without --datastore kine", got)
 	}
 }
 

@@ -47,6 +47,10 @@ func TestTargetUsageErrors(t *testing.T) {
 		{[]string{"replay", "--target", "upstream", "race/nope"}, "race/nope: no such trace file, and no embedded trace"},
 		{[]string{"cluster", "--target", "kubeconfig"}, "cluster runs upstream or impl"},
 		{[]string{"cluster", "--target", "upstream", "--inject", "no-cycle-unblock"}, "impl and impl-stepped only"},
+		{[]string{"conform", "--target", "upstream", "--datastore", "sqlite"}, `unknown datastore "sqlite" (want etcd or kine)`},
+		{[]string{"conform", "--target", "model", "--datastore", "kine"}, "a datastore is chosen for the envtest targets (upstream, impl, impl-stepped), not model"},
+		{[]string{"fuzz", "--target", "impl", "--datastore", "sqlite"}, `unknown datastore "sqlite"`},
+		{[]string{"cluster", "--target", "upstream", "--datastore", "sqlite"}, `unknown datastore "sqlite"`},
 		{[]string{"gc", "--kubeconfig", dead}, `cannot reach the cluster of context "dead" in kubeconfig ` + dead},
 	}
 	for _, c := range cases {

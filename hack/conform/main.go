@@ -47,6 +47,7 @@ type config struct {
 	checks        int
 	seed          uint64
 	out, binDir   string
+	datastore     string // "" or "etcd": etcd
 	jobs          int
 	timeout       time.Duration
 }
@@ -59,6 +60,7 @@ func main() {
 	flag.Uint64Var(&c.seed, "fuzz-seed", 1, "rapid's seed for every fuzz target")
 	flag.StringVar(&c.out, "out", "out/conform", "directory for the reports and logs")
 	flag.StringVar(&c.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager (default: KUBEBUILDER_ASSETS, then bin/kube/"+controlplane.KubeVersion+"); the runs judge the release of its kube-apiserver")
+	flag.StringVar(&c.datastore, "datastore", "etcd", "what the envtest targets' kube-apiserver stores objects in: etcd, or kine (bin/kine, 'make kine')")
 	flag.IntVar(&c.jobs, "jobs", 3, "runs (suite targets and fuzz targets) at a time")
 	flag.DurationVar(&c.timeout, "timeout", 30*time.Minute, "give up on one run after this long")
 	flag.Parse()
@@ -72,6 +74,8 @@ func main() {
 		err = fmt.Errorf("unexpected argument %q", flag.Arg(0))
 	case len(c.targets) == 0 && len(c.fuzz) == 0:
 		err = errors.New("-targets and -fuzz-targets are both empty: nothing to run")
+	case c.datastore != "etcd" && c.datastore != "kine":
+		err = fmt.Errorf("-datastore: unknown datastore %q (want etcd or kine)", c.datastore)
 	case c.jobs < 1 || c.checks < 1 || c.timeout <= 0:
 		err = errors.New("-jobs, -fuzz-checks and -timeout must be positive")
 	}
@@ -144,6 +148,9 @@ func phases(c config) []*phase {
 		if c.binDir != "" {
 			p.args = append(p.args, "-kube-bin-dir="+c.binDir)
 		}
+		if c.datastore != "" && c.datastore != "etcd" {
+			p.args = append(p.args, "-datastore="+c.datastore)
+		}
 		ps = append(ps, p)
 	}
 	for _, t := range c.fuzz {
@@ -153,6 +160,9 @@ func phases(c config) []*phase {
 			"--seed", fmt.Sprint(c.seed), "--out", dir, "--json"}
 		if c.binDir != "" {
 			p.args = append(p.args, "--kube-bin-dir", c.binDir)
+		}
+		if c.datastore != "" && c.datastore != "etcd" {
+			p.args = append(p.args, "--datastore", c.datastore)
 		}
 		ps = append(ps, p)
 	}

@@ -31,6 +31,18 @@ func TestPhasesRunLongestFirst(t *testing.T) {
 	}
 }
 
+// On kine, every envtest run gets the datastore: the suite as -datastore,
+// cascade fuzz as --datastore.
+func TestPhasesPassTheDatastore(t *testing.T) {
+	ps := phases(config{targets: []string{"upstream"}, fuzz: []string{"impl"}, checks: 1, seed: 1, out: "o", timeout: time.Minute, datastore: "kine"})
+	if args := strings.Join(ps[0].args, " "); !strings.HasSuffix(args, " -datastore=kine") {
+		t.Errorf("suite upstream runs %q, without -datastore=kine", args)
+	}
+	if args := strings.Join(ps[1].args, " "); args != "bin/cascade fuzz --target impl --checks 1 --seed 1 --out o/fuzz-impl --json --datastore kine" {
+		t.Errorf("fuzz impl runs %q", args)
+	}
+}
+
 func TestTargetListsAreChecked(t *testing.T) {
 	if got, err := list("-targets", "upstream, model,upstream", suiteTargets); err != nil || strings.Join(got, ",") != "upstream,model" {
 		t.Errorf("got %v, %v", got, err)

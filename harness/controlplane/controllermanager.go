@@ -240,13 +240,7 @@ func (m *controllerManager) stop() error {
 		return nil
 	case <-time.After(10 * time.Second):
 	}
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	select {
-	case <-m.done:
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("controlplane: kube-controller-manager (pid %d) did not exit 10s after SIGKILL", pid)
-	}
+	return m.kill()
 }
 
 // LogTail returns the last n lines of the file at path, for printing a

@@ -9,6 +9,9 @@
 // proxy; envtest's own download is never used. Every binary carries a
 // lifeline (hack/kube/internal/lifeline) and exits when the process that
 // started it exits, so a test that panics or times out leaves nothing behind.
+//
+// Options.Datastore runs kube-apiserver on kine (github.com/k3s-io/kine,
+// SQLite, built by hack/kine/build.sh) instead of etcd; see kine.go.
 package controlplane
 
 import (
@@ -75,6 +78,14 @@ type Options struct {
 	// after Stop; by default Stop removes it.
 	KeepDir bool
 
+	// Datastore is what kube-apiserver stores objects in: DatastoreEtcd
+	// (empty means etcd) or DatastoreKine, kine over SQLite.
+	Datastore string
+
+	// KinePath is the kine executable for DatastoreKine; empty means
+	// <repo root>/bin/kine/<KineVersion>/kine (see ResolveKine).
+	KinePath string
+
 	// StartTimeout bounds each start phase (envtest start, controller
 	// manager readiness). Zero means 60s.
 	StartTimeout time.Duration
@@ -93,6 +104,7 @@ type ControlPlane struct {
 	keepDir bool
 	audit   string // audit log path, "" when disabled
 	kcm     *controllerManager
+	kine    *kine // nil on etcd
 	// kcmKubeconfig is the controller manager's kubeconfig, and proxied
 	// says it names a proxy (Options.ControllerManagerVia)
 	kcmKubeconfig string
@@ -126,6 +138,17 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 		return nil, err
 	}
 	need := []string{EtcdBinary, APIServerBinary}
+	kinePath := ""
+	switch opts.Datastore {
+	case "", DatastoreEtcd:
+	case DatastoreKine:
+		need = need[1:]
+		if kinePath, err = ResolveKine(opts.KinePath); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, CheckDatastore(opts.Datastore)
+	}
 	if opts.ControllerManager {
 		need = append(need, ControllerManagerBinary)
 	}
@@ -151,7 +174,11 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 			return nil, fmt.Errorf("controlplane: %w", err)
 		}
 	}
-	for _, sub := range []string{"apiserver", "etcd"} {
+	subs := []string{"apiserver", "etcd"}
+	if kinePath != "" {
+		subs = subs[:1] // kine makes its own (startKine)
+	}
+	for _, sub := range subs {
 		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("controlplane: %w", err)
 		}
@@ -171,11 +198,13 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
 	defer apiLog.Close() // the child process holds its own descriptor
-	etcdLog, err := os.Create(filepath.Join(dir, "etcd.log"))
-	if err != nil {
-		return nil, fmt.Errorf("controlplane: %w", err)
+	var etcdLog *os.File // nil on kine: envtest's etcd does not run
+	if kinePath == "" {
+		if etcdLog, err = os.Create(filepath.Join(dir, "etcd.log")); err != nil {
+			return nil, fmt.Errorf("controlplane: %w", err)
+		}
+		defer etcdLog.Close()
 	}
-	defer etcdLog.Close()
 
 	noExisting := false
 	cp.env = &envtest.Environment{
@@ -216,16 +245,27 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	cfg, err := cp.env.Start()
+	var cfg *rest.Config
+	store := "etcd"
+	if kinePath != "" {
+		store = "kine"
+		cfg, err = cp.startOnKine(kinePath, timeout)
+	} else {
+		cfg, err = cp.env.Start()
+	}
 	if err != nil {
-		return nil, fmt.Errorf("controlplane: start etcd and kube-apiserver from %s: %s; last kube-apiserver log line: %s; logs in %s",
-			binDir, oneLine(err.Error()), lastLine(apiLog.Name()), dir)
+		return nil, fmt.Errorf("controlplane: start %s and kube-apiserver from %s: %s; last kube-apiserver log line: %s; logs in %s",
+			store, binDir, oneLine(err.Error()), lastLine(apiLog.Name()), dir)
 	}
 	cp.Config = cfg
-	cp.procs = findProcesses(map[string]string{
-		EtcdBinary:      "--data-dir=" + cp.env.ControlPlane.Etcd.DataDir,
-		APIServerBinary: "--cert-dir=" + cp.env.ControlPlane.APIServer.CertDir,
-	})
+	match := map[string]string{APIServerBinary: "--cert-dir=" + cp.env.ControlPlane.APIServer.CertDir}
+	if cp.kine == nil {
+		match[EtcdBinary] = "--data-dir=" + cp.env.ControlPlane.Etcd.DataDir
+	}
+	cp.procs = findProcesses(match)
+	if cp.kine != nil {
+		cp.procs = append(cp.procs, Process{Name: KineBinary, PID: cp.kine.cmd.Process.Pid})
+	}
 
 	if opts.ControllerManager {
 		controllers := opts.Controllers
@@ -305,9 +345,9 @@ func (cp *ControlPlane) Survivors() []Process {
 func (p Process) String() string { return fmt.Sprintf("%s (pid %d)", p.Name, p.PID) }
 
 // Stop stops kube-controller-manager first (so that it does not log
-// errors against a vanishing API server), then kube-apiserver and etcd,
-// checks that none of them survived, and removes the working directory
-// unless Options.KeepDir is set. It is idempotent: later calls return the
+// errors against a vanishing API server), then kube-apiserver and etcd
+// (or kine), checks that none of them survived, and removes the working
+// directory unless Options.KeepDir is set. It is idempotent: later calls return the
 // first call's result.
 func (cp *ControlPlane) Stop() error {
 	cp.stopOnce.Do(func() {
@@ -321,6 +361,9 @@ func (cp *ControlPlane) Stop() error {
 			if err := cp.env.Stop(); err != nil {
 				errs = append(errs, fmt.Errorf("controlplane: stop etcd and kube-apiserver: %s", oneLine(err.Error())))
 			}
+		}
+		if err := cp.kine.stop(); err != nil {
+			errs = append(errs, err)
 		}
 		for _, p := range cp.Survivors() {
 			killProcess(p.PID)

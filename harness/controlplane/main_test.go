@@ -122,8 +122,9 @@ func newNamespace(t *testing.T) string {
 }
 
 // TestNoSurvivors starts a control plane in a child test binary that then
-// dies without running any deferred code, and checks that etcd,
-// kube-apiserver and kube-controller-manager all go with it. A test that
+// dies without running any deferred code, and checks that etcd (or kine,
+// when bin/kine holds it), kube-apiserver and kube-controller-manager all
+// go with it. A test that
 // times out dies the same way as one that panics (the testing package's
 // alarm panics).
 func TestNoSurvivors(t *testing.T) {
@@ -131,7 +132,11 @@ func TestNoSurvivors(t *testing.T) {
 		lifelineHelper(mode)
 		return
 	}
-	for _, mode := range []string{"panic", "sigkill"} {
+	modes := []string{"panic", "sigkill"}
+	if _, err := controlplane.ResolveKine(""); err == nil {
+		modes = append(modes, "kine-sigkill") // kine, kube-apiserver and kube-controller-manager
+	}
+	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			g := NewWithT(t)
 			child := exec.Command(os.Args[0], "-test.run=^TestNoSurvivors$", "-kube-bin-dir="+cp.BinDir())
@@ -147,7 +152,7 @@ func TestNoSurvivors(t *testing.T) {
 				procs = parsePIDs(out.String())
 				return procs
 			}).WithTimeout(2*timeout).WithPolling(poll).Should(HaveLen(3), "helper output:\n%s", out)
-			if mode == "sigkill" {
+			if strings.HasSuffix(mode, "sigkill") {
 				g.Expect(child.Process.Kill()).To(Succeed())
 			}
 			var err error
@@ -174,7 +179,11 @@ func TestNoSurvivors(t *testing.T) {
 // lifelineHelper runs in the child of TestNoSurvivors: it starts a control
 // plane, reports its processes on one line and dies without calling Stop.
 func lifelineHelper(mode string) {
-	cp, err := controlplane.Start(context.Background(), controlplane.Options{BinDir: *binDir, ControllerManager: true})
+	opts := controlplane.Options{BinDir: *binDir, ControllerManager: true}
+	if strings.HasPrefix(mode, "kine-") {
+		opts.Datastore = controlplane.DatastoreKine
+	}
+	cp, err := controlplane.Start(context.Background(), opts)
 	if err != nil {
 		fmt.Println(err)
 		os.Exit(1)

@@ -110,6 +110,11 @@ type Spec struct {
 	// bin/kube/<version> of the checkout around the working directory or
 	// around the running executable).
 	BinDir string
+	// Datastore is what the envtest targets' kube-apiserver stores
+	// objects in: controlplane.DatastoreEtcd ("" means etcd) or
+	// controlplane.DatastoreKine, kine over SQLite from bin/kine of the
+	// checkout (controlplane.Options.Datastore).
+	Datastore string
 	// Release is the Kubernetes release the target's control plane runs
 	// (the zero value: model.DefaultRelease). Traces whose releases
 	// header excludes it are skipped, the model target replays on it,
@@ -247,6 +252,14 @@ func (s Spec) Validate() error {
 	if (s.Name == Kubeconfig || s.Name == Model) && (s.BinDir != "" || s.Audit) {
 		return inputErr("the control-plane binaries and the audit log belong to the envtest targets, not %s", s.Name)
 	}
+	if s.Datastore != "" {
+		if err := controlplane.CheckDatastore(s.Datastore); err != nil {
+			return &InputError{Err: err}
+		}
+		if s.Name == Kubeconfig || s.Name == Model {
+			return inputErr("a datastore is chosen for the envtest targets (upstream, impl, impl-stepped), not %s", s.Name)
+		}
+	}
 	proxied := s.Name == Upstream && !s.NoProxy
 	if s.NoProxy && s.Name != Upstream {
 		return inputErr("the API proxy runs on target upstream only; --no-proxy does not apply to %s", s.Name)
@@ -343,8 +356,14 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 	if err != nil {
 		return nil, &InputError{Err: err}
 	}
-	opts := controlplane.Options{BinDir: binDir, Audit: s.Audit || s.History}
+	opts := controlplane.Options{BinDir: binDir, Audit: s.Audit || s.History, Datastore: s.Datastore}
 	what := "etcd and kube-apiserver"
+	if s.Datastore == controlplane.DatastoreKine {
+		what = "kine (SQLite) and kube-apiserver"
+		if opts.KinePath, err = resolveKine(); err != nil {
+			return nil, &InputError{Err: err}
+		}
+	}
 	switch s.Name {
 	case Upstream:
 		opts.ControllerManager = true
@@ -362,6 +381,9 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		opts.ControllerManagerVia = t.startProxy
 	}
 	need := []string{controlplane.EtcdBinary, controlplane.APIServerBinary}
+	if opts.KinePath != "" {
+		need = need[1:]
+	}
 	if opts.ControllerManager {
 		need = append(need, controlplane.ControllerManagerBinary)
 	}
@@ -649,15 +671,41 @@ func resolveBinDir(flag string) (dir, source string, err error) {
 	if err == nil {
 		return dir, source, nil
 	}
-	if exe, xerr := os.Executable(); xerr == nil {
-		if resolved, xerr := filepath.EvalSymlinks(exe); xerr == nil {
-			exe = resolved
-		}
-		if root, xerr := controlplane.RepoRoot(filepath.Dir(exe)); xerr == nil {
-			return filepath.Join(root, "bin", "kube", controlplane.KubeVersion), "repository", nil
-		}
+	if root, ok := executableRoot(); ok {
+		return filepath.Join(root, "bin", "kube", controlplane.KubeVersion), "repository", nil
 	}
 	return "", "", fmt.Errorf("%v (or pass --kube-bin-dir)", err)
+}
+
+// resolveKine is controlplane.ResolveKine from the checkout around the
+// working directory, else around the running executable.
+func resolveKine() (string, error) {
+	if os.Getenv(controlplane.KineEnv) != "" {
+		return controlplane.ResolveKine("")
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if _, err := controlplane.RepoRoot(wd); err == nil {
+			return controlplane.ResolveKine("")
+		}
+	}
+	if root, ok := executableRoot(); ok {
+		return controlplane.ResolveKine(filepath.Join(root, "bin", "kine", controlplane.KineVersion, controlplane.KineBinary))
+	}
+	return controlplane.ResolveKine("")
+}
+
+// executableRoot is the cascade checkout around the running executable
+// (bin/cascade lives in <checkout>/bin).
+func executableRoot() (string, bool) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", false
+	}
+	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = resolved
+	}
+	root, err := controlplane.RepoRoot(filepath.Dir(exe))
+	return root, err == nil
 }
 
 // binDirHint is the advice for a binary missing from a directory that

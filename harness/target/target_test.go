@@ -154,6 +154,9 @@ func TestValidate(t *testing.T) {
 		{Spec{Name: Upstream, Kubeconfig: "x"}, "kubeconfig target"},
 		{Spec{Name: Impl, Webhook: true}, "kubeconfig target"},
 		{Spec{Name: Kubeconfig, BinDir: "/x"}, "envtest targets"},
+		{Spec{Name: Upstream, Datastore: "sqlite"}, `unknown datastore "sqlite" (want etcd or kine)`},
+		{Spec{Name: Model, Datastore: "kine"}, "a datastore is chosen for the envtest targets (upstream, impl, impl-stepped), not model"},
+		{Spec{Name: Kubeconfig, Datastore: "etcd"}, "envtest targets"},
 		{Spec{Name: Upstream, NoProxy: true, InformerLag: time.Second}, "behind the API proxy"},
 		{Spec{Name: ImplStepped, WriteDelay: time.Second}, "behind the API proxy"},
 		{Spec{Name: Impl, NoProxy: true}, "upstream only"},
@@ -169,6 +172,8 @@ func TestValidate(t *testing.T) {
 	}
 	for _, good := range []Spec{
 		{Name: ImplStepped, Inject: bugs.Of(bugs.NoCycleUnblock)},
+		{Name: ImplStepped, Datastore: "kine"},
+		{Name: Upstream, Datastore: "etcd"},
 		// the faults on the real binary, through the proxy
 		{Name: Upstream, InformerLag: time.Second, InformerRelist: time.Second, WriteDelay: time.Second, RestartKCM: time.Second},
 		{Name: Upstream, NoProxy: true, RestartKCM: time.Second},
