@@ -142,8 +142,16 @@ type object struct {
 	group, resource, ns, name string
 }
 
+// String is the object as divergences name it (resource[.group]/[namespace/]name).
 func (o object) String() string {
-	return proxy.DescribeRequest(proxy.Request{Call: proxy.Call{Group: o.group, Resource: o.resource, Namespace: o.ns, Name: o.name}})[1:]
+	res := o.resource
+	if o.group != "" {
+		res += "." + o.group
+	}
+	if o.ns == "" {
+		return res + "/" + o.name
+	}
+	return res + "/" + o.ns + "/" + o.name
 }
 
 func (o object) is(r proxy.Request) bool {
