@@ -46,7 +46,7 @@ kine: ## build kine $(KINE_VERSION) (the etcd API over SQLite that k3s runs kube
 test: kube kine fmt-check vet model-imports ## gofmt, go vet, the import rules (model, impl), then go test -race ./... (all packages, smoke tests included; kine too, so the envtest test on kine runs)
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-CONFORM_TARGETS ?= model,upstream,impl,impl-stepped
+CONFORM_TARGETS ?= model,upstream,impl,impl-stepped,upstream-stepped
 # Suite targets and fuzz runs at a time: each starts its own control plane
 # and mostly waits on it, so three fit on 2 cores.
 CONFORM_JOBS ?= 3
@@ -59,7 +59,7 @@ FUZZ_TARGETS ?= upstream,impl
 FUZZ_CHECKS ?= 10
 FUZZ_SEED ?= 1
 
-conform: kube ## the conformance gate: every scenario and race trace on the model, upstream, impl and stepped impl, and a short fuzz on upstream and impl, CONFORM_JOBS at a time (DATASTORE=kine: on kine, after make kine); one line per spec, then one table; reports in out/conform/
+conform: kube ## the conformance gate: every scenario and race trace on the model, upstream, impl, stepped impl and stepped upstream, and a short fuzz on upstream and impl, CONFORM_JOBS at a time (DATASTORE=kine: on kine, after make kine); one line per spec, then one table; reports in out/conform/
 	go build -o bin/conform ./hack/conform
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) bin/conform -targets=$(CONFORM_TARGETS) -fuzz-targets=$(FUZZ_TARGETS) \
 		-fuzz-checks=$(FUZZ_CHECKS) -fuzz-seed=$(FUZZ_SEED) -datastore=$(DATASTORE) -jobs=$(CONFORM_JOBS) -timeout=$(TEST_TIMEOUT) -out=out/conform

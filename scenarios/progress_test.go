@@ -20,7 +20,7 @@ import (
 
 // suiteTargets are the targets of the suite, in the order the summary
 // lists them.
-var suiteTargets = []string{target.Model, target.Upstream, target.Impl, target.ImplStepped}
+var suiteTargets = []string{target.Model, target.Upstream, target.Impl, target.ImplStepped, target.UpstreamStepped}
 
 var summaryFlag = flag.String("summary", "", "write the counts per target as JSON to this file instead of printing them (hack/conform reads it)")
 

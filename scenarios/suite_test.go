@@ -20,7 +20,7 @@ import (
 )
 
 var (
-	targetsFlag = flag.String("targets", "model,upstream,impl,impl-stepped", "comma-separated targets to run: model, upstream, impl, impl-stepped")
+	targetsFlag = flag.String("targets", "model,upstream,impl,impl-stepped,upstream-stepped", "comma-separated targets to run: model, upstream, impl, impl-stepped, upstream-stepped")
 	kubeBinDir  = flag.String("kube-bin-dir", "", "directory with etcd, kube-apiserver and kube-controller-manager (default: KUBEBUILDER_ASSETS, then bin/kube/"+controlplane.KubeVersion+"); the suite judges the release of its kube-apiserver")
 	datastore   = flag.String("datastore", "", "what the envtest targets' kube-apiserver stores objects in: etcd (default), or kine (bin/kine, 'make kine')")
 )
@@ -66,6 +66,7 @@ var _ = onTarget(target.Model, "on the model")
 var _ = onTarget(target.Upstream, "on upstream kube-controller-manager")
 var _ = onTarget(target.Impl, "on impl")
 var _ = onTarget(target.ImplStepped, "on impl, stepped")
+var _ = onTarget(target.UpstreamStepped, "on upstream kube-controller-manager, stepped through the API proxy")
 
 // onTarget starts the target once (harness/target, as `cascade conform`
 // does) and replays on it every trace it can run: one entry per trace
@@ -117,7 +118,7 @@ func onTarget(name, description string) bool {
 // Every target must run something, or the selection is broken.
 var _ = Describe("the suite", func() {
 	It("gives every target traces to run", func() {
-		for _, name := range []string{target.Model, target.Upstream, target.Impl, target.ImplStepped} {
+		for _, name := range suiteTargets {
 			n := 0
 			for _, tr := range all {
 				if target.SpecSkip(target.Spec{Name: name}, tr) == "" {

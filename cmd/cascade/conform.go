@@ -128,7 +128,7 @@ type conformFlags struct {
 func newConformCmd() *cobra.Command {
 	var f conformFlags
 	cmd := &cobra.Command{
-		Use:   "conform --target model|upstream|impl|impl-stepped|kubeconfig [flags]",
+		Use:   "conform --target model|upstream|impl|impl-stepped|upstream-stepped|kubeconfig [flags]",
 		Short: "Run every scenario and race trace on a target: the conformance gate",
 		Long: `conform replays every scenario and race trace built into cascade on one target
 and compares each with its expectations, as 'cascade replay' does. Traces a
@@ -145,6 +145,15 @@ Targets:
   impl-stepped  envtest + impl in Stepped mode, started per trace with the
                 trace's '# bug:' header (and --inject): the traces with GC or
                 controller steps, or with a bug
+  upstream-stepped
+                envtest + kube-controller-manager's garbage collector only,
+                behind cascade's API proxy, which holds its watch events and
+                its GETs and writes about a trace's objects until the trace's
+                gc steps release them: the traces of upstream and impl with
+                GC steps and no bug; a trace whose step the proxy cannot
+                produce (controller steps, gc deliver-virtual, gc sync, gc
+                coalesce) is skipped naming it. A step whose IO does not come
+                within 10s, or differs from the model's, is a divergence
   kubeconfig    the cluster of --kubeconfig/--context. cascade works only in
                 namespaces it creates (cascade-<run>-*, labelled cascade.dev/run)
                 and touches only objects it created; it creates the cascade.dev

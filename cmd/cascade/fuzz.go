@@ -208,6 +208,9 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if f.target == target.Model {
 		return usageErr("the model is fuzzing's oracle, not a target: use upstream, impl, impl-stepped or kubeconfig")
 	}
+	if f.target == target.UpstreamStepped {
+		return usageErr("lockstep fuzzing on upstream-stepped is not implemented yet: replay traces on it (cascade replay, cascade conform)")
+	}
 	if f.checks <= 0 || f.steps <= 0 || f.clients <= 0 {
 		return usageErr("--checks, --steps and --clients must be positive")
 	}
@@ -485,6 +488,9 @@ func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
 	}
 	if env.target.Spec.Name == target.Model {
 		return nil // the model is fuzzing's oracle, not a target
+	}
+	if env.target.Spec.Name == target.UpstreamStepped {
+		return nil // lockstep fuzzing on the stepped upstream target is not implemented yet
 	}
 	env.planned = 1
 	cfg := fuzz.Config{Checks: conformFuzz.checks, Steps: conformFuzz.steps, Clients: conformFuzz.clients, Seed: conformFuzz.seed,

@@ -161,7 +161,7 @@ func loadTraces(args []string) ([]*traces.Trace, error) {
 func newReplayCmd() *cobra.Command {
 	var tf targetFlags
 	cmd := &cobra.Command{
-		Use:   "replay TRACE... [--target model|upstream|impl|impl-stepped|kubeconfig] [flags]",
+		Use:   "replay TRACE... [--target model|upstream|impl|impl-stepped|upstream-stepped|kubeconfig] [flags]",
 		Short: "Replay traces on the model or a real target and report where they diverge",
 		Long: `replay runs each trace and compares every stanza's output with what the file
 expects, naming the first stanza that differs with a line diff
@@ -182,6 +182,9 @@ Targets (see 'cascade conform --help' for what each one runs):
   impl          envtest + cascade's reference GC (--inject switches on bugs)
   impl-stepped  envtest + cascade's GC stepped by the trace's gc and
                 controller steps; a trace's '# bug:' header applies its bugs
+  upstream-stepped
+                envtest + kube-controller-manager's garbage collector stepped
+                by the trace's gc steps through cascade's API proxy
   kubeconfig    the cluster of --kubeconfig/--context
 
 TRACE is a file, or the name of a trace built into cascade (race/orphan-adoption,

@@ -32,7 +32,7 @@ func TestTargetUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"replay", "--target", "kind", "race/orphan-adoption"}, `unknown target "kind" (valid: model, upstream, impl, impl-stepped, kubeconfig)`},
+		{[]string{"replay", "--target", "kind", "race/orphan-adoption"}, `unknown target "kind" (valid: model, upstream, impl, impl-stepped, upstream-stepped, kubeconfig)`},
 		{[]string{"conform", "--target", "kind"}, `unknown target "kind"`},
 		{[]string{"conform", "--target", "kubeconfig", "--kubeconfig", missing}, missing},
 		{[]string{"conform", "--target", "kubeconfig", "--kubeconfig", dead}, `cannot reach the cluster of context "dead" in kubeconfig ` + dead + " at https://127.0.0.1:1"},
@@ -43,6 +43,7 @@ func TestTargetUsageErrors(t *testing.T) {
 		{[]string{"conform", "--target", "upstream", "--kubeconfig", dead}, "kubeconfig target"},
 		{[]string{"conform", "--target", "model", "--labels", "nope"}, `no trace is labelled "nope"`},
 		{[]string{"replay", "--target", "upstream", "race/orphan-adoption"}, "none of the traces can run on upstream"},
+		{[]string{"replay", "--target", "upstream-stepped", "race/orphan-adoption"}, "none of the traces can run on upstream-stepped"},
 		{[]string{"replay", "--target", "upstream", "race/nope"}, "race/nope: no such trace file, and no embedded trace"},
 		{[]string{"cluster", "--target", "kubeconfig"}, "cluster runs upstream or impl"},
 		{[]string{"cluster", "--target", "upstream", "--inject", "no-cycle-unblock"}, "impl and impl-stepped only"},

@@ -34,13 +34,13 @@ import (
 // suiteTargets are the targets of the scenario suite; fuzzTargets those
 // `cascade fuzz` runs on an envtest control plane of its own.
 var (
-	suiteTargets = []string{"model", "upstream", "impl", "impl-stepped"}
+	suiteTargets = []string{"model", "upstream", "impl", "impl-stepped", "upstream-stepped"}
 	fuzzTargets  = []string{"upstream", "impl", "impl-stepped"}
 )
 
 // weight orders the runs longest first, so that the longest do not start
 // last: the CRD traces hold upstream and impl longest.
-var weight = map[string]int{"suite upstream": 6, "suite impl": 5, "fuzz upstream": 4, "fuzz impl": 3, "fuzz impl-stepped": 2, "suite impl-stepped": 1}
+var weight = map[string]int{"suite upstream": 6, "suite impl": 5, "fuzz upstream": 4, "fuzz impl": 3, "fuzz impl-stepped": 2, "suite impl-stepped": 1, "suite upstream-stepped": 1}
 
 type config struct {
 	targets, fuzz []string

@@ -16,7 +16,7 @@ import (
 // short ones; every suite process runs only the suite, on its one target.
 func TestPhasesRunLongestFirst(t *testing.T) {
 	ps := phases(config{targets: suiteTargets, fuzz: []string{"upstream", "impl"}, checks: 10, seed: 1, out: "out/conform", timeout: time.Minute})
-	want := []string{"suite upstream", "suite impl", "fuzz upstream", "fuzz impl", "suite impl-stepped", "suite model"}
+	want := []string{"suite upstream", "suite impl", "fuzz upstream", "fuzz impl", "suite impl-stepped", "suite upstream-stepped", "suite model"}
 	if got := strings.Split(names(ps), ", "); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("order %v, want %v", got, want)
 	}

@@ -230,3 +230,11 @@ type Pending interface {
 	// which have not watched again yet.
 	Pending() int
 }
+
+// Observer is implemented by Controllers that follow what becomes of the
+// requests they admitted (Stepper): the proxy calls Answered once for
+// each request that is not a watch, with its answer or Err, after
+// recording it.
+type Observer interface {
+	Answered(r Request)
+}

@@ -36,6 +36,9 @@ type Request struct {
 	// Code is the answer's HTTP status (0: none, the request failed on
 	// its way or was refused; see Err).
 	Code int `json:"code"`
+	// Reason is the reason of an answer that is a Status (a refusal:
+	// "Conflict", "NotFound", ...), "" otherwise.
+	Reason string `json:"reason,omitempty"`
 	// ResourceVersion is the answer's metadata.resourceVersion: the
 	// object's after a GET or a write, the list's after a LIST ("" for a
 	// DELETE answered with a Status: the object is gone, and its

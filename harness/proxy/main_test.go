@@ -69,6 +69,12 @@ func (s *swap) Ended(st *proxy.Request) {
 	}
 }
 
+func (s *swap) Answered(r proxy.Request) {
+	if o, ok := s.get().(proxy.Observer); ok {
+		o.Answered(r)
+	}
+}
+
 func (s *swap) Pending() int {
 	if p, ok := s.get().(proxy.Pending); ok {
 		return p.Pending()

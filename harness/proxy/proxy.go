@@ -49,19 +49,18 @@
 // recorded with InitialEventsEnd set, so the evidence shows an informer's
 // list as the events it consisted of.
 //
-// # Stepping (the next use)
+// # Stepping
 //
-// The Controller interface is the hold/release API the stepped upstream
-// target will drive: a Controller whose Deliver blocks each informer's
-// stream until the trace says `gc deliver KEY` (the stream's queue is
-// the informer's queue of held events, in order; Deliver sees each
-// event's object and can release one informer's head while the others
-// wait), whose Admit holds the garbage collector's GETs until `gc
+// Stepper is the Controller of the stepped upstream target
+// (upstream-stepped, harness/target): its Deliver holds each informer's
+// stream of events about a trace's objects until the trace says `gc
+// deliver KEY` (the stream's queue is the informer's queue of held events,
+// in order; the head of one informer's stream is released while the
+// others wait), its Admit holds the garbage collector's GETs until `gc
 // attemptToDelete KEY` and its PATCH or DELETE until `gc delete|patch
-// KEY`, and which answers Break for `gc coalesce` (the informer relists
-// and sees only last states). Requests and events the Controller was not
-// told to expect are the stepped target's divergences; the evidence
-// names them.
+// KEY`, and it observes each answer (Observer) so that a step returns the
+// real one. Requests and events the model does not expect are the
+// stepped target's divergences (Divergence).
 package proxy
 
 import (
@@ -193,7 +192,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		p.held.Add(-1)
 		if err != nil {
 			r.Err, r.Answered = "held back: "+err.Error(), time.Now()
-			p.rec.request(*r)
+			p.done(r)
 			http.Error(w, "cascade proxy: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -201,7 +200,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	out, err := p.outgoing(req)
 	if err != nil {
 		r.Err, r.Answered = err.Error(), time.Now()
-		p.rec.request(*r)
+		p.done(r)
 		http.Error(w, "cascade proxy: "+err.Error(), http.StatusBadGateway)
 		return
 	}
@@ -209,7 +208,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	resp, err := p.upstream.RoundTrip(out)
 	if err != nil {
 		r.Err, r.Answered = err.Error(), time.Now()
-		p.rec.request(*r)
+		p.done(r)
 		http.Error(w, "cascade proxy: "+err.Error(), http.StatusBadGateway)
 		return
 	}
@@ -220,6 +219,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	p.answer(w, r, resp)
+}
+
+// done records a request that is not a watch as answered and tells a
+// Controller that observes answers (Observer).
+func (p *Proxy) done(r *Request) {
+	p.rec.request(*r)
+	if o, ok := p.opts.Controller.(Observer); ok {
+		o.Answered(*r)
+	}
 }
 
 // hopHeaders are the headers a proxy does not pass on (RFC 9110 7.6.1),

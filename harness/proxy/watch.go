@@ -26,6 +26,8 @@ type objectMeta struct {
 	Details struct {
 		UID string `json:"uid"`
 	} `json:"details"`
+	Kind   string `json:"kind"`
+	Reason string `json:"reason"`
 }
 
 // answer hands a non-watch answer back whole, recording its status and
@@ -43,11 +45,14 @@ func (p *Proxy) answer(w http.ResponseWriter, r *Request, resp *http.Response) {
 		if r.UID == "" {
 			r.UID = m.Details.UID
 		}
+		if m.Kind == "Status" {
+			r.Reason = m.Reason
+		}
 		if r.Verb == VerbCreate && r.Name == "" && resp.StatusCode/100 == 2 {
 			r.Name = m.Metadata.Name
 		}
 	}
-	p.rec.request(*r)
+	p.done(r)
 	copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(body)

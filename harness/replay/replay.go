@@ -30,6 +30,15 @@ type Target interface {
 	Step(ctx context.Context, st model.Step) (model.Result, error)
 }
 
+// StateStepper is a Target that takes each internal step knowing the
+// model's states before and after it (the stepped upstream target, which
+// reads from them what IO the real controller manager is to do), and the
+// model's result of the step: Run calls StepWith instead of Step when the
+// model can take the step.
+type StateStepper interface {
+	StepWith(ctx context.Context, st model.Step, prev, next *model.State, want model.Result) (model.Result, error)
+}
+
 // ErrNotSteppable is returned by targets that cannot take internal steps
 // one at a time (the upstream kube-controller-manager).
 var ErrNotSteppable = fmt.Errorf("this target cannot be stepped: the trace's GC or controller steps need the model or impl")
@@ -76,9 +85,17 @@ func Run(ctx context.Context, t *traces.Trace, d *driver.Driver, target Target) 
 				continue
 			}
 			var r model.Result
-			if c.Step.Actor == model.ActorClient {
+			ss, withState := target.(StateStepper)
+			switch {
+			case c.Step.Actor == model.ActorClient:
 				r, err = d.Do(ctx, c.Step, rv)
-			} else {
+			case withState:
+				next, want, merr := m.Apply(s, c.Step)
+				if merr != nil {
+					return nil, fmt.Errorf("%s:%d: %s: the model cannot take it: %w", t.Path, c.Line, c.Text, merr)
+				}
+				r, err = ss.StepWith(ctx, c.Step, s, next, want)
+			default:
 				r, err = target.Step(ctx, c.Step)
 			}
 			if err != nil {

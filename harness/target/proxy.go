@@ -35,6 +35,10 @@ func (t *Target) startProxy(identity *rest.Config) (string, error) {
 	if f.Any() {
 		opts.Controller = proxy.NewFaults(f)
 	}
+	if s.Name == UpstreamStepped {
+		t.stepper = proxy.NewStepper()
+		opts.Controller = t.stepper
+	}
 	if s.RestartKCM > 0 {
 		t.GCTap = &history.Tap{}
 		opts.Wrap = func(rt http.RoundTripper) http.RoundTripper {

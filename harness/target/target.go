@@ -17,6 +17,9 @@
 //	impl-stepped  envtest without kube-controller-manager; every trace gets
 //	              its own impl in Stepped mode, its adopter stepping the
 //	              built-in workloads (SteppedAdopterKinds)
+//	upstream-stepped  envtest + kube-controller-manager's garbage collector
+//	              behind the API proxy, which holds its traffic about a
+//	              trace's objects until the trace's GC steps release it
 //	kubeconfig    an existing cluster named by a kubeconfig and context
 //
 // On a kubeconfig cluster the harness works only inside namespaces it
@@ -64,10 +67,13 @@ const (
 	Impl        = "impl"
 	ImplStepped = "impl-stepped"
 	Kubeconfig  = "kubeconfig"
+	// UpstreamStepped is kube-controller-manager's garbage collector
+	// behind the API proxy, stepped by the trace (upstream_stepped.go).
+	UpstreamStepped = "upstream-stepped"
 )
 
 // Names lists every target, in the order help texts show them.
-var Names = []string{Model, Upstream, Impl, ImplStepped, Kubeconfig}
+var Names = []string{Model, Upstream, Impl, ImplStepped, UpstreamStepped, Kubeconfig}
 
 // WorkloadControllers are kube-controller-manager's controllers without
 // its garbage collector: the impl target runs cascade's own GC next to
@@ -307,9 +313,11 @@ type Target struct {
 	kcmSyncs   *kcmSyncLog      // upstream: the GC's discovery syncs, from kube-controller-manager's log
 
 	// Proxy is the API proxy kube-controller-manager talks through on
-	// upstream (nil elsewhere, and with Spec.NoProxy): read its evidence
-	// after a run (proxy.Proxy.Take).
+	// upstream and upstream-stepped (nil elsewhere, and with
+	// Spec.NoProxy): read its evidence after a run (proxy.Proxy.Take).
 	Proxy *proxy.Proxy
+	// stepper is the proxy's Controller on upstream-stepped
+	stepper *proxy.Stepper
 
 	// GCTap records the impl GC's writes that get no answer, on impl
 	// with a restart fault (Spec.RestartAPIServer, Spec.RestartGC), and
@@ -367,6 +375,10 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 	case Impl:
 		opts.ControllerManager, opts.Controllers = true, s.implControllers()
 		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ")"
+	case UpstreamStepped:
+		opts.ControllerManager, opts.Controllers = true, SteppedControllers
+		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ") behind cascade's API proxy, stepped"
+		opts.ControllerManagerVia = t.startProxy
 	}
 	need := []string{controlplane.EtcdBinary, controlplane.APIServerBinary}
 	if opts.KinePath != "" {
@@ -397,7 +409,7 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 	// cleans up its objects through them, and Close stops them.
 	long := context.WithoutCancel(ctx)
 	switch s.Name {
-	case Upstream:
+	case Upstream, UpstreamStepped:
 		if t.webhook, err = webhook.Install(long, t.Admin, webhook.Options{}); err != nil {
 			return nil, err
 		}

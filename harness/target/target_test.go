@@ -58,6 +58,13 @@ func TestSpecSkip(t *testing.T) {
 		{Spec{Name: ImplStepped}, "race/orphan-adoption", ""},
 		{Spec{Name: ImplStepped}, "race/orphan-adoption-fixed", ""},
 		{Spec{Name: ImplStepped}, "race/finalizer-after-deletion", "does not name impl"},
+		{Spec{Name: UpstreamStepped}, "race/kubernetes-26120", ""},
+		{Spec{Name: UpstreamStepped}, "race/gc-retry-overrides-orphan", ""},
+		{Spec{Name: UpstreamStepped}, "scenario/background", "takes no GC step: it runs on upstream"},
+		{Spec{Name: UpstreamStepped}, "race/orphan-adoption", "needs bug adopt-without-recheck"},
+		{Spec{Name: UpstreamStepped}, "race/orphan-adoption-fixed", `step "controller deliver rs/web-1" cannot be produced through the API proxy`},
+		{Spec{Name: UpstreamStepped}, "race/stranded-virtual-node", "names neither upstream nor impl"},
+		{Spec{Name: UpstreamStepped}, "race/kubernetes-114603", "holds for before v1.34.0"},
 	}
 	for _, c := range cases {
 		got := SpecSkip(c.spec, embedded(t, c.trace))
@@ -141,7 +148,7 @@ func TestValidate(t *testing.T) {
 		spec Spec
 		want string
 	}{
-		{Spec{Name: "kind"}, `unknown target "kind" (valid: model, upstream, impl, impl-stepped, kubeconfig)`},
+		{Spec{Name: "kind"}, `unknown target "kind" (valid: model, upstream, impl, impl-stepped, upstream-stepped, kubeconfig)`},
 		{Spec{Name: Upstream, Inject: bugs.Of(bugs.NoCycleUnblock)}, "impl and impl-stepped only"},
 		{Spec{Name: Impl, Inject: bugs.Set{bugs.FinalizerAfterDeletion: true}}, "cannot be injected"},
 		{Spec{Name: Upstream, Kubeconfig: "x"}, "kubeconfig target"},

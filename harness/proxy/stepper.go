@@ -1,0 +1,470 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Stepper is the Controller of the stepped upstream target
+// (upstream-stepped): while it holds, no watch event about an object in
+// its scope reaches kube-controller-manager and no read or write of the
+// garbage collector about such an object reaches kube-apiserver until a
+// step releases it. Traffic about other objects (other runs, system
+// objects, the GC's own Events) and every request of other clients pass
+// at once, so the controller manager's informers stay synced.
+//
+// Each informer stream's events stay in order: the event a step can
+// release is the head of an informer's stream (the model's watch queues
+// are per kind, and so are kube-controller-manager's informers). Held GC
+// requests wait each in its own worker goroutine of the GC, so a step can
+// release any of them: with several GC workers (--concurrent-gc-syncs)
+// every queued work item waits in a worker on its first GET, and the
+// trace, not the work queue's order, decides which goes first.
+type Stepper struct {
+	mu      sync.Mutex
+	holding bool
+	scope   func(namespace, name string) bool
+	events  []*heldEvent   // heads of streams, held, oldest first
+	reqs    []*heldRequest // GC requests, held, oldest first
+	open    *Window
+	answers map[int64]Request
+	changed chan struct{} // closed and replaced on every change
+}
+
+type heldEvent struct {
+	stream  *Request
+	ev      Delivery
+	release chan struct{}
+}
+
+type heldRequest struct {
+	r       Request
+	release chan struct{}
+}
+
+// Window says which GC requests in scope pass while a step runs: those
+// that arrive while it is open and that Admits accepts (nil: none).
+type Window struct {
+	Admits func(Request) bool
+	// Admitted are the requests it let through, in order.
+	Admitted []Request
+}
+
+// NewStepper returns a Stepper that lets everything through until Hold.
+func NewStepper() *Stepper {
+	return &Stepper{answers: map[int64]Request{}, changed: make(chan struct{})}
+}
+
+// GCHeld reports whether a request is one a holding Stepper holds when
+// its object is in scope: a GET or write of the garbage collector, other
+// than of Events (which the GC's event recorder writes with the GC's
+// client, and which no trace steps).
+func GCHeld(r *Request) bool {
+	if r.Client != GarbageCollectorClient || r.Resource == "events" {
+		return false
+	}
+	switch r.Verb {
+	case VerbGet, VerbUpdate, VerbPatch, VerbDelete:
+		return true
+	}
+	return false
+}
+
+func (s *Stepper) broadcast() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// SetScope sets which objects' traffic is held: f(namespace, name)
+// reports whether an object belongs to the run ("" namespace: a
+// cluster-scoped object).
+func (s *Stepper) SetScope(f func(namespace, name string) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scope = f
+}
+
+// Hold starts or stops holding. Stopping releases everything held.
+func (s *Stepper) Hold(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holding = on
+	if !on {
+		for _, e := range s.events {
+			close(e.release)
+		}
+		for _, r := range s.reqs {
+			close(r.release)
+		}
+		s.events, s.reqs, s.open = nil, nil, nil
+	}
+	s.broadcast()
+}
+
+func (s *Stepper) inScope(ns, name string) bool {
+	return s.scope != nil && s.scope(ns, name)
+}
+
+// Admit implements Controller.
+func (s *Stepper) Admit(ctx context.Context, r *Request) error {
+	if !GCHeld(r) {
+		return nil
+	}
+	s.mu.Lock()
+	if !s.holding || !s.inScope(r.Namespace, r.Name) {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.open != nil && s.open.Admits != nil && s.open.Admits(*r) {
+		s.open.Admitted = append(s.open.Admitted, *r)
+		s.broadcast()
+		s.mu.Unlock()
+		return nil
+	}
+	h := &heldRequest{r: *r, release: make(chan struct{})}
+	s.reqs = append(s.reqs, h)
+	s.broadcast()
+	s.mu.Unlock()
+	select {
+	case <-h.release:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		s.reqs = slices.DeleteFunc(s.reqs, func(x *heldRequest) bool { return x == h })
+		s.broadcast()
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// Deliver implements Controller.
+func (s *Stepper) Deliver(ctx context.Context, stream *Request, ev *Delivery) (Verdict, error) {
+	if ev.Type == "BOOKMARK" || ev.Type == "ERROR" || stream.Resource == "events" {
+		return Pass, nil
+	}
+	s.mu.Lock()
+	if !s.holding || !s.inScope(ev.Namespace, ev.Name) {
+		s.mu.Unlock()
+		return Pass, nil
+	}
+	h := &heldEvent{stream: stream, ev: *ev, release: make(chan struct{})}
+	s.events = append(s.events, h)
+	s.broadcast()
+	s.mu.Unlock()
+	select {
+	case <-h.release:
+		return Pass, nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		s.events = slices.DeleteFunc(s.events, func(x *heldEvent) bool { return x == h })
+		s.broadcast()
+		s.mu.Unlock()
+		return Pass, ctx.Err()
+	}
+}
+
+// Ended implements Controller.
+func (s *Stepper) Ended(*Request) {}
+
+// Answered implements Observer.
+func (s *Stepper) Answered(r Request) {
+	if !GCHeld(&r) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answers[r.ID] = r
+	s.broadcast()
+}
+
+// Pending implements Pending: what the Stepper holds.
+func (s *Stepper) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.events) + len(s.reqs)
+}
+
+// await waits, for at most bound, until cond (called with s.mu held)
+// holds; it reports whether it did.
+func (s *Stepper) await(ctx context.Context, bound time.Duration, cond func() bool) (bool, error) {
+	deadline := time.NewTimer(bound)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		ok, ch := cond(), s.changed
+		s.mu.Unlock()
+		if ok {
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-deadline.C:
+			return false, nil
+		case <-ch:
+		}
+	}
+}
+
+// Divergence is a step the real kube-controller-manager did not take as
+// the model did: what the model expected and what the proxy observed.
+type Divergence struct {
+	Step, Expected, Observed string
+}
+
+func (d *Divergence) Error() string {
+	return fmt.Sprintf("kube-controller-manager diverges from the model at %q: the model expects %s; observed %s", d.Step, d.Expected, d.Observed)
+}
+
+// HeldEvents describes the events held, oldest first.
+func (s *Stepper) HeldEvents() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, e := range s.events {
+		out = append(out, describeEvent(e.stream, e.ev))
+	}
+	return out
+}
+
+// HeldRequests describes the GC requests held, oldest first.
+func (s *Stepper) HeldRequests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, r := range s.reqs {
+		out = append(out, DescribeRequest(r.r))
+	}
+	return out
+}
+
+func describeEvent(stream *Request, ev Delivery) string {
+	return fmt.Sprintf("%s %s %s", ev.Informer, ev.Type, objectKey(stream.Call, ev.Namespace, ev.Name))
+}
+
+func objectKey(c Call, ns, name string) string {
+	res := c.Resource
+	if c.Group != "" {
+		res += "." + c.Group
+	}
+	if ns == "" {
+		return res + "/" + name
+	}
+	return res + "/" + ns + "/" + name
+}
+
+// DescribeRequest is a request as divergences name it: verb and object.
+func DescribeRequest(r Request) string {
+	s := strings.ToUpper(r.Verb) + " " + objectKey(r.Call, r.Namespace, r.Name)
+	if r.Subresource != "" {
+		s += "/" + r.Subresource
+	}
+	return s
+}
+
+// ReleaseEvent hands on the held head event of the informer of resource
+// (and group), which must be about namespace/name, waiting at most bound
+// for it to be held; a different object's event at the head, or none, is
+// a *Divergence (Step left for the caller to fill).
+func (s *Stepper) ReleaseEvent(ctx context.Context, bound time.Duration, group, resource, namespace, name string) error {
+	var h *heldEvent
+	ok, err := s.await(ctx, bound, func() bool {
+		for _, e := range s.events {
+			if e.stream.Resource == resource && e.stream.Group == group {
+				h = e
+				return true
+			}
+		}
+		return false
+	})
+	want := fmt.Sprintf("an event of %s", objectKey(Call{Group: group, Resource: resource}, namespace, name))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &Divergence{Expected: want, Observed: "no event held for that informer within " + bound.String() + heldSummary(s.HeldEvents())}
+	}
+	if h.ev.Namespace != namespace || h.ev.Name != name {
+		return &Divergence{Expected: want + " at the head of its informer", Observed: describeEvent(h.stream, h.ev)}
+	}
+	s.mu.Lock()
+	s.events = slices.DeleteFunc(s.events, func(x *heldEvent) bool { return x == h })
+	close(h.release)
+	s.broadcast()
+	s.mu.Unlock()
+	return nil
+}
+
+func heldSummary(held []string) string {
+	if len(held) == 0 {
+		return " (nothing held)"
+	}
+	return " (held: " + strings.Join(held, "; ") + ")"
+}
+
+// WaitRequest waits at most bound for a held GC request match accepts and
+// returns it (ok false: none came).
+func (s *Stepper) WaitRequest(ctx context.Context, bound time.Duration, match func(Request) bool) (r Request, ok bool, err error) {
+	ok, err = s.await(ctx, bound, func() bool {
+		for _, h := range s.reqs {
+			if match(h.r) {
+				r = h.r
+				return true
+			}
+		}
+		return false
+	})
+	return r, ok, err
+}
+
+// HeldIDs are the IDs of the GC requests held now.
+func (s *Stepper) HeldIDs() []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int64
+	for _, h := range s.reqs {
+		out = append(out, h.r.ID)
+	}
+	return out
+}
+
+// ReleaseAll passes on every held GC request match accepts, without
+// waiting for answers, and returns them.
+func (s *Stepper) ReleaseAll(match func(Request) bool) []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Request
+	s.reqs = slices.DeleteFunc(s.reqs, func(h *heldRequest) bool {
+		if !match(h.r) {
+			return false
+		}
+		close(h.release)
+		out = append(out, h.r)
+		return true
+	})
+	s.broadcast()
+	return out
+}
+
+// Release passes the held request id on and waits at most bound for its
+// answer.
+func (s *Stepper) Release(ctx context.Context, bound time.Duration, id int64) (Request, error) {
+	s.mu.Lock()
+	i := slices.IndexFunc(s.reqs, func(h *heldRequest) bool { return h.r.ID == id })
+	if i < 0 {
+		s.mu.Unlock()
+		return Request{}, fmt.Errorf("request %d is not held", id)
+	}
+	close(s.reqs[i].release)
+	s.reqs = slices.Delete(s.reqs, i, i+1)
+	s.broadcast()
+	s.mu.Unlock()
+	return s.Answer(ctx, bound, id)
+}
+
+// Answer waits at most bound for the answer of request id.
+func (s *Stepper) Answer(ctx context.Context, bound time.Duration, id int64) (Request, error) {
+	var a Request
+	ok, err := s.await(ctx, bound, func() bool {
+		var found bool
+		a, found = s.answers[id]
+		return found
+	})
+	if err == nil && !ok {
+		err = fmt.Errorf("request %d got no answer within %s", id, bound)
+	}
+	return a, err
+}
+
+// Open opens w: GC requests in scope that arrive from now on and that w
+// admits pass. Close it with CloseWindow.
+func (s *Stepper) Open(w *Window) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open = w
+}
+
+// CloseWindow closes the open window and returns the requests it let
+// through with their answers as far as they came.
+func (s *Stepper) CloseWindow() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open == nil {
+		return nil
+	}
+	out := slices.Clone(s.open.Admitted)
+	for i, r := range out {
+		if a, ok := s.answers[r.ID]; ok {
+			out[i] = a
+		}
+	}
+	s.open = nil
+	return out
+}
+
+// AwaitAdmitted waits at most bound until cond holds of the requests the
+// open window let through, each with its answer when it came; it reports
+// whether it did.
+func (s *Stepper) AwaitAdmitted(ctx context.Context, bound time.Duration, cond func(admitted []Request) bool) (bool, error) {
+	return s.await(ctx, bound, func() bool {
+		if s.open == nil {
+			return false
+		}
+		rs := slices.Clone(s.open.Admitted)
+		for i, r := range rs {
+			if a, ok := s.answers[r.ID]; ok {
+				rs[i] = a
+			}
+		}
+		return cond(rs)
+	})
+}
+
+// AwaitAnswer waits at most bound for an answer, given after since, to a
+// GC request in scope that match accepts, and returns it.
+func (s *Stepper) AwaitAnswer(ctx context.Context, bound time.Duration, since time.Time, match func(Request) bool) (a Request, ok bool, err error) {
+	ok, err = s.await(ctx, bound, func() bool {
+		for _, r := range s.answers {
+			if r.Answered.After(since) && match(r) {
+				a = r
+				return true
+			}
+		}
+		return false
+	})
+	return a, ok, err
+}
+
+// Quiet waits until no GC request in scope has been admitted by the open
+// window or held for window, at most bound; it reports whether it was
+// quiet.
+func (s *Stepper) Quiet(ctx context.Context, window, bound time.Duration) (bool, error) {
+	end := time.Now().Add(bound)
+	count := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		n := len(s.reqs) + len(s.answers)
+		if s.open != nil {
+			n += len(s.open.Admitted)
+		}
+		return n
+	}
+	last, since := count(), time.Now()
+	for time.Now().Before(end) {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+		if n := count(); n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) >= window {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,448 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cascade-k8s/cascade/harness/driver"
+	"github.com/cascade-k8s/cascade/harness/proxy"
+	"github.com/cascade-k8s/cascade/harness/replay"
+	"github.com/cascade-k8s/cascade/model"
+	"github.com/cascade-k8s/cascade/traces"
+)
+
+// The stepped upstream target (upstream-stepped) runs the real, unmodified
+// kube-controller-manager, its garbage collector only
+// (SteppedControllers), behind the API proxy with a proxy.Stepper: while
+// a trace runs, no watch event about the trace's objects reaches the
+// controller manager and no GET or write of its GC about them reaches
+// kube-apiserver until a step of the trace releases it.
+//
+//	gc deliver KEY          hands the head event of KEY's informer on
+//	                        (it must be about KEY), then waits
+//	                        DeliverPause for the graph builder
+//	gc attemptToDelete KEY  releases the GC worker's held GET of KEY, lets
+//	                        the worker's owner GETs through, and waits
+//	                        for what the model says comes next: the
+//	                        worker's first write held (`gc delete|patch|
+//	                        unblock` releases it), the foregroundDeletion
+//	                        finalizer's removal answered, or no write
+//	gc delete|patch|unblock KEY
+//	                        releases the held DELETE or PATCH of KEY; its
+//	                        answer is the step's result
+//	gc attemptToOrphan KEY  lets the GC's requests through until its write
+//	                        of KEY (the orphan finalizer's removal) is
+//	                        answered
+//	settle                  lets everything through until the cluster and
+//	                        the proxy are quiet, then holds again
+//
+// An IO the model expects that does not come within StepBound, or one
+// that differs from what the model expects, is a *proxy.Divergence naming
+// the step, the expectation and what the proxy observed.
+//
+// The flags: the GC runs with its default 20 workers
+// (--concurrent-gc-syncs=20), not one. Every queued work item then waits
+// in a worker of its own on its first GET, held by the proxy, so the
+// trace decides which item goes first, as the model's attemptToDelete
+// set lets it; with one worker the work queue's FIFO order would decide,
+// and a trace that processes a later item first could not be produced.
+// The workqueue never hands one item to two workers at once, so each held
+// GET names one work item. No workload controller runs: their writes are
+// not GC steps and their informers share the GC's streams, so events
+// held for the GC would hold them too (controller steps are not supported
+// yet; UnsteppableOps).
+var SteppedControllers = []string{"garbagecollector"}
+
+// StepBound bounds the wait for an IO the model expects of
+// kube-controller-manager in a step.
+const StepBound = 10 * time.Second
+
+// DeliverPause is how long a `gc deliver` waits after handing an event
+// on: the informer's handler and the graph builder take it in without any
+// IO, so nothing at the proxy says when they have. Informers of different
+// resources run in goroutines of their own; without the pause two events
+// handed on in quick succession could reach the graph builder in either
+// order.
+const DeliverPause = 150 * time.Millisecond
+
+// QuietWindow is how long a step waits for an IO the model does not
+// expect before it concludes that none comes.
+const QuietWindow = 400 * time.Millisecond
+
+// UnsteppableOps are the trace steps upstream-stepped cannot produce
+// through the IO boundary, and why.
+var UnsteppableOps = map[string]string{
+	"gc deliver-virtual": "a virtual delete event goes from an attemptToDelete worker to the graph builder inside the GC's process (enqueueVirtualDeleteEvent), with no IO the proxy could hold",
+	"gc lose":            "it is the lost-first-update bug of client-go's informer, which the real binary does not have switched on",
+	"gc coalesce":        "a relist that skips exactly the held event needs the stream broken and the list held; not implemented yet",
+	"gc sync":            "the GC's discovery sync runs on its own 30 s timer; the proxy could hold its discovery requests, which is not implemented yet",
+	"controller":         "the workload controllers do not run on upstream-stepped: in kube-controller-manager they read the same shared informer, one watch stream per resource, as the GC, so the proxy can hand an event to both or to neither, while the model's GC and controller take it each in its own step (gc deliver, controller deliver); mapping controller steps onto the proxy is not implemented yet",
+	"apiextensions":      "a CRD's cleanup is kube-apiextensions-apiserver's, inside kube-apiserver, behind no proxy",
+}
+
+// unsteppable names the first step of tr upstream-stepped cannot produce,
+// with why ("" when there is none).
+func unsteppable(tr *traces.Trace) string {
+	for _, st := range tr.Stanzas {
+		for _, c := range st.Commands {
+			if c.Settle || c.Step.Actor == model.ActorClient {
+				continue
+			}
+			if c.Step.Target.Kind == model.NoKind {
+				return fmt.Sprintf("its step %q names an object of a kind nobody serves: the GC's work item for it fails its REST mapping without any IO the proxy could hold", c.Text)
+			}
+			f := strings.Fields(c.Text)
+			for _, key := range []string{f[0], f[0] + " " + f[1]} {
+				if why, ok := UnsteppableOps[key]; ok {
+					return fmt.Sprintf("its step %q cannot be produced through the API proxy: %s", c.Text, why)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// upstreamStepped takes a trace's GC steps on kube-controller-manager
+// through the proxy's Stepper.
+type upstreamStepped struct {
+	st     *proxy.Stepper
+	d      *driver.Driver
+	settle replay.Target
+}
+
+// inScope reports whether an object belongs to the driver's run: a
+// namespace of the run's, or a cluster-scoped name with its prefix.
+func inScope(prefix string) func(ns, name string) bool {
+	return func(ns, name string) bool {
+		if ns != "" {
+			return strings.HasPrefix(ns, prefix+"-")
+		}
+		return strings.HasPrefix(name, prefix+"-")
+	}
+}
+
+func (u upstreamStepped) Settle(ctx context.Context, d *driver.Driver) error {
+	u.st.Hold(false)
+	defer u.st.Hold(true)
+	return u.settle.Settle(ctx, d)
+}
+
+func (u upstreamStepped) Step(context.Context, model.Step) (model.Result, error) {
+	return model.Result{}, errors.New("upstream-stepped takes steps with the model's states only (replay.StateStepper)")
+}
+
+// object is a trace key's real object.
+type object struct {
+	group, resource, ns, name string
+}
+
+// String is the object as divergences name it (resource[.group]/[namespace/]name).
+func (o object) String() string {
+	res := o.resource
+	if o.group != "" {
+		res += "." + o.group
+	}
+	if o.ns == "" {
+		return res + "/" + o.name
+	}
+	return res + "/" + o.ns + "/" + o.name
+}
+
+func (o object) is(r proxy.Request) bool {
+	return r.Resource == o.resource && r.Group == o.group && r.Namespace == o.ns && r.Name == o.name
+}
+
+func (u upstreamStepped) object(st model.Step) (object, error) {
+	line, err := u.d.RealLine(st.String())
+	if err != nil {
+		return object{}, err
+	}
+	f := strings.Fields(line)
+	parts := strings.Split(f[2], "/")
+	info := st.Target.Kind.Info()
+	gv, err := schema.ParseGroupVersion(info.APIVersion)
+	if err != nil {
+		return object{}, err
+	}
+	o := object{group: gv.Group, resource: info.Resource, name: parts[len(parts)-1]}
+	if len(parts) == 3 {
+		o.ns = parts[1]
+	}
+	if !info.Namespaced {
+		o.ns = ""
+	}
+	return o, nil
+}
+
+func isWrite(r proxy.Request) bool {
+	return r.Verb == proxy.VerbPatch || r.Verb == proxy.VerbUpdate || r.Verb == proxy.VerbDelete
+}
+
+// StepWith implements replay.StateStepper.
+func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next *model.State, want model.Result) (model.Result, error) {
+	if why := unsteppable(&traces.Trace{Stanzas: []traces.Stanza{{Commands: []traces.Command{{Text: st.String(), Step: st}}}}}); why != "" {
+		return model.Result{}, errors.New(why)
+	}
+	o, err := u.object(st)
+	if err != nil {
+		return model.Result{}, err
+	}
+	var res model.Result
+	switch st.Op {
+	case model.OpDeliver:
+		err = u.st.ReleaseEvent(ctx, StepBound, o.group, o.resource, o.ns, o.name)
+		if err == nil {
+			time.Sleep(DeliverPause)
+		}
+		res = model.Result{Code: 200}
+	case model.OpAttemptToDelete:
+		err = u.attemptToDelete(ctx, o, prev, next)
+		res = model.Result{Code: 200}
+	case model.OpSend:
+		res, err = u.send(ctx, st, o, next, want)
+	case model.OpAttemptToOrphan:
+		err = u.attemptToOrphan(ctx, o, prev)
+		res = model.Result{Code: 200}
+	default:
+		err = fmt.Errorf("upstream-stepped cannot take %q", st.String())
+	}
+	var div *proxy.Divergence
+	if errors.As(err, &div) {
+		div.Step = st.String()
+	}
+	return res, err
+}
+
+// firstWrite is the model's next write for o in next: the first write of
+// the in-flight item that names it (ok false: none).
+func firstWrite(next *model.State, st model.Step) (model.Write, bool) {
+	for _, f := range next.GC.InFlight {
+		w := f.Writes[0]
+		if w.Item.Name == st.Target.Name && w.Item.Kind == st.Target.Kind.Info().Kind && w.Item.Namespace == st.Target.Namespace {
+			return w, true
+		}
+	}
+	return model.Write{}, false
+}
+
+func writeVerb(op model.WriteOp) string {
+	if op == model.WriteDelete {
+		return proxy.VerbDelete
+	}
+	return proxy.VerbPatch
+}
+
+func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, prev, next *model.State) error {
+	get, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && o.is(r) })
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &proxy.Divergence{Expected: "a GC worker's GET of " + o.String(), Observed: "none within " + StepBound.String() + held(u.st)}
+	}
+	before := u.st.HeldIDs()
+	immediate := !slices.Equal(prev.Dump(), next.Dump())
+	w := &proxy.Window{Admits: func(r proxy.Request) bool {
+		return (r.Verb == proxy.VerbGet && !o.is(r)) || (immediate && o.is(r))
+	}}
+	u.st.Open(w)
+	defer u.st.CloseWindow()
+	if _, err := u.st.Release(ctx, StepBound, get.ID); err != nil {
+		return err
+	}
+	want, writes := inFlightFor(prev, next)
+	switch {
+	case writes:
+		// held writes of o from before the step are another worker's
+		// (attemptToOrphan's PATCH of a dependent)
+		_, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool {
+			return r.Verb == writeVerb(want.Op) && o.is(r) && !slices.Contains(before, r.ID)
+		})
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &proxy.Divergence{Expected: fmt.Sprintf("the GC's %s of %s, held", strings.ToUpper(writeVerb(want.Op)), o), Observed: "none within " + StepBound.String() + held(u.st)}
+		}
+		return nil
+	case immediate:
+		// the foregroundDeletion finalizer's removal
+		ok, err := u.st.AwaitAdmitted(ctx, StepBound, func(admitted []proxy.Request) bool {
+			return slices.ContainsFunc(admitted, func(r proxy.Request) bool { return isWrite(r) && o.is(r) && r.Code != 0 })
+		})
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &proxy.Divergence{Expected: "the GC's write of " + o.String() + " (the state the model reaches: " + strings.Join(next.Dump(), "; ") + ")", Observed: "none answered within " + StepBound.String() + held(u.st)}
+		}
+	}
+	if _, err := u.st.Quiet(ctx, QuietWindow, StepBound); err != nil {
+		return err
+	}
+	if r, ok, _ := u.st.WaitRequest(ctx, 0, func(r proxy.Request) bool { return isWrite(r) && o.is(r) && !slices.Contains(before, r.ID) }); ok {
+		return &proxy.Divergence{Expected: "no write of " + o.String(), Observed: proxy.DescribeRequest(r) + " held"}
+	}
+	return nil
+}
+
+// inFlightFor is the write the step put in flight: the first write of an
+// item in flight in next and not in prev.
+func inFlightFor(prev, next *model.State) (model.Write, bool) {
+	for _, f := range next.GC.InFlight {
+		if !slices.ContainsFunc(prev.GC.InFlight, func(p model.InFlight) bool { return p.UID == f.UID }) {
+			return f.Writes[0], true
+		}
+	}
+	return model.Write{}, false
+}
+
+func held(s *proxy.Stepper) string {
+	h := s.HeldRequests()
+	if len(h) == 0 {
+		return " (no GC request held)"
+	}
+	return " (held: " + strings.Join(h, "; ") + ")"
+}
+
+func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next *model.State, want model.Result) (model.Result, error) {
+	verb := writeVerb(st.Write)
+	r, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == verb && o.is(r) })
+	if err != nil {
+		return model.Result{}, err
+	}
+	if !ok {
+		return model.Result{}, &proxy.Divergence{Expected: fmt.Sprintf("the GC's %s of %s, held", strings.ToUpper(verb), o), Observed: "none within " + StepBound.String() + held(u.st)}
+	}
+	// deleteObject answers a 409 to its DELETE with a GET of the item
+	// and, when its ownerReferences did not change, a DELETE without the
+	// resourceVersion precondition (kubernetes#132632), all within the
+	// one write the model sends: let the GET through, and that DELETE
+	// when the model's send succeeded
+	retry := verb == proxy.VerbDelete
+	gets := 0
+	if retry {
+		u.st.Open(&proxy.Window{Admits: func(q proxy.Request) bool {
+			switch {
+			case q.Verb == proxy.VerbGet && o.is(q) && gets == 0:
+				gets++
+				return true
+			case q.Verb == proxy.VerbDelete && o.is(q) && want.OK():
+				return true
+			}
+			return false
+		}})
+		defer u.st.CloseWindow()
+	}
+	since := time.Now()
+	a, err := u.st.Release(ctx, StepBound, r.ID)
+	if err != nil {
+		return model.Result{}, err
+	}
+	if a.Err != "" {
+		return model.Result{}, fmt.Errorf("the GC's %s failed on its way: %s", proxy.DescribeRequest(a), a.Err)
+	}
+	if retry && a.Code == 409 {
+		if _, ok, err := u.st.AwaitAnswer(ctx, StepBound, since, func(q proxy.Request) bool { return q.Verb == proxy.VerbGet && o.is(q) }); err != nil || !ok {
+			return model.Result{}, errors.Join(err, &proxy.Divergence{Expected: "after the 409, the GC's GET of " + o.String(), Observed: "none answered within " + StepBound.String() + held(u.st)})
+		}
+		if want.OK() {
+			second, ok, err := u.st.AwaitAnswer(ctx, StepBound, since, func(q proxy.Request) bool { return q.Verb == proxy.VerbDelete && o.is(q) && q.ID != r.ID })
+			if err != nil {
+				return model.Result{}, err
+			}
+			if !ok {
+				return model.Result{}, &proxy.Divergence{Expected: "after the 409, the GC's DELETE of " + o.String() + " without the resourceVersion precondition", Observed: "none answered within " + StepBound.String() + held(u.st)}
+			}
+			a = second
+		}
+	}
+	// a further write of the model's for the item (an unblock before a
+	// delete) comes without a step between: wait for it to be held
+	if nextWrite, more := firstWrite(next, st); more {
+		if _, ok, err := u.st.WaitRequest(ctx, StepBound, func(q proxy.Request) bool { return q.Verb == writeVerb(nextWrite.Op) && o.is(q) }); err != nil || !ok {
+			return model.Result{}, errors.Join(err, &proxy.Divergence{Expected: fmt.Sprintf("the GC's next %s of %s, held", strings.ToUpper(writeVerb(nextWrite.Op)), o), Observed: "none within " + StepBound.String() + held(u.st)})
+		}
+	}
+	if a.Code/100 == 2 {
+		return model.Result{Code: 200}, nil
+	}
+	return model.Result{Code: a.Code, Reason: a.Reason}, nil
+}
+
+// attemptToOrphan lets the orphan worker's requests through: those it
+// sent when the owner's deletion reached the graph builder and the proxy
+// holds (its PATCHes of dependents, which no write the model has in
+// flight names, and its requests about the owner), and those it sends
+// now, until its write of the owner, the orphan finalizer's removal, is
+// answered.
+func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, prev *model.State) error {
+	since := time.Now()
+	u.st.Open(&proxy.Window{Admits: func(proxy.Request) bool { return true }})
+	defer u.st.CloseWindow()
+	// a write an attemptToDelete worker decided, held for its `gc
+	// delete|patch|unblock` step
+	inFlight := func(r proxy.Request) bool {
+		for _, f := range prev.GC.InFlight {
+			if w := f.Writes[0]; w.Item.Name == r.Name && writeVerb(w.Op) == r.Verb {
+				return true
+			}
+		}
+		return false
+	}
+	u.st.ReleaseAll(func(r proxy.Request) bool {
+		return !inFlight(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
+	})
+	// removeFinalizer ends the item: its write of the owner, or its GET
+	// finding the owner gone
+	_, ok, err := u.st.AwaitAnswer(ctx, StepBound, since, func(r proxy.Request) bool {
+		return o.is(r) && (isWrite(r) && !inFlight(r) || r.Verb == proxy.VerbGet && r.Code == 404)
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &proxy.Divergence{Expected: "the GC's write of " + o.String() + " removing the orphan finalizer (or its GET finding it gone)", Observed: "none answered within " + StepBound.String() + held(u.st)}
+	}
+	_, err = u.st.Quiet(ctx, QuietWindow, StepBound)
+	return err
+}
+
+// upstreamSteppedSkip says why a trace cannot run on upstream-stepped: it
+// runs the traces written for upstream or for impl (whose stepped traces
+// describe upstream's GC) that take GC steps, need no bug, and take no
+// step UnsteppableOps names.
+func upstreamSteppedSkip(tr *traces.Trace) string {
+	if !replay.Runnable(tr, Upstream) && !replay.Runnable(tr, Impl) && !replay.Runnable(tr, UpstreamStepped) {
+		return fmt.Sprintf("its targets header (%s) names neither upstream nor impl", tr.Header(traces.HeaderTargets))
+	}
+	if bs, err := implBugs(tr); err != nil {
+		return err.Error()
+	} else if len(bs) > 0 {
+		return fmt.Sprintf("it needs bug %s, which only the model and impl can switch on", bs)
+	}
+	if !NeedsSteps(tr) {
+		return "it takes no GC step: it runs on upstream"
+	}
+	return unsteppable(tr)
+}
+
+// holdFor starts holding the traffic about d's objects once the proxy is
+// idle (the namespaces the driver made before the trace are behind the
+// GC, as the model has no events for them).
+func (t *Target) holdFor(ctx context.Context, d *driver.Driver) (upstreamStepped, error) {
+	settle := proxyQuiet{p: t.Proxy, then: replay.DefaultQuiet}
+	t.stepper.Hold(false)
+	if err := settle.Settle(ctx, d); err != nil {
+		return upstreamStepped{}, err
+	}
+	t.stepper.SetScope(inScope(d.Prefix()))
+	t.stepper.Hold(true)
+	return upstreamStepped{st: t.stepper, d: d, settle: settle}, nil
+}
