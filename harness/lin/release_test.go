@@ -27,10 +27,15 @@ func TestOwnerChangeBeforeDelete(t *testing.T) {
 	for _, c := range []struct {
 		name, release string
 		gcGet, known  bool
+		writer        string // who removes the reference
 	}{
-		{"v1.33 with the GC's GET", "v1.33.13", true, true},
-		{"v1.33 without a recorded GET", "v1.33.13", false, false},
-		{"v1.37 with the GC's GET", "v1.37.2", true, false},
+		{"v1.33 with the GC's GET", "v1.33.13", true, true, "client-1"},
+		{"v1.33 without a recorded GET", "v1.33.13", false, false, "client-1"},
+		{"v1.37 with the GC's GET", "v1.37.2", true, false, "client-1"},
+		// another of the GC's workers (attemptToOrphan's patch, found on
+		// v1.31.13 by the conform matrix) changes the references
+		{"v1.33, the GC's own patch in between", "v1.33.13", true, true, "gc"},
+		{"v1.37, the GC's own patch in between", "v1.37.2", true, false, "gc"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := newBuilder(t)
@@ -42,7 +47,7 @@ func TestOwnerChangeBeforeDelete(t *testing.T) {
 			if c.gcGet {
 				b.get("gc", d, 31*ms, 33*ms)
 			}
-			b.write("client-1", d, 40*ms, 45*ms, withRefs())
+			b.write(c.writer, d, 40*ms, 45*ms, withRefs())
 			del := b.del("gc", d, 50*ms, 55*ms, "Background")
 			b.ops[del].Delete.PreconditionUID = b.ops[1].Got.UID
 			r := b.check()

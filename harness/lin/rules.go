@@ -106,9 +106,11 @@ func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
 // (lenient mode, reads recorded): the DELETE carried no resourceVersion
 // precondition (before kubernetes#132632, v1.34.0), the GC's latest GET
 // of the object before it answered other ownerReferences than the
-// object had when the DELETE landed, and a write of another actor to the
-// object came after that GET and before the DELETE returned. A window
-// alone never admits it.
+// object had when the DELETE landed, and another write to the object
+// came after that GET and before the DELETE returned: a client's, or one
+// of the GC's own other workers' (attemptToOrphan's patch of the same
+// dependent, seen on v1.31.13), which the deciding worker's GET did not
+// see either. A window alone never admits it.
 func (c *checker) ownersChangedBeforeDelete(cur *entry, in *input, v *violation) {
 	k, _ := model.KnownRaceByID(model.KnownOwnerChangeBeforeDelete)
 	if !c.lenient || !c.readsRecorded || !k.PresentIn(c.release) || in.op.Delete == nil || in.op.Delete.PreconditionRV != "" || !cur.known() {
@@ -126,7 +128,7 @@ func (c *checker) ownersChangedBeforeDelete(cur *entry, in *input, v *violation)
 	}
 	for _, o := range c.ins {
 		op := o.op
-		if o.key != in.key || op.Actor == history.ActorGC || !op.OK() || op.Verb == history.Delete || op.Call < get.Call || op.Call >= in.op.Return {
+		if o == in || o.key != in.key || !op.OK() || op.Verb == history.Delete || op.Call < get.Call || op.Call >= in.op.Return {
 			continue
 		}
 		if v.known, v.basis = model.Excuse(k.ID), basisReads; v.known != "" {
