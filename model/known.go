@@ -156,7 +156,7 @@ var KnownRaces = []KnownRace{
 		Evidence: []Evidence{EvidenceModelState, EvidenceRecordedReads, EvidenceDeliveryRecord, EvidenceWindow},
 		Window:   knownWindowPolicySwitch,
 		Sites:    []string{"model checkSolidOwner", "model checkOrphanRespected", "lin stoppedWaiting", "lin gcPatch (orphan switched to foreground)", "lin gcPatch (orphaning owner removed)"},
-		Fixtures: []string{"traces/races/policy-switch-foreground-to-orphan.trace", "harness/lin.TestKnownPolicySwitchRace", "harness/lin.TestOrphanSwitchedToForeground",
+		Fixtures: []string{"traces/races/policy-switch-foreground-to-orphan.trace", "harness/lin.TestKnownPolicySwitchRace", "harness/lin.TestOrphanSwitchedToForeground", "harness/lin.TestOrphanSwitchedToBackgroundOnDeliveries",
 			"harness/lin.TestOrphanedAfterOwnerRemoved", "harness/lin.TestUnblockAfterWaitEnded/Orphan", "harness/lin.TestOrphanSwitchedToForegroundOnDeliveries"},
 		Doc: "A DELETE switches a deletion under way between foreground and orphan after the GC decided a write on the old policy, which then lands."},
 	{ID: KnownAdoptionRecheck, Upstream: "kubernetes#42938 (RecheckDeletionTimestamp, pkg/controller/controller_ref_manager.go): the window between the recheck GET and the adoption",

@@ -133,3 +133,45 @@ func TestOrphanSwitchedToForegroundOnDeliveries(t *testing.T) {
 		})
 	}
 }
+
+// TestOrphanSwitchedToBackgroundOnDeliveries: kubernetes#32339 in
+// gcPatch's solid-owner arm (found by cascade fuzz --target upstream
+// --checks 30 --seed 11 on the delivery record): o's orphan deletion at
+// 25 ms is switched to Background at 30 ms, which takes the orphan
+// finalizer off while cascade.dev/hold keeps o, now a solid owner that is
+// not orphaning; the GC's orphaning patch of cm d lands at 40 ms.
+// attemptToOrphan began only if o's event with the orphan finalizer had
+// reached the GC's informers before the patch.
+func TestOrphanSwitchedToBackgroundOnDeliveries(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		orphanAt int64 // o's orphan deletion handed on, ms; 0: never
+		known    bool
+	}{
+		{"orphan deletion handed on before the patch", 27, true},
+		{"orphan deletion handed on after the patch", 50, false},
+		{"orphan deletion never handed on", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuilder(t)
+			o, d := key("rc", "o"), key("cm", "d")
+			b.create("client-0", o, 0, 10*ms, []string{"cascade.dev/hold"})
+			b.delivered(o, 11*ms)
+			b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, false))
+			b.delivered(d, 21*ms)
+			b.del("client-0", o, 21*ms, 25*ms, "Orphan")
+			if tc.orphanAt != 0 {
+				b.delivered(o, tc.orphanAt*ms)
+			}
+			b.del("client-1", o, 26*ms, 30*ms, "Background")
+			gc := b.write("gc", d, 40*ms, 45*ms, withRefs())
+			r := b.check()
+			if tc.known {
+				expectKnown(t, r, gc, model.KnownPolicySwitch)
+				expectBasis(t, r, basisDeliveries)
+				return
+			}
+			expectIllegal(t, r, gc, "a solid owner that is not orphaning")
+		})
+	}
+}

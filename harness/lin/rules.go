@@ -349,11 +349,9 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 				// the owner deleting with the orphan finalizer had been
 				// handed to the GC's informers before the patch.
 				if c.lenient && c.deliveries {
-					if m := c.lastVersion(r.UID, in, orphaning); m >= 0 {
-						if seen, _ := c.seenWrite(r.UID, m, in.op.Call); seen {
-							v.known, v.basis = model.Excuse(model.KnownPolicySwitch), basisDeliveries
-							v.message += fmt.Sprintf("; op %d answered the owner deleting with the orphan finalizer, its event had been handed to the GC's informers before the patch, and attemptToOrphan orphans its dependents whatever came after (the proxy's delivery record)", m)
-						}
+					if m := c.orphanHandedOn(r.UID, in); m >= 0 {
+						v.known, v.basis = model.Excuse(model.KnownPolicySwitch), basisDeliveries
+						v.message += orphanHandedOnWhy(m)
 					}
 				} else if m := switchedFromOrphan(s, r.UID); c.lenient && c.racy(m, in) {
 					v.known, v.basis = model.Excuse(model.KnownPolicySwitch), basisWindow
@@ -371,6 +369,14 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 					// attemptToDeleteItem's solid arm removes the
 					// references to waiting owners too
 					known, why, basis := c.stoppedWaiting(o, in)
+					if known == "" && c.lenient && c.deliveries {
+						// kubernetes#32339 again: attemptToOrphan began on
+						// the orphan finalizer, and a DELETE with
+						// Background took it off before this patch landed
+						if m := c.orphanHandedOn(r.UID, in); m >= 0 {
+							known, why, basis = model.Excuse(model.KnownPolicySwitch), orphanHandedOnWhy(m), basisDeliveries
+						}
+					}
 					return &violation{PropGCWrites, fmt.Sprintf("gc removed %s's reference to %s, a solid owner that is not orphaning", in.key, o.key) + why, known, basis}
 				}
 			}
@@ -700,4 +706,23 @@ func liveByUID(s *store, uid string) *entry {
 		return true
 	})
 	return found
+}
+
+// orphanHandedOn is the op that answered the owner uid deleting with the
+// orphan finalizer, if that version's event had been handed to the GC's
+// informers before in was sent (the proxy's delivery record), else -1:
+// attemptToOrphan then began, and it orphans the dependents whatever a
+// later DELETE chose (kubernetes#32339).
+func (c *checker) orphanHandedOn(uid string, in *input) mark {
+	if m := c.lastVersion(uid, in, orphaning); m >= 0 {
+		if seen, _ := c.seenWrite(uid, m, in.op.Call); seen {
+			return m
+		}
+	}
+	return -1
+}
+
+// orphanHandedOnWhy says why orphanHandedOn admits a patch.
+func orphanHandedOnWhy(m mark) string {
+	return fmt.Sprintf("; op %d answered the owner deleting with the orphan finalizer, its event had been handed to the GC's informers before the patch, and attemptToOrphan orphans its dependents whatever came after (the proxy's delivery record)", m)
 }
