@@ -81,8 +81,10 @@ func TestInformerRelist(t *testing.T) {
 		mu.Unlock()
 	})
 	defer l.close()
+	// each object its own name: a relist hands a name taken over by
+	// another object on as an update from the old one (TestInformerRelistNameTakenOver)
 	obj := func(uid string, v int) *metav1.PartialObjectMetadata {
-		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), ResourceVersion: fmt.Sprint(v)}}
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: uid, UID: types.UID(uid), ResourceVersion: fmt.Sprint(v)}}
 	}
 	last := map[types.UID]*metav1.PartialObjectMetadata{} // surviving objects' last versions
 	const n = 100
