@@ -87,7 +87,7 @@ func TestSummaryCountsPerTarget(t *testing.T) {
 	}
 	var out bytes.Buffer
 	printSummary(&out, all, "out/conform/junit.xml")
-	for _, want := range []string{"upstream      1       1       0       1        2.0s", "JUnit report: out/conform/junit.xml"} {
+	for _, want := range []string{"upstream          1       1       0       1        2.0s", "JUnit report: out/conform/junit.xml"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
