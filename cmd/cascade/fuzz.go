@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -27,6 +28,8 @@ type fuzzFlags struct {
 	restartAPIServer, restartGC, restartKCM                       time.Duration
 	json, coverage, noProxy                                       bool
 	kubeVersion                                                   string
+	shard                                                         string
+	shards                                                        int
 }
 
 func newFuzzCmd() *cobra.Command {
@@ -186,6 +189,7 @@ decide some run's history, 130 interrupted.`,
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager for envtest targets (default: $KUBEBUILDER_ASSETS, else bin/kube/<--kube-version> of the checkout, bin/kube/"+controlplane.KubeVersion+" without it)")
 	fl.StringVar(&f.datastore, "datastore", "", datastoreUsage+" (default etcd)")
 	registerKubeVersion(fl, &f.kubeVersion)
+	registerShard(fl, &f.shard, &f.shards)
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
 	fl.BoolVar(&f.coverage, "coverage", false, "print the coverage table: verbs × kinds, options, policies and internal steps the passing runs hit")
 	return cmd
@@ -217,6 +221,13 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	inject, err := bugs.Parse(f.inject)
 	if err != nil {
 		return usageErr("%v", err)
+	}
+	shard, err := parseShardFlags(f.shard, f.shards)
+	if err != nil {
+		return err
+	}
+	if shard.Count > 0 && f.failFile != "" {
+		return usageErr("--failfile replays one run: it takes no --shard or --shards")
 	}
 	quietLogs()
 	u := fuzz.DefaultUniverse
@@ -262,7 +273,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	}
 	defer func() { _ = t.Close() }()
 	cfg := fuzz.Config{Checks: f.checks, Steps: f.steps, Seed: f.seed, Clients: f.clients, ShrinkTime: f.shrinkTime,
-		Universe: u, Out: f.out, Progress: cmd.ErrOrStderr(), FailFile: f.failFile}
+		Universe: u, Out: f.out, Progress: cmd.ErrOrStderr(), FailFile: f.failFile, Shard: shard}
 	if f.coverage {
 		cfg.Coverage = fuzz.NewCoverage()
 	}
@@ -273,7 +284,9 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		if rep != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "cascade fuzz: interrupted after %d passed runs (%d steps), seed %d\n", rep.Checks, rep.Steps, rep.Seed)
 			if f.json {
-				_ = printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed, t.Spec.Release), rep, true)
+				sum := newSummary(cmd, f.target, "seed", rep.Seed, t.Spec.Release)
+				sum.Reproduce = shardReproduce(sum.Reproduce, shard)
+				_ = printFuzz(cmd.OutOrStdout(), sum, rep, true)
 			}
 		}
 		return errInterrupted
@@ -281,7 +294,9 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed, t.Spec.Release), rep, f.json); err != nil {
+	sum := newSummary(cmd, f.target, "seed", rep.Seed, t.Spec.Release)
+	sum.Reproduce = shardReproduce(sum.Reproduce, shard)
+	if err := printFuzz(cmd.OutOrStdout(), sum, rep, f.json); err != nil {
 		return err
 	}
 	if cfg.Coverage != nil {
@@ -345,6 +360,16 @@ type fuzzSummary struct {
 	Inconclusive []string `json:"inconclusive_runs"`
 	// Failure is the first failing run, shrunk (null when all passed).
 	Failure *fuzzFailure `json:"failure"`
+	// Shard, ShardCount, Checks and RunNumbers: a shard's summary
+	// (--shard, --shards) names its slice (i of n), the campaign's runs
+	// (--checks) and the campaign numbers of the runs it started.
+	Shard      *int  `json:"shard,omitempty"`
+	ShardCount int   `json:"shard_count,omitempty"`
+	Checks     int   `json:"checks,omitempty"`
+	RunNumbers []int `json:"run_numbers,omitempty"`
+	// RunSteps are the steps of each counted run by its campaign number
+	// (from 1), sharded or not: the same runs take the same steps.
+	RunSteps map[int]int `json:"run_steps"`
 }
 
 // fuzzFailure is a failing run in fuzzSummary.
@@ -379,10 +404,16 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 	}
 	out := fuzzSummary{summary: s, Mode: rep.Mode, Inject: append([]string{}, rep.Inject...), Runs: rep.Runs, Passed: rep.Checks,
 		Steps: rep.Steps, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...), ExcusedRuns: rep.Excused, DeliveryRecordRuns: rep.Delivered, Inconclusive: append([]string{}, rep.Undecided...),
-		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied}
+		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied, RunSteps: map[int]int{}}
+	maps.Copy(out.RunSteps, rep.RunSteps)
 	if f := rep.Failure; f != nil {
 		out.Failure = &fuzzFailure{Kind: f.Kind, Summary: f.Summary, Steps: f.Steps, Run: f.Run, FoundAfter: f.FoundAfter.Seconds(),
 			Attributed: f.Attributed, Trace: f.Trace, History: f.History, Evidence: f.Evidence, FailFile: f.FailFile, Replay: replayCommand(rep, s.Datastore)}
+	}
+	if rep.Shard.Count > 0 {
+		i := rep.Shard.Index
+		out.Shard, out.ShardCount, out.Checks = &i, rep.Shard.Count, rep.CampaignRuns
+		out.RunNumbers = append([]int{}, rep.RunNumbers...)
 	}
 	return out
 }
