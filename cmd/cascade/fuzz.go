@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"time"
 
@@ -388,6 +389,13 @@ type fuzzFailure struct {
 	FailFile   string  `json:"fail_file,omitempty"`
 	// Replay is the command that replays the trace.
 	Replay string `json:"replay_command,omitempty"`
+	// Seed is the failing run's own seed: --seed it --checks 1 runs
+	// that run alone.
+	Seed uint64 `json:"run_seed,omitempty"`
+	// TraceText is the trace itself, in a shard's summary (--shard,
+	// --shards), so that a campaign's merge has it where the shard's
+	// --out is gone with its pod.
+	TraceText string `json:"trace,omitempty"`
 }
 
 func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
@@ -408,7 +416,12 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 	maps.Copy(out.RunSteps, rep.RunSteps)
 	if f := rep.Failure; f != nil {
 		out.Failure = &fuzzFailure{Kind: f.Kind, Summary: f.Summary, Steps: f.Steps, Run: f.Run, FoundAfter: f.FoundAfter.Seconds(),
-			Attributed: f.Attributed, Trace: f.Trace, History: f.History, Evidence: f.Evidence, FailFile: f.FailFile, Replay: replayCommand(rep, s.Datastore)}
+			Attributed: f.Attributed, Trace: f.Trace, History: f.History, Evidence: f.Evidence, FailFile: f.FailFile, Replay: replayCommand(rep, s.Datastore), Seed: f.Seed}
+		if rep.Shard.Count > 0 && f.Trace != "" {
+			if b, err := os.ReadFile(f.Trace); err == nil {
+				out.Failure.TraceText = string(b)
+			}
+		}
 	}
 	if rep.Shard.Count > 0 {
 		i := rep.Shard.Index
