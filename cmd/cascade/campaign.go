@@ -29,7 +29,7 @@ the shards' --json summaries into one report (see README "Campaigns").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newCampaignMergeCmd())
+	cmd.AddCommand(newCampaignMergeCmd(), newCampaignRunCmd())
 	return cmd
 }
 
