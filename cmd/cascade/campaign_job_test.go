@@ -107,4 +107,3 @@ func TestCountIndexes(t *testing.T) {
 		}
 	}
 }
-
