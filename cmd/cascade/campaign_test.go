@@ -86,3 +86,60 @@ func TestCampaignShardsMergeIntoTheUnshardedReport(t *testing.T) {
 		}
 	}
 }
+
+// writeShard writes a shard's summary as `cascade fuzz --shard i/n
+// --json` prints it.
+func writeShard(t *testing.T, dir string, i, n int, seed uint64, fail *fuzzFailure) {
+	t.Helper()
+	s := fuzzSummary{summary: summary{Command: "fuzz", Target: "impl-stepped", Result: summaryPass, Seed: seed,
+		Reproduce: fmt.Sprintf("cascade fuzz --target impl-stepped --checks 4 --seed %d --shard %d/%d", seed, i, n), KubeVersion: "v1.37.2"},
+		Mode: "stepped", Inject: []string{}, Shard: &i, ShardCount: n, Checks: 4, RunNumbers: []int{i + 1, i + 1 + n},
+		Runs: 2, Passed: 2, Steps: 10, RunSteps: map[int]int{i + 1: 4, i + 1 + n: 6}, Failure: fail}
+	if fail != nil {
+		s.Result, s.Passed = summaryFail, 1
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%d-%d-%d.json", seed, i, n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := writeJSON(f, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// merge refuses shards of different campaigns and a shard given twice
+// (exit 2); a missing shard leaves the campaign without a verdict
+// (exit 3); a failing run is reported with its trace and the command
+// that runs it alone from its own seed (exit 1).
+func TestCampaignMergeVerdicts(t *testing.T) {
+	d := t.TempDir()
+	writeShard(t, d, 0, 2, 5, nil)
+	writeShard(t, d, 1, 2, 6, nil)
+	if out, code := cascade(t, "campaign", "merge", d); code != 2 || !strings.Contains(out, "another campaign") {
+		t.Errorf("shards of two campaigns: exit %d\n%s", code, out)
+	}
+	d = t.TempDir()
+	writeShard(t, d, 0, 2, 5, nil)
+	if out, code := cascade(t, "campaign", "merge", d, d); code != 2 || !strings.Contains(out, "twice") {
+		t.Errorf("a shard twice: exit %d\n%s", code, out)
+	}
+	if out, code := cascade(t, "campaign", "merge", d); code != 3 || !strings.Contains(out, "shard 1/2: MISSING") {
+		t.Errorf("a missing shard: exit %d\n%s", code, out)
+	}
+	writeShard(t, d, 1, 2, 5, &fuzzFailure{Kind: "divergence", Summary: "impl and the model disagree", Run: 4, Seed: 123,
+		Trace: "out/fuzz/failure.trace", TraceText: "create cm/a\n", Replay: "cascade replay --target impl-stepped out/fuzz/failure.trace"})
+	out, code := cascade(t, "campaign", "merge", d)
+	if code != 1 {
+		t.Fatalf("a failing shard: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{"FAILED (divergence) in run 4 (shard 1/2)", "run alone: cascade fuzz --target impl-stepped --checks 1 --seed 123",
+		"replay: cascade replay --target impl-stepped out/fuzz/failure.trace", "    create cm/a", "reproduce: cascade fuzz --target impl-stepped --checks 4 --seed 5\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("merged report lacks %q:\n%s", want, out)
+		}
+	}
+	if _, code := cascade(t, "campaign", "merge", filepath.Join(d, "nope.json")); code != 2 {
+		t.Errorf("a missing file: exit %d", code)
+	}
+}
