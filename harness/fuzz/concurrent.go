@@ -340,6 +340,10 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	}
 	err = finish(cfg, rep, last, foundAt, start, msg, failFile)
 	rep.Failure.Run = cfg.runNo(foundRun)
+	if cfg.Shard.Count > 0 && foundRun > 0 {
+		// the run's own seed, whatever rapid's message named
+		rep.Failure.Seed = RunSeed(cfg.Seed, cfg.runNo(foundRun)-1)
+	}
 	rep.Failure.Attributed = last != nil && last.attributed
 	rep.Failure.ReplayHistory = last != nil && last.replayHistory
 	if last != nil {

@@ -277,6 +277,10 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 	}
 	err = finish(cfg, rep, last, foundAt, start, msg, failFile)
 	rep.Failure.Run = cfg.runNo(foundRun)
+	if cfg.Shard.Count > 0 && foundRun > 0 {
+		// the run's own seed, whatever rapid's message named
+		rep.Failure.Seed = RunSeed(cfg.Seed, cfg.runNo(foundRun)-1)
+	}
 	rep.Failure.Attributed = last != nil && last.attributed
 	rep.Interrupted = ctx.Err() != nil
 	return rep, err
