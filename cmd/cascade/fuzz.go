@@ -153,6 +153,15 @@ and the rows no step reached (to stderr with --json).
 SQLite, k3s's datastore, instead of etcd (bin/kine/v0.17.5/kine of the
 checkout; 'make kine' builds it).
 
+--shard i/n runs the i-th (from 0) of n disjoint slices of the campaign's
+--checks runs: every n-th run from the (i+1)-th, each from the seed rapid's
+own loop gives it (the k-th check, from 0, draws from --seed + k(k+1)/2),
+so that the n shards together run exactly the unsharded campaign's runs.
+--shards n takes i from $JOB_COMPLETION_INDEX, as in an Indexed Job's pod;
+a shard's --out defaults to out/fuzz/shard-I, and its --json summary names
+the shard, the campaign's runs it started and a failing run's own seed.
+'cascade campaign merge' joins the shards' summaries (README "Campaigns").
+
 A run whose history the checker cannot decide within a minute is
 inconclusive: no verdict on the target, so it is neither shrunk nor counted
 as passed, and fuzzing goes on.
