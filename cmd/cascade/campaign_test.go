@@ -143,3 +143,31 @@ func TestCampaignMergeVerdicts(t *testing.T) {
 		t.Errorf("a missing file: exit %d", code)
 	}
 }
+
+// campaign run --dry-run prints the Namespace and the Indexed Job, each
+// pod running the fuzz flags as its shard, and creates nothing; without
+// --image or --shards, or with a --shard among the fuzz flags, it is a
+// usage error.
+func TestCampaignRunDryRunPrintsTheManifests(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	out, code := cascade(t, "campaign", "run", "--image", "cascade:v1.37.2", "--shards", "4", "--parallelism", "2", "--dry-run", "--", "--target", "upstream", "--checks", "40", "--seed", "7")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	for _, want := range []string{"kind: Namespace", "kind: Job", "completionMode: Indexed", "completions: 4", "parallelism: 2", "backoffLimitPerIndex: 1",
+		"- --checks\n        - \"40\"", "- --shards\n        - \"4\"", "app.kubernetes.io/managed-by: cascade", "image: cascade:v1.37.2", "memory: " + campaignDefaultMemory} {
+		if !strings.Contains(out, want) {
+			t.Errorf("manifests lack %q:\n%s", want, out)
+		}
+	}
+	for _, args := range [][]string{
+		{"--shards", "4", "--dry-run"},
+		{"--image", "x", "--dry-run"},
+		{"--image", "x", "--shards", "2", "--dry-run", "--", "--shard", "1/2"},
+		{"--image", "x", "--shards", "2", "--cpu", "lots", "--dry-run"},
+	} {
+		if out, code := cascade(t, append([]string{"campaign", "run"}, args...)...); code != 2 {
+			t.Errorf("campaign run %v: exit %d, want 2\n%s", args, code, out)
+		}
+	}
+}
