@@ -76,6 +76,11 @@ conform-matrix: ## the gate per release and datastore (MATRIX_CELLS=RELEASE/DATA
 	bin/conform-matrix -cells=$(MATRIX_CELLS) -targets=$(CONFORM_TARGETS) -fuzz-targets=$(FUZZ_TARGETS) \
 		-fuzz-checks=$(FUZZ_CHECKS) -fuzz-seed=$(FUZZ_SEED) -jobs=$(CONFORM_JOBS) -out=out/conform-matrix
 
+.PHONY: image
+image: kube ## an OCI image tarball for campaign pods (cascade campaign run): the static cascade at /cascade and the $(KUBE_VERSION) control plane at /kube, built and validated with go-containerregistry (no Docker daemon), into bin/cascade-image.tar
+	CGO_ENABLED=0 go build -o bin/cascade-static ./cmd/cascade
+	cd hack/image && go run . -cascade ../../bin/cascade-static -kube $(KUBE_BIN) -tag cascade:$(KUBE_VERSION) -o ../../bin/cascade-image.tar
+
 .PHONY: bench-detect
 bench-detect: kube ## every injectable bug fuzzed on impl-stepped over 5 seeds: found?, median time to find, shrunk length vs the checker's BFS-minimal length
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go run ./hack/benchdetect -seeds $(or $(SEEDS),5) -budget $(or $(BUDGET),60s)

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,6 +30,8 @@ type fuzzFlags struct {
 	restartAPIServer, restartGC, restartKCM                       time.Duration
 	json, coverage, noProxy                                       bool
 	kubeVersion                                                   string
+	shard                                                         string
+	shards                                                        int
 }
 
 func newFuzzCmd() *cobra.Command {
@@ -148,6 +153,15 @@ and the rows no step reached (to stderr with --json).
 SQLite, k3s's datastore, instead of etcd (bin/kine/v0.17.5/kine of the
 checkout; 'make kine' builds it).
 
+--shard i/n runs the i-th (from 0) of n disjoint slices of the campaign's
+--checks runs: every n-th run from the (i+1)-th, each from the seed rapid's
+own loop gives it (the k-th check, from 0, draws from --seed + k(k+1)/2),
+so that the n shards together run exactly the unsharded campaign's runs.
+--shards n takes i from $JOB_COMPLETION_INDEX, as in an Indexed Job's pod;
+a shard's --out defaults to out/fuzz/shard-I, and its --json summary names
+the shard, the campaign's runs it started and a failing run's own seed.
+'cascade campaign merge' joins the shards' summaries (README "Campaigns").
+
 A run whose history the checker cannot decide within a minute is
 inconclusive: no verdict on the target, so it is neither shrunk nor counted
 as passed, and fuzzing goes on.
@@ -179,13 +193,14 @@ decide some run's history, 130 interrupted.`,
 	fl.DurationVar(&f.restartAPIServer, "restart-apiserver", 0, "upstream, impl: restart kube-apiserver on the same etcd once per run, at a random time up to this after the run's clients start (a fault; 0: none)")
 	fl.DurationVar(&f.restartGC, "restart-gc", 0, "impl: restart impl's GC (an empty graph, rebuilt from fresh lists) once per run, at a random time up to this after the run's clients start, aimed at a GC write in flight (a fault; 0: none)")
 	fl.StringSliceVar(&f.kinds, "kinds", fuzz.DefaultUniverse.Kinds, "kinds random steps create (short names)")
-	fl.StringVar(&f.out, "out", "out/fuzz", "directory for failure artifacts")
+	fl.StringVar(&f.out, "out", "out/fuzz", "directory for failure artifacts (a shard's default: out/fuzz/shard-I)")
 	fl.StringVar(&f.failFile, "failfile", "", "replay a rapid fail file written by an earlier failure")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the kubeconfig target (default: $KUBECONFIG, ~/.kube/config)")
 	fl.StringVar(&f.context, "context", "", "context of the kubeconfig target (default: the current one)")
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager for envtest targets (default: $KUBEBUILDER_ASSETS, else bin/kube/<--kube-version> of the checkout, bin/kube/"+controlplane.KubeVersion+" without it)")
 	fl.StringVar(&f.datastore, "datastore", "", datastoreUsage+" (default etcd)")
 	registerKubeVersion(fl, &f.kubeVersion)
+	registerShard(fl, &f.shard, &f.shards)
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
 	fl.BoolVar(&f.coverage, "coverage", false, "print the coverage table: verbs × kinds, options, policies and internal steps the passing runs hit")
 	return cmd
@@ -217,6 +232,17 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	inject, err := bugs.Parse(f.inject)
 	if err != nil {
 		return usageErr("%v", err)
+	}
+	shard, err := parseShardFlags(f.shard, f.shards)
+	if err != nil {
+		return err
+	}
+	if shard.Count > 0 && f.failFile != "" {
+		return usageErr("--failfile replays one run: it takes no --shard or --shards")
+	}
+	if shard.Count > 0 && !cmd.Flags().Changed("out") {
+		// shards side by side on one machine write apart
+		f.out = filepath.Join(f.out, fmt.Sprintf("shard-%d", shard.Index))
 	}
 	quietLogs()
 	u := fuzz.DefaultUniverse
@@ -262,7 +288,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	}
 	defer func() { _ = t.Close() }()
 	cfg := fuzz.Config{Checks: f.checks, Steps: f.steps, Seed: f.seed, Clients: f.clients, ShrinkTime: f.shrinkTime,
-		Universe: u, Out: f.out, Progress: cmd.ErrOrStderr(), FailFile: f.failFile}
+		Universe: u, Out: f.out, Progress: cmd.ErrOrStderr(), FailFile: f.failFile, Shard: shard}
 	if f.coverage {
 		cfg.Coverage = fuzz.NewCoverage()
 	}
@@ -273,7 +299,9 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		if rep != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "cascade fuzz: interrupted after %d passed runs (%d steps), seed %d\n", rep.Checks, rep.Steps, rep.Seed)
 			if f.json {
-				_ = printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed, t.Spec.Release), rep, true)
+				sum := newSummary(cmd, f.target, "seed", rep.Seed, t.Spec.Release)
+				sum.Reproduce = shardReproduce(sum.Reproduce, shard)
+				_ = printFuzz(cmd.OutOrStdout(), sum, rep, true)
 			}
 		}
 		return errInterrupted
@@ -281,7 +309,9 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := printFuzz(cmd.OutOrStdout(), newSummary(cmd, f.target, "seed", rep.Seed, t.Spec.Release), rep, f.json); err != nil {
+	sum := newSummary(cmd, f.target, "seed", rep.Seed, t.Spec.Release)
+	sum.Reproduce = shardReproduce(sum.Reproduce, shard)
+	if err := printFuzz(cmd.OutOrStdout(), sum, rep, f.json); err != nil {
 		return err
 	}
 	if cfg.Coverage != nil {
@@ -345,6 +375,16 @@ type fuzzSummary struct {
 	Inconclusive []string `json:"inconclusive_runs"`
 	// Failure is the first failing run, shrunk (null when all passed).
 	Failure *fuzzFailure `json:"failure"`
+	// Shard, ShardCount, Checks and RunNumbers: a shard's summary
+	// (--shard, --shards) names its slice (i of n), the campaign's runs
+	// (--checks) and the campaign numbers of the runs it started.
+	Shard      *int  `json:"shard,omitempty"`
+	ShardCount int   `json:"shard_count,omitempty"`
+	Checks     int   `json:"checks,omitempty"`
+	RunNumbers []int `json:"run_numbers,omitempty"`
+	// RunSteps are the steps of each counted run by its campaign number
+	// (from 1), sharded or not: the same runs take the same steps.
+	RunSteps map[int]int `json:"run_steps"`
 }
 
 // fuzzFailure is a failing run in fuzzSummary.
@@ -363,6 +403,13 @@ type fuzzFailure struct {
 	FailFile   string  `json:"fail_file,omitempty"`
 	// Replay is the command that replays the trace.
 	Replay string `json:"replay_command,omitempty"`
+	// Seed is the failing run's own seed: --seed it --checks 1 runs
+	// that run alone.
+	Seed uint64 `json:"run_seed,omitempty"`
+	// TraceText is the trace itself, in a shard's summary (--shard,
+	// --shards), so that a campaign's merge has it where the shard's
+	// --out is gone with its pod.
+	TraceText string `json:"trace,omitempty"`
 }
 
 func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
@@ -379,10 +426,21 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 	}
 	out := fuzzSummary{summary: s, Mode: rep.Mode, Inject: append([]string{}, rep.Inject...), Runs: rep.Runs, Passed: rep.Checks,
 		Steps: rep.Steps, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...), ExcusedRuns: rep.Excused, DeliveryRecordRuns: rep.Delivered, Inconclusive: append([]string{}, rep.Undecided...),
-		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied}
+		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied, RunSteps: map[int]int{}}
+	maps.Copy(out.RunSteps, rep.RunSteps)
 	if f := rep.Failure; f != nil {
 		out.Failure = &fuzzFailure{Kind: f.Kind, Summary: f.Summary, Steps: f.Steps, Run: f.Run, FoundAfter: f.FoundAfter.Seconds(),
-			Attributed: f.Attributed, Trace: f.Trace, History: f.History, Evidence: f.Evidence, FailFile: f.FailFile, Replay: replayCommand(rep, s.Datastore)}
+			Attributed: f.Attributed, Trace: f.Trace, History: f.History, Evidence: f.Evidence, FailFile: f.FailFile, Replay: replayCommand(rep, s.Datastore), Seed: f.Seed}
+		if rep.Shard.Count > 0 && f.Trace != "" {
+			if b, err := os.ReadFile(f.Trace); err == nil {
+				out.Failure.TraceText = string(b)
+			}
+		}
+	}
+	if rep.Shard.Count > 0 {
+		i := rep.Shard.Index
+		out.Shard, out.ShardCount, out.Checks = &i, rep.Shard.Count, rep.CampaignRuns
+		out.RunNumbers = append([]int{}, rep.RunNumbers...)
 	}
 	return out
 }

@@ -72,7 +72,7 @@ Exit codes: 0 all hold, 1 violation or divergence, 2 usage or input error,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErr("%v (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(newCheckCmd(), newRenderCmd(), newReplayCmd(), newConformCmd(), newClusterCmd(), newGCCmd(), newFuzzCmd())
+	root.AddCommand(newCheckCmd(), newRenderCmd(), newReplayCmd(), newConformCmd(), newClusterCmd(), newGCCmd(), newFuzzCmd(), newCampaignCmd())
 	withReleaseInHelp(root)
 	return root
 }

@@ -64,8 +64,8 @@ func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64,
 	seedSet := false
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "json", "quiet", "out", "junit", "target":
-			return
+		case "json", "quiet", "out", "junit", "target", "shard", "shards":
+			return // a shard's index is added by its command (shardReproduce)
 		}
 		if f.Name == seedFlag && seedFlag != "" {
 			args = append(args, "--"+f.Name, strconv.FormatUint(seed, 10))

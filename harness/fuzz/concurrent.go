@@ -238,6 +238,10 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			if judged && first && len(r.sent) > 0 {
 				rep.Runs++
 				rep.Steps += len(r.sent)
+				if rep.RunSteps == nil {
+					rep.RunSteps = map[int]int{}
+				}
+				rep.RunSteps[cfg.runNo(n)] = len(r.sent)
 			}
 		}()
 		defer func() { recoverStop(recover(), errHeld) }()
@@ -258,7 +262,7 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 				if held == nil {
 					held = last
 				}
-				progress(cfg, "run %d/%d failed (%s: %s) without a settled reproducer; fuzzing on for one", n, cfg.Checks, kind, clip(firstLine(summary), 400))
+				progress(cfg, "run %d/%d failed (%s: %s) without a settled reproducer; fuzzing on for one", cfg.runNo(n), cfg.Checks, kind, clip(firstLine(summary), 400))
 				panic(errHeld) // a pass for rapid: no shrinking of this run
 			}
 			// the failure's kind only: its details name real objects and
@@ -275,10 +279,10 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		switch {
 		case !first:
 		case len(r.sent) == 0:
-			progress(cfg, "run %d/%d: drawn empty, not counted (%s)", n, cfg.Checks, took)
+			progress(cfg, "run %d/%d: drawn empty, not counted (%s)", cfg.runNo(n), cfg.Checks, took)
 		case r.undecided != "":
-			rep.Undecided = append(rep.Undecided, fmt.Sprintf("run %d (%d steps, %d ops): %s", n, len(r.sent), r.ops, r.undecided))
-			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops INCONCLUSIVE (the checker could not decide them in %s), quiet state live (%s)", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Microsecond), took)
+			rep.Undecided = append(rep.Undecided, fmt.Sprintf("run %d (%d steps, %d ops): %s", cfg.runNo(n), len(r.sent), r.ops, r.undecided))
+			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops INCONCLUSIVE (the checker could not decide them in %s), quiet state live (%s)", cfg.runNo(n), cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Microsecond), took)
 		default:
 			cfg.Coverage.record(slices.Concat(r.program...))
 			rep.Checks++
@@ -306,9 +310,14 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			for _, k := range r.knownLive {
 				extra += "; quiet state excused by known race " + k
 			}
-			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable (checked in %s), quiet state live (%s)%s", n, cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Microsecond), took, extra)
+			progress(cfg, "run %d/%d: %d steps by %d clients, %d ops linearizable (checked in %s), quiet state live (%s)%s", cfg.runNo(n), cfg.Checks, len(r.sent), cfg.Clients, r.ops, r.checked.Round(time.Microsecond), took, extra)
 		}
 	}
+	rep.Shard = cfg.Shard
+	if cfg.Shard.Count > 0 {
+		rep.CampaignRuns = cfg.Checks
+	}
+	cfg.onRun = func(k int) { rep.RunNumbers = append(rep.RunNumbers, k+1) }
 	msg, failFile, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
 	rep.Elapsed = time.Since(start)
 	if err != nil {
@@ -330,7 +339,11 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		last = repro
 	}
 	err = finish(cfg, rep, last, foundAt, start, msg, failFile)
-	rep.Failure.Run = foundRun
+	rep.Failure.Run = cfg.runNo(foundRun)
+	if cfg.Shard.Count > 0 && foundRun > 0 {
+		// the run's own seed, whatever rapid's message named
+		rep.Failure.Seed = RunSeed(cfg.Seed, cfg.runNo(foundRun)-1)
+	}
 	rep.Failure.Attributed = last != nil && last.attributed
 	rep.Failure.ReplayHistory = last != nil && last.replayHistory
 	if last != nil {

@@ -71,6 +71,11 @@ type Config struct {
 	// Coverage, if set, counts the steps of every run that passed (a
 	// failing run and rapid's shrinking of it are not counted).
 	Coverage *Coverage
+	// Shard, when it has a Count, runs only its slice of the Checks runs,
+	// each from its own seed (RunSeed); see Shard.
+	Shard Shard
+	// onRun is told the campaign run (from 0) a shard starts.
+	onRun func(k int)
 }
 
 // expired reports whether cfg's deadline has passed.
@@ -156,6 +161,18 @@ type Report struct {
 	// decide in time (lin's Unknown verdict), one line each: neither
 	// passed nor failed, they say nothing of the target.
 	Undecided []string
+
+	// Shard is the slice of the campaign run (Config.Shard) and
+	// RunNumbers the campaign numbers (from 1) of the runs it started,
+	// in order; empty when not sharded.
+	Shard      Shard
+	RunNumbers []int
+	// CampaignRuns is the campaign's size (Config.Checks) when sharded.
+	CampaignRuns int
+	// RunSteps are the steps of each run counted in Runs, by campaign
+	// run number (from 1): the same runs draw the same steps, sharded or
+	// not (a concurrent run's sent steps, as drawn).
+	RunSteps map[int]int
 }
 
 // OK reports whether no run failed.
@@ -271,12 +288,26 @@ func runRapid(name string, cfg Config, prop func(*rapid.T)) (msg, failFile strin
 		}
 	}
 	t := &tb{name: name}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rapid.Check(t, prop)
-	}()
-	<-done
+	if cfg.Shard.Count == 0 || cfg.FailFile != "" {
+		rapidCheck(t, prop)
+	} else {
+		// the shard's runs one by one, each as rapid's only check from
+		// its own seed: the same draws as the k-th check of rapid's loop
+		if err := flag.CommandLine.Set("rapid.checks", "1"); err != nil {
+			return "", "", err
+		}
+		for _, k := range cfg.Shard.Runs(cfg.Checks) {
+			if err := flag.CommandLine.Set("rapid.seed", strconv.FormatUint(RunSeed(cfg.Seed, k), 10)); err != nil {
+				return "", "", err
+			}
+			if cfg.onRun != nil {
+				cfg.onRun(k)
+			}
+			if rapidCheck(t, prop); t.failed {
+				break
+			}
+		}
+	}
 	if !t.failed {
 		return "", "", nil
 	}
@@ -284,6 +315,17 @@ func runRapid(name string, cfg Config, prop func(*rapid.T)) (msg, failFile strin
 		failFile = m[1]
 	}
 	return t.msg, failFile, nil
+}
+
+// rapidCheck runs rapid.Check(t, prop) on its own goroutine (a run's
+// Goexit ends that goroutine, not the caller).
+func rapidCheck(t *tb, prop func(*rapid.T)) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rapid.Check(t, prop)
+	}()
+	<-done
 }
 
 var (

@@ -222,6 +222,10 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 			if judged && counted && len(r.done) > 0 {
 				rep.Runs++
 				rep.Steps += len(r.done)
+				if rep.RunSteps == nil {
+					rep.RunSteps = map[int]int{}
+				}
+				rep.RunSteps[cfg.runNo(n)] = len(r.done)
 			}
 		}()
 		defer func() { recoverStop(recover()) }()
@@ -244,10 +248,15 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 		if counted && len(r.done) > 0 {
 			cfg.Coverage.record(r.lines())
 			rep.Checks++
-			progress(cfg, "run %d/%d: %d steps agree with the model (%s; %s in all)", n, cfg.Checks, len(r.done),
+			progress(cfg, "run %d/%d: %d steps agree with the model (%s; %s in all)", cfg.runNo(n), cfg.Checks, len(r.done),
 				time.Since(runStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		}
 	}
+	rep.Shard = cfg.Shard
+	if cfg.Shard.Count > 0 {
+		rep.CampaignRuns = cfg.Checks
+	}
+	cfg.onRun = func(k int) { rep.RunNumbers = append(rep.RunNumbers, k+1) }
 	msg, failFile, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
 	rep.Elapsed = time.Since(start)
 	if ctx.Err() != nil && last == nil {
@@ -267,7 +276,11 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 		rep.Elapsed = time.Since(start)
 	}
 	err = finish(cfg, rep, last, foundAt, start, msg, failFile)
-	rep.Failure.Run = foundRun
+	rep.Failure.Run = cfg.runNo(foundRun)
+	if cfg.Shard.Count > 0 && foundRun > 0 {
+		// the run's own seed, whatever rapid's message named
+		rep.Failure.Seed = RunSeed(cfg.Seed, cfg.runNo(foundRun)-1)
+	}
 	rep.Failure.Attributed = last != nil && last.attributed
 	rep.Interrupted = ctx.Err() != nil
 	return rep, err

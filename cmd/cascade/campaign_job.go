@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+)
+
+// Labels on everything a campaign creates.
+const (
+	campaignManagedBy = "app.kubernetes.io/managed-by"
+	campaignLabel     = "cascade.dev/campaign"
+	// campaignKubeAssets is where the image holds the control-plane
+	// binaries (make image), the pod's $KUBEBUILDER_ASSETS.
+	campaignKubeAssets = "/kube"
+	campaignBinary     = "/cascade"
+)
+
+// campaignJob is a campaign as an Indexed Job: one pod per shard, each
+// running `cascade fuzz ... --shards N --json` against its own in-pod
+// envtest.
+type campaignJob struct {
+	// ID names the campaign: namespace cascade-campaign-ID, Job fuzz.
+	ID              string
+	Image           string
+	Shards          int
+	Parallelism     int
+	BackoffPerIndex int32
+	// CPU and Memory are each pod's requests (and Memory its limit).
+	CPU, Memory string
+	// FuzzArgs are the fuzz flags every shard runs with.
+	FuzzArgs []string
+}
+
+func (j campaignJob) namespace() string { return "cascade-campaign-" + j.ID }
+
+func (j campaignJob) labels() map[string]string {
+	return map[string]string{campaignManagedBy: "cascade", campaignLabel: j.ID}
+}
+
+// manifests are the campaign's Namespace and Job.
+func (j campaignJob) manifests() (*corev1.Namespace, *batchv1.Job, error) {
+	cpu, err := resource.ParseQuantity(j.CPU)
+	if err != nil {
+		return nil, nil, usageErr("--cpu %q: %v", j.CPU, err)
+	}
+	mem, err := resource.ParseQuantity(j.Memory)
+	if err != nil {
+		return nil, nil, usageErr("--memory %q: %v", j.Memory, err)
+	}
+	ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: j.namespace(), Labels: j.labels()}}
+	indexed := batchv1.IndexedCompletion
+	n, p := int32(j.Shards), int32(j.Parallelism)
+	backoff := j.BackoffPerIndex
+	// a failed index is a shard that failed to run (exit 1, a failing
+	// run, is a result: the pod's log holds its summary), so every index
+	// may fail without ending the others
+	maxFailed := n
+	cmd := append([]string{campaignBinary, "fuzz"}, j.FuzzArgs...)
+	cmd = append(cmd, "--shards", strconv.Itoa(j.Shards), "--json", "--out", "/tmp/out")
+	job := &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{Name: "fuzz", Namespace: j.namespace(), Labels: j.labels()},
+		Spec: batchv1.JobSpec{
+			CompletionMode: &indexed, Completions: &n, Parallelism: &p,
+			BackoffLimitPerIndex: &backoff, MaxFailedIndexes: &maxFailed,
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				// exit 1 and 3: the shard ran and its summary says what it
+				// found; no retry
+				Action: batchv1.PodFailurePolicyActionFailIndex,
+				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+					Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{1, 3}},
+			}}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: j.labels()},
+				Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers: []corev1.Container{{
+						Name: "shard", Image: j.Image, Command: cmd,
+						Env: []corev1.EnvVar{{Name: "KUBEBUILDER_ASSETS", Value: campaignKubeAssets}},
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: mem},
+						},
+					}},
+				},
+			},
+		},
+	}
+	return ns, job, nil
+}
+
+// printManifests writes the campaign's manifests as YAML documents.
+func (j campaignJob) printManifests(w io.Writer) error {
+	ns, job, err := j.manifests()
+	if err != nil {
+		return err
+	}
+	for i, o := range []any{ns, job} {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			fmt.Fprintln(w, "---")
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// create creates the campaign's Namespace and Job (server-side dry run
+// only, with dryRun).
+func (j campaignJob) create(ctx context.Context, cs kubernetes.Interface, dryRun bool) error {
+	ns, job, err := j.manifests()
+	if err != nil {
+		return err
+	}
+	opts := metav1.CreateOptions{}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, opts); err != nil {
+		return fmt.Errorf("campaign: namespace %s: %w", ns.Name, err)
+	}
+	if dryRun {
+		// the Job's namespace does not exist on a dry run: the server
+		// checks the Job in the default namespace instead
+		job = job.DeepCopy()
+		job.Namespace = metav1.NamespaceDefault
+	}
+	if _, err := cs.BatchV1().Jobs(job.Namespace).Create(ctx, job, opts); err != nil {
+		return fmt.Errorf("campaign: job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	return nil
+}
+
+// delete removes the campaign's namespace, and with it all it holds,
+// if it is the campaign's (labelled so).
+func (j campaignJob) delete(ctx context.Context, cs kubernetes.Interface) error {
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, j.namespace(), metav1.GetOptions{})
+	if err != nil || ns.Labels[campaignLabel] != j.ID {
+		return err // not there, or not cascade's: left alone
+	}
+	bg := metav1.DeletePropagationBackground
+	return cs.CoreV1().Namespaces().Delete(ctx, j.namespace(), metav1.DeleteOptions{PropagationPolicy: &bg,
+		Preconditions: &metav1.Preconditions{UID: &ns.UID}})
+}
+
+// extractSummary is the --json summary in a shard pod's log: the pod's
+// log interleaves stderr's progress lines with stdout, and the summary
+// is the last block from a line "{" to a line "}".
+func extractSummary(log []byte) ([]byte, error) {
+	lines := bytes.Split(log, []byte("\n"))
+	end := -1
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := bytes.TrimRight(lines[i], "\r")
+		if end < 0 && string(l) == "}" {
+			end = i
+		}
+		if end >= 0 && string(l) == "{" {
+			return bytes.Join(lines[i:end+1], []byte("\n")), nil
+		}
+	}
+	return nil, errors.New("no JSON summary in the log")
+}
+
+// collect writes each finished shard's summary from its pod's log to
+// dir/shard-I.json and returns the indexes it found none for.
+func (j campaignJob) collect(ctx context.Context, cs kubernetes.Interface, dir string) (missing []int, err error) {
+	pods, err := cs.CoreV1().Pods(j.namespace()).List(ctx, metav1.ListOptions{LabelSelector: campaignLabel + "=" + j.ID})
+	if err != nil {
+		return nil, err
+	}
+	got := map[int]bool{}
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			continue
+		}
+		i, err := strconv.Atoi(p.Labels[batchv1.JobCompletionIndexAnnotation])
+		if err != nil || got[i] {
+			continue
+		}
+		log, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			continue
+		}
+		sum, err := extractSummary(log)
+		if err != nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)), sum, 0o644); err != nil {
+			return nil, err
+		}
+		got[i] = true
+	}
+	for i := range j.Shards {
+		if !got[i] {
+			missing = append(missing, i)
+		}
+	}
+	return missing, nil
+}
+
+// jobProgress is a line on the Job's shards: done, failed, running.
+func jobProgress(job *batchv1.Job, shards int) (line string, finished bool) {
+	st := job.Status
+	failed := 0
+	if st.FailedIndexes != nil && *st.FailedIndexes != "" {
+		failed = countIndexes(*st.FailedIndexes)
+	}
+	done := countIndexes(st.CompletedIndexes)
+	line = fmt.Sprintf("shards: %d done, %d failed, %d running of %d", done, failed, st.Active, shards)
+	for _, c := range st.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			finished = true
+		}
+	}
+	return line, finished || done+failed == shards
+}
+
+// countIndexes counts the indexes of a Job's "1,3-5" list.
+func countIndexes(s string) int {
+	n := 0
+	for _, r := range strings.Split(s, ",") {
+		if r == "" {
+			continue
+		}
+		a, b, ok := strings.Cut(r, "-")
+		x, _ := strconv.Atoi(a)
+		y := x
+		if ok {
+			y, _ = strconv.Atoi(b)
+		}
+		n += y - x + 1
+	}
+	return n
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cascade-k8s/cascade/harness/controlplane"
+)
+
+// A campaign's Namespace and Indexed Job are accepted by a real
+// kube-apiserver, by a server-side dry run (which creates nothing) and by
+// a real create; with no kubelet no shard finishes, so none is collected;
+// the campaign's namespace is deleted at the end, another one never.
+func TestCampaignJobOnAnAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	ctx := context.Background()
+	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: *kubeBinDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cp.Stop() }()
+	cs := kubernetes.NewForConfigOrDie(cp.Config)
+	j := campaignJob{ID: "t1", Image: "cascade:test", Shards: 3, Parallelism: 2, BackoffPerIndex: 1,
+		CPU: campaignDefaultCPU, Memory: campaignDefaultMemory, FuzzArgs: []string{"--target", "upstream", "--checks", "9", "--seed", "7"}}
+
+	if err := j.create(ctx, cs, true); err != nil {
+		t.Fatalf("server-side dry run: %v", err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, j.namespace(), metav1.GetOptions{}); err == nil {
+		t.Fatal("the dry run created the namespace")
+	}
+	if err := j.create(ctx, cs, false); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	job, err := cs.BatchV1().Jobs(j.namespace()).Get(ctx, "fuzz", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := job.Spec.CompletionMode; m == nil || *m != batchv1.IndexedCompletion || *job.Spec.Completions != 3 || *job.Spec.BackoffLimitPerIndex != 1 {
+		t.Errorf("stored Job spec: completionMode %v, completions %d, backoffLimitPerIndex %d", m, *job.Spec.Completions, *job.Spec.BackoffLimitPerIndex)
+	}
+	if job.Labels[campaignLabel] != "t1" || job.Spec.Template.Labels[campaignManagedBy] != "cascade" {
+		t.Errorf("Job labels %v, pod template labels %v", job.Labels, job.Spec.Template.Labels)
+	}
+	line, finished := jobProgress(job, 3)
+	if finished {
+		t.Errorf("a Job no pod ran reads as finished: %s", line)
+	}
+
+	dir := t.TempDir()
+	missing, err := j.collect(ctx, cs, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missing) != 3 {
+		t.Errorf("collected a shard no pod ran: missing %v", missing)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 0 {
+		t.Errorf("collect wrote %v", m)
+	}
+
+	other := campaignJob{ID: "other"}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other.namespace()}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.delete(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	if ns, err := cs.CoreV1().Namespaces().Get(ctx, other.namespace(), metav1.GetOptions{}); err != nil || ns.DeletionTimestamp != nil {
+		t.Errorf("deleted a namespace the campaign did not label: %v", err)
+	}
+	if err := j.delete(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, j.namespace(), metav1.GetOptions{})
+	if err == nil && ns.DeletionTimestamp == nil {
+		t.Error("the campaign's namespace is not being deleted")
+	}
+}
+
+// A shard's summary is found in its pod's log, where the container's
+// stderr progress lines and stdout's JSON are interleaved.
+func TestExtractSummaryFromAPodLog(t *testing.T) {
+	log := "fuzz impl-stepped: release v1.37.2\nrun 2/8: 29 steps agree with the model\n{\n  \"command\": \"fuzz\",\n  \"failure\": null\n}\nimpl-stepped: stopped\n"
+	got, err := extractSummary([]byte(log))
+	if err != nil || string(got) != "{\n  \"command\": \"fuzz\",\n  \"failure\": null\n}" {
+		t.Errorf("got %q, %v", got, err)
+	}
+	if _, err := extractSummary([]byte("run 1/8: 3 steps\n")); err == nil {
+		t.Error("found a summary in a log without one")
+	}
+}
+
+// countIndexes reads a Job's completedIndexes and failedIndexes lists.
+func TestCountIndexes(t *testing.T) {
+	for s, want := range map[string]int{"": 0, "3": 1, "1,3-5,7": 5} {
+		if got := countIndexes(s); got != want {
+			t.Errorf("countIndexes(%q) = %d, want %d", s, got, want)
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cascade-k8s/cascade/harness/target"
+)
+
+type campaignRunFlags struct {
+	kubeconfig, context, image, cpu, memory, out string
+	shards, parallelism                          int
+	backoff                                      int32
+	dryRun, json                                 bool
+	timeout                                      time.Duration
+}
+
+// Each pod's requests, from one measured shard of 5 upstream runs
+// (README "Campaigns"): kube-apiserver, etcd, kube-controller-manager
+// and cascade together peaked at 518 MiB resident and used 7 CPU-seconds
+// in 31.6 s (22% of a core); memory is half again the peak, CPU half a
+// core.
+const (
+	campaignDefaultCPU    = "500m"
+	campaignDefaultMemory = "768Mi"
+)
+
+func newCampaignRunCmd() *cobra.Command {
+	f := &campaignRunFlags{}
+	cmd := &cobra.Command{
+		Use:   "run --kubeconfig K --image REF --shards N [--parallelism P] -- FUZZ-FLAGS...",
+		Short: "Run a fuzz campaign on a cluster as an Indexed Job, one pod per shard, and merge the shards",
+		Long: `run creates a namespace cascade-campaign-ID and in it an Indexed Job
+(completionMode Indexed, --shards completions, --parallelism pods at once,
+backoffLimitPerIndex --backoff-per-index): pod i runs
+'cascade fuzz FUZZ-FLAGS --shards N --json' from --image (make image: the
+static cascade binary at /cascade, the control-plane binaries at /kube),
+so that $JOB_COMPLETION_INDEX makes it shard i, against its own in-pod
+envtest. A pod whose shard found a failing run (exit 1 or 3) is not
+retried. run waits, printing the shards done, failed and running, then
+reads each shard's summary from its pod's log into --out DIR/shard-I.json
+and merges them as 'cascade campaign merge DIR' does. The namespace and
+all in it are deleted at the end, and on SIGINT.
+
+--dry-run prints the manifests and has the API server check them
+(server-side dry run, nothing created) when a kubeconfig is reachable.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runCampaign(cmd, f, args) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config)")
+	fl.StringVar(&f.context, "context", "", "kubeconfig context (default: the current one)")
+	fl.StringVar(&f.image, "image", "", "image holding /cascade and the control-plane binaries at /kube (make image) (required)")
+	fl.IntVar(&f.shards, "shards", 0, "number of shards, the Job's completions (required)")
+	fl.IntVar(&f.parallelism, "parallelism", 0, "pods running at once (default: --shards)")
+	fl.Int32Var(&f.backoff, "backoff-per-index", 1, "retries of a shard whose pod failed to run (backoffLimitPerIndex)")
+	fl.StringVar(&f.cpu, "cpu", campaignDefaultCPU, "each pod's CPU request")
+	fl.StringVar(&f.memory, "memory", campaignDefaultMemory, "each pod's memory request and limit")
+	fl.StringVar(&f.out, "out", "out/campaign", "directory for the shards' summaries (shard-I.json)")
+	fl.DurationVar(&f.timeout, "timeout", 2*time.Hour, "give up waiting for the Job after this")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print the manifests (and check them with a server-side dry run when the cluster is reachable); create nothing")
+	fl.BoolVar(&f.json, "json", false, "print the merged report as JSON")
+	return cmd
+}
+
+func runCampaign(cmd *cobra.Command, f *campaignRunFlags, fuzzArgs []string) error {
+	switch {
+	case f.image == "":
+		return usageErr("campaign run needs --image (make image)")
+	case f.shards <= 0:
+		return usageErr("--shards %d: want a positive number of shards", f.shards)
+	case f.parallelism < 0:
+		return usageErr("--parallelism %d: want a positive number of pods", f.parallelism)
+	case f.backoff < 0:
+		return usageErr("--backoff-per-index %d: want 0 or more", f.backoff)
+	}
+	for _, a := range fuzzArgs {
+		if a == "--shard" || a == "--shards" || strings.HasPrefix(a, "--shard=") || strings.HasPrefix(a, "--shards=") {
+			return usageErr("FUZZ-FLAGS: %s is the campaign's to set (--shards of campaign run)", a)
+		}
+	}
+	if f.parallelism == 0 {
+		f.parallelism = f.shards
+	}
+	id := make([]byte, 3)
+	_, _ = rand.Read(id)
+	j := campaignJob{ID: hex.EncodeToString(id), Image: f.image, Shards: f.shards, Parallelism: f.parallelism,
+		BackoffPerIndex: f.backoff, CPU: f.cpu, Memory: f.memory, FuzzArgs: fuzzArgs}
+	if _, _, err := j.manifests(); err != nil {
+		return err
+	}
+	w, progress := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	cfg, _, err := target.LoadKubeconfig(f.kubeconfig, f.context)
+	if f.dryRun {
+		if err := j.printManifests(w); err != nil {
+			return err
+		}
+		if err != nil || target.Reachable(cfg) != nil {
+			fmt.Fprintln(progress, "campaign: no reachable cluster: manifests not checked by an API server")
+			return nil
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		if err := j.create(cmd.Context(), cs, true); err != nil {
+			return err
+		}
+		fmt.Fprintln(progress, "campaign: the API server accepts the manifests (server-side dry run)")
+		return nil
+	}
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if err := j.create(ctx, cs, false); err != nil {
+		return err
+	}
+	defer func() {
+		// a fresh context: on SIGINT the command's is cancelled
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := j.delete(dctx, cs); err != nil {
+			fmt.Fprintf(progress, "campaign: delete namespace %s: %v\n", j.namespace(), err)
+		} else {
+			fmt.Fprintf(progress, "campaign: namespace %s deleted\n", j.namespace())
+		}
+	}()
+	fmt.Fprintf(progress, "campaign %s: Job %s/fuzz, %d shards, %d at once\n", j.ID, j.namespace(), f.shards, f.parallelism)
+	wctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	last := ""
+	for {
+		job, err := cs.BatchV1().Jobs(j.namespace()).Get(wctx, "fuzz", metav1.GetOptions{})
+		if err != nil {
+			if ctx.Err() != nil {
+				return errInterrupted
+			}
+			return fmt.Errorf("campaign: %w", err)
+		}
+		line, finished := jobProgress(job, f.shards)
+		if line != last {
+			fmt.Fprintf(progress, "campaign %s: %s\n", j.ID, line)
+			last = line
+		}
+		if finished {
+			break
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return errInterrupted
+			}
+			fmt.Fprintf(progress, "campaign %s: not finished after %s; merging what finished\n", j.ID, f.timeout)
+		case <-time.After(2 * time.Second):
+			continue
+		}
+		break
+	}
+	missing, err := j.collect(ctx, cs, f.out)
+	if err != nil {
+		return fmt.Errorf("campaign: collect: %w", err)
+	}
+	if len(missing) == f.shards {
+		return fmt.Errorf("campaign %s: no shard left a summary in its pod's log", j.ID)
+	}
+	return runMerge(cmd, &mergeFlags{json: f.json}, []string{f.out})
+}
