@@ -82,11 +82,31 @@ func (c *checker) seenWrite(uid string, m mark, t int64) (seen, known bool) {
 }
 
 // gcDecidedBy is the latest moment the GC can have decided its write in
-// to the object at key with this UID on what it had seen: the Call of
-// the GC's latest GET of the object that answered this UID and returned
-// before in was sent (removeFinalizer and attemptToDeleteItem decide,
-// then GET, then write), else in's own Call.
+// to the object at key with this UID on what it had seen: when it sent
+// its latest GET of the object that answered this UID before it sent in
+// (removeFinalizer and attemptToDeleteItem decide, then GET, then
+// write), else when it sent in. The proxy's record of the GC's requests
+// (Options.GCRequests) gives that on the delivery record's clock; without
+// it the audit log's stamps stand in, which come later (kube-apiserver
+// gets a request after the proxy passed it on), so that they refute
+// more and admit nothing the proxy's would not.
 func (c *checker) gcDecidedBy(key history.Key, uid string, in *input) int64 {
+	if w := c.gcRequestOf(in); w != nil {
+		var latest *history.GCRequest
+		for i := range c.requests[key] {
+			r := &c.requests[key][i]
+			if r.Verb != "get" || r.Code != 200 || r.UID != uid || r.Answered > w.Received {
+				continue
+			}
+			if latest == nil || r.Answered > latest.Answered {
+				latest = r
+			}
+		}
+		if latest != nil {
+			return latest.Received
+		}
+		return w.Received
+	}
 	bound := in.op.Call
 	var latest *history.Read
 	for i := range c.reads[key] {
@@ -102,4 +122,35 @@ func (c *checker) gcDecidedBy(key history.Key, uid string, in *input) int64 {
 		bound = latest.Call
 	}
 	return bound
+}
+
+// gcRequestOf is the proxy's record of the GC's write in: the GC's
+// request of in's verb to in's object that the proxy got before
+// kube-apiserver stamped in's receipt and answered after it; the latest
+// the proxy got when several were in flight (the later bound refutes
+// more). Nil when the proxy recorded none.
+func (c *checker) gcRequestOf(in *input) *history.GCRequest {
+	if in.op.Actor != history.ActorGC {
+		return nil
+	}
+	var w *history.GCRequest
+	for i := range c.requests[in.key] {
+		r := &c.requests[in.key][i]
+		if r.Verb != string(in.op.Verb) || r.Received > in.op.Call || r.Answered < in.op.Call {
+			continue
+		}
+		if w == nil || r.Received > w.Received {
+			w = r
+		}
+	}
+	return w
+}
+
+// gcRequestsByKey indexes the GC's requests the proxy recorded by key.
+func gcRequestsByKey(rs []history.GCRequest) map[history.Key][]history.GCRequest {
+	m := map[history.Key][]history.GCRequest{}
+	for _, r := range rs {
+		m[r.Key()] = append(m[r.Key()], r)
+	}
+	return m
 }
