@@ -86,26 +86,31 @@ func (c *checker) seenWrite(uid string, m mark, t int64) (seen, known bool) {
 // its latest GET of the object that answered this UID before it sent in
 // (removeFinalizer and attemptToDeleteItem decide, then GET, then
 // write), else when it sent in. The proxy's record of the GC's requests
-// (Options.GCRequests) gives that on the delivery record's clock; without
-// it the audit log's stamps stand in, which come later (kube-apiserver
-// gets a request after the proxy passed it on), so that they refute
-// more and admit nothing the proxy's would not.
+// (Options.GCRequests) gives that on the delivery record's clock, and
+// shows removeFinalizer's retries (decidedBeforeRetries); without it the
+// audit log's stamps stand in, which come later (kube-apiserver gets a
+// request after the proxy passed it on), so that they refute more and
+// admit nothing the proxy's would not.
 func (c *checker) gcDecidedBy(key history.Key, uid string, in *input) int64 {
-	if w := c.gcRequestOf(in); w != nil {
-		var latest *history.GCRequest
-		for i := range c.requests[key] {
-			r := &c.requests[key][i]
-			if r.Verb != "get" || r.Code != 200 || r.UID != uid || r.Answered > w.Received {
+	if w := c.gcRequestOf(in); w >= 0 {
+		rs := c.requests[key]
+		latest := -1
+		for i := range rs {
+			r := &rs[i]
+			if r.Verb != "get" || r.Code != 200 || r.UID != uid || r.Answered > rs[w].Received {
 				continue
 			}
-			if latest == nil || r.Answered > latest.Answered {
-				latest = r
+			if latest < 0 || r.Answered > rs[latest].Answered {
+				latest = i
 			}
 		}
-		if latest != nil {
-			return latest.Received
+		if latest < 0 {
+			return rs[w].Received
 		}
-		return w.Received
+		if first, ok := decidedBeforeRetries(rs, w, uid); ok {
+			return rs[first].Received
+		}
+		return rs[latest].Received
 	}
 	bound := in.op.Call
 	var latest *history.Read
@@ -124,26 +129,61 @@ func (c *checker) gcDecidedBy(key history.Key, uid string, in *input) int64 {
 	return bound
 }
 
-// gcRequestOf is the proxy's record of the GC's write in: the GC's
-// request of in's verb to in's object that the proxy got before
-// kube-apiserver stamped in's receipt and answered after it; the latest
-// the proxy got when several were in flight (the later bound refutes
-// more). Nil when the proxy recorded none.
-func (c *checker) gcRequestOf(in *input) *history.GCRequest {
+// gcRequestOf is the proxy's record of the GC's write in, an index in
+// the GC's requests of in's object: the GC's request of in's verb that
+// the proxy got before kube-apiserver stamped in's receipt and answered
+// after it; the latest the proxy got when several were in flight (the
+// later bound refutes more). -1 when the proxy recorded none.
+func (c *checker) gcRequestOf(in *input) int {
 	if in.op.Actor != history.ActorGC {
-		return nil
+		return -1
 	}
-	var w *history.GCRequest
-	for i := range c.requests[in.key] {
-		r := &c.requests[in.key][i]
+	w := -1
+	for i, r := range c.requests[in.key] {
 		if r.Verb != string(in.op.Verb) || r.Received > in.op.Call || r.Answered < in.op.Call {
 			continue
 		}
-		if w == nil || r.Received > w.Received {
-			w = r
+		if w < 0 || r.Received > c.requests[in.key][w].Received {
+			w = i
 		}
 	}
 	return w
+}
+
+// removeFinalizerTries is retry.DefaultBackoff.Steps, the tries of
+// removeFinalizer's retry.RetryOnConflict.
+const removeFinalizerTries = 4
+
+// decidedBeforeRetries finds the first GET of removeFinalizer's retry
+// loop that ended with the patch rs[w]: the GC decided on its graph
+// (attemptToOrphan's dependents, processDeletingDependentsItem's
+// blocking dependents) once, then tried GET and patch until the patch
+// was not refused with a Conflict. So the GC's requests of the object
+// just before the patch, in the order the proxy got them, alternate
+// GET (answering uid) and patch refused with 409, each answered before
+// the next was got. A new decision begins such a chain only after a loop
+// gave up, after removeFinalizerTries conflicts; so a maximal chain of
+// at most removeFinalizerTries tries is one decision's, and its first
+// GET bounds it. ok is false when rs[w] is not a patch just after a GET,
+// or the chain is longer (it may hold two decisions).
+func decidedBeforeRetries(rs []history.GCRequest, w int, uid string) (first int, ok bool) {
+	if rs[w].Verb != "patch" {
+		return 0, false
+	}
+	get := func(i, next int) bool {
+		return i >= 0 && rs[i].Verb == "get" && rs[i].Code == 200 && rs[i].UID == uid && rs[i].Answered <= rs[next].Received
+	}
+	conflict := func(i, next int) bool {
+		return i >= 0 && rs[i].Verb == "patch" && rs[i].Code == 409 && rs[i].Answered <= rs[next].Received
+	}
+	if !get(w-1, w) {
+		return 0, false
+	}
+	first, tries := w-1, 1
+	for conflict(first-1, first) && get(first-2, first-1) {
+		first, tries = first-2, tries+1
+	}
+	return first, tries <= removeFinalizerTries
 }
 
 // gcRequestsByKey indexes the GC's requests the proxy recorded by key.
@@ -151,6 +191,9 @@ func gcRequestsByKey(rs []history.GCRequest) map[history.Key][]history.GCRequest
 	m := map[history.Key][]history.GCRequest{}
 	for _, r := range rs {
 		m[r.Key()] = append(m[r.Key()], r)
+	}
+	for _, l := range m {
+		slices.SortStableFunc(l, func(a, b history.GCRequest) int { return cmp.Compare(a.Received, b.Received) })
 	}
 	return m
 }

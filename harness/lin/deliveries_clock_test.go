@@ -3,6 +3,7 @@ package lin
 import (
 	"testing"
 
+	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/model"
 )
 
@@ -54,6 +55,62 @@ func TestForegroundDecidedBeforeDependentsOnDeliveries(t *testing.T) {
 				return
 			}
 			expectIllegal(t, r, gc, model.PropForegroundWaits, "pod/ns/a's reference had been handed to the GC's informers before it decided")
+		})
+	}
+}
+
+// TestOrphanDecidedBeforeRetriesOnDeliveries: kubernetes#26120 (lin
+// gcPatch, orphan), the timeline of a fuzz failure on v1.34.4 (seed 1,
+// run 9): attemptToOrphan took rs d's dependents from its graph, then
+// removeFinalizer GETs d at 3130 µs and patches; kube-apiserver refuses
+// the patch with a Conflict and retry.RetryOnConflict GETs and patches
+// again, on the same decision. Pod p's ADDED is handed on between the
+// two tries: the GC decided without it. Times are µs; the requests' the
+// proxy's, the ops' the audit log's.
+func TestOrphanDecidedBeforeRetriesOnDeliveries(t *testing.T) {
+	us := ms / 1000
+	for _, tc := range []struct {
+		name      string
+		pAt       int64 // pod p's ADDED handed to the GC's informers, µs
+		conflicts int   // patches refused with a Conflict before the one that lands
+		known     bool
+	}{
+		{"pod handed on between two tries of one decision", 20465, 1, true},
+		{"pod handed on before the first try", 2000, 1, false},
+		// five tries are more than one RetryOnConflict makes: the last
+		// GET may begin a new decision, made with p
+		{"pod handed on before the last of five tries", 20465, 4, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuilder(t)
+			d, p := key("rs", "d"), key("pod", "p")
+			b.create("client-0", d, -30000*us, -20000*us, nil)
+			b.delivered(d, -19000*us)
+			b.del("client-1", d, -2000*us, 500*us, "Orphan")
+			b.delivered(d, 1000*us)
+			at := int64(3130)
+			for i := range tc.conflicts {
+				b.requested("gc", "get", d, at*us, (at+4000)*us)
+				b.requested("gc", "patch", d, (at+5900)*us, (at+17400)*us)
+				b.requests[len(b.requests)-1].Code, b.requests[len(b.requests)-1].UID = 409, ""
+				stale := b.refused("gc", history.Patch, d, (at+7000)*us, (at+16000)*us, 409, "Conflict")
+				b.ops[stale].Sent = &history.Object{Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, RV: 1} // a version gone by then
+				if i == 0 {
+					b.create("controller/replicaset-controller", p, 10500*us, 20000*us, nil, b.ref(d, true, true))
+					b.delivered(p, tc.pAt*us)
+				}
+				at += 29100
+			}
+			b.requested("gc", "get", d, at*us, (at+57000)*us)
+			b.requested("gc", "patch", d, (at+59600)*us, (at+88500)*us)
+			gc := b.write("gc", d, (at+71200)*us, (at+87300)*us, withoutFinalizer(model.FinalizerOrphan))
+			r := b.check()
+			if tc.known {
+				expectKnown(t, r, gc, model.KnownUnobservedDependent)
+				expectBasis(t, r, basisDeliveries)
+				return
+			}
+			expectIllegal(t, r, gc, model.PropOrphanRespected, "pod/ns/p's reference had been handed to the GC's informers before it decided")
 		})
 	}
 }
