@@ -150,6 +150,16 @@ func (c *checker) gcRequestOf(in *input) int {
 	return w
 }
 
+// gcSent is the latest moment the GC sent its write in: when the proxy
+// got it (gcRequestOf), else kube-apiserver's audit stamp of it, which
+// is later.
+func (c *checker) gcSent(in *input) int64 {
+	if w := c.gcRequestOf(in); w >= 0 {
+		return c.requests[in.key][w].Received
+	}
+	return in.op.Call
+}
+
 // removeFinalizerTries is retry.DefaultBackoff.Steps, the tries of
 // removeFinalizer's retry.RetryOnConflict.
 const removeFinalizerTries = 4

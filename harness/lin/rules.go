@@ -715,7 +715,7 @@ func liveByUID(s *store, uid string) *entry {
 // later DELETE chose (kubernetes#32339).
 func (c *checker) orphanHandedOn(uid string, in *input) mark {
 	if m := c.lastVersion(uid, in, orphaning); m >= 0 {
-		if seen, _ := c.seenWrite(uid, m, in.op.Call); seen {
+		if seen, _ := c.seenWrite(uid, m, c.gcSent(in)); seen {
 			return m
 		}
 	}
