@@ -606,7 +606,10 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	stale := staleFromGraph(opts.GraphChanges)
 	if r.env.Evidence != nil {
 		// the GC's informers' deliveries: what the GC could have seen
-		opts.Deliveries = r.takeEvidence().GCDeliveries()
+		ev := r.takeEvidence()
+		opts.Deliveries = ev.GCDeliveries()
+		// the GC's own requests, on the deliveries' clock: when it decided
+		opts.GCRequests = ev.GCRequests()
 		r.delivered = len(opts.Deliveries) > 0
 	}
 	if r.env.Audit != nil {

@@ -132,3 +132,27 @@ type Delivery struct {
 	// the same clock as the audit log's (one machine).
 	At int64
 }
+
+// GCRequest is one GET or write of the real garbage collector as
+// cascade's API proxy recorded it (harness/proxy, the upstream target):
+// on the proxy's clock, the clock of Delivery.At. The audit log stamps
+// the same request when kube-apiserver got it, after the proxy passed
+// it on, so only these times compare with the delivery record without a
+// gap between the two: the GC sent the request before Received.
+type GCRequest struct {
+	// Verb is the API verb: "get", "create", "update", "patch",
+	// "delete".
+	Verb      string
+	Kind      model.KindID
+	Namespace string // real namespace, "" for cluster-scoped kinds
+	Name      string
+	// Code is the answer's HTTP status; UID the answered object's.
+	Code int
+	UID  string
+	// Received is when the proxy got the request, Answered when it
+	// handed the answer back, in Unix nanoseconds.
+	Received, Answered int64
+}
+
+// Key is the key of the object the request named.
+func (r *GCRequest) Key() Key { return Key{r.Kind, r.Namespace, r.Name} }

@@ -27,6 +27,9 @@ type builder struct {
 	graph []history.GraphChange
 	// deliveries are the events handed to the GC's informers (delivered).
 	deliveries []history.Delivery
+	// requests are the GC's requests as the proxy recorded them
+	// (requested).
+	requests []history.GCRequest
 	// release is Options.Release.
 	release model.Release
 }
@@ -163,6 +166,20 @@ func (b *builder) delivered(k history.Key, at int64) {
 	b.deliveries = append(b.deliveries, history.Delivery{UID: o.UID, RV: o.RV, At: at})
 }
 
+// requested records that the API proxy got actor's request verb of k
+// at received and answered it at answered, on the delivery record's
+// clock, with the live object's UID: proxy evidence, not an op.
+func (b *builder) requested(actor, verb string, k history.Key, received, answered int64) {
+	if actor != history.ActorGC {
+		b.t.Fatalf("the proxy records the GC's requests, not %s's", actor)
+	}
+	r := history.GCRequest{Verb: verb, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Code: 404, Received: received, Answered: answered}
+	if o := b.live[k]; o != nil {
+		r.Code, r.UID = 200, o.UID
+	}
+	b.requests = append(b.requests, r)
+}
+
 // refused appends an op the server refused with code and reason.
 func (b *builder) refused(actor string, verb history.Verb, k history.Key, call, ret int64, code int, reason string) int {
 	return b.add(history.Op{Actor: actor, Verb: verb, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,
@@ -172,7 +189,7 @@ func (b *builder) refused(actor string, verb history.Verb, k history.Key, call, 
 // check assigns lanes and checks the history.
 func (b *builder) check() Result {
 	history.AssignLanes(b.ops)
-	return Check(b.ops, Options{Reads: b.reads, ReadsRecorded: b.readsRecorded, GraphChanges: b.graph, Deliveries: b.deliveries, Release: b.release})
+	return Check(b.ops, Options{Reads: b.reads, ReadsRecorded: b.readsRecorded, GraphChanges: b.graph, Deliveries: b.deliveries, GCRequests: b.requests, Release: b.release})
 }
 
 func withRefs(refs ...history.Ref) func(*history.Object) {

@@ -81,6 +81,13 @@ type Options struct {
 	// consulted there. Empty: the target has no proxy (kubeconfig,
 	// --no-proxy) or its GC is in-process (GraphChanges).
 	Deliveries []history.Delivery
+	// GCRequests are the real GC's GETs and writes as the API proxy
+	// recorded them (proxy.Evidence.GCRequests), on the clock of
+	// Deliveries: the moment the GC decided a write is bounded by when
+	// the proxy got its GET of the object (gcDecidedBy), not by the
+	// audit log's later stamp of it. Empty: the audit log's times bound
+	// it.
+	GCRequests []history.GCRequest
 	// Semantics is the API server behaviour answers are judged by
 	// (model.Semantics) apart from what Release decides: the bug switches
 	// that change an answer. Check adds Release's switches (Semantics.For).
@@ -143,7 +150,7 @@ func Check(ops []history.Op, opts Options) Result {
 		window = DefaultRaceWindow
 	}
 	c := &checker{ops: ops, window: int64(window), protection: opts.Protection, sem: opts.Semantics.For(opts.Release), reads: readsByKey(opts.Reads), readsRecorded: opts.ReadsRecorded,
-		graph: graphByUID(opts.GraphChanges), delivered: deliveriesByUID(opts.Deliveries), deliveries: len(opts.Deliveries) > 0, release: opts.Release.Or()}
+		graph: graphByUID(opts.GraphChanges), delivered: deliveriesByUID(opts.Deliveries), deliveries: len(opts.Deliveries) > 0, requests: gcRequestsByKey(opts.GCRequests), release: opts.Release.Or()}
 	c.ins = make([]*input, len(ops))
 	for i := range ops {
 		op := &ops[i]

@@ -82,11 +82,36 @@ func (c *checker) seenWrite(uid string, m mark, t int64) (seen, known bool) {
 }
 
 // gcDecidedBy is the latest moment the GC can have decided its write in
-// to the object at key with this UID on what it had seen: the Call of
-// the GC's latest GET of the object that answered this UID and returned
-// before in was sent (removeFinalizer and attemptToDeleteItem decide,
-// then GET, then write), else in's own Call.
+// to the object at key with this UID on what it had seen: when it sent
+// its latest GET of the object that answered this UID before it sent in
+// (removeFinalizer and attemptToDeleteItem decide, then GET, then
+// write), else when it sent in. The proxy's record of the GC's requests
+// (Options.GCRequests) gives that on the delivery record's clock, and
+// shows removeFinalizer's retries (decidedBeforeRetries); without it the
+// audit log's stamps stand in, which come later (kube-apiserver gets a
+// request after the proxy passed it on), so that they refute more and
+// admit nothing the proxy's would not.
 func (c *checker) gcDecidedBy(key history.Key, uid string, in *input) int64 {
+	if w := c.gcRequestOf(in); w >= 0 {
+		rs := c.requests[key]
+		latest := -1
+		for i := range rs {
+			r := &rs[i]
+			if r.Verb != "get" || r.Code != 200 || r.UID != uid || r.Answered > rs[w].Received {
+				continue
+			}
+			if latest < 0 || r.Answered > rs[latest].Answered {
+				latest = i
+			}
+		}
+		if latest < 0 {
+			return rs[w].Received
+		}
+		if first, ok := decidedBeforeRetries(rs, w, uid); ok {
+			return rs[first].Received
+		}
+		return rs[latest].Received
+	}
 	bound := in.op.Call
 	var latest *history.Read
 	for i := range c.reads[key] {
@@ -102,4 +127,83 @@ func (c *checker) gcDecidedBy(key history.Key, uid string, in *input) int64 {
 		bound = latest.Call
 	}
 	return bound
+}
+
+// gcRequestOf is the proxy's record of the GC's write in, an index in
+// the GC's requests of in's object: the GC's request of in's verb that
+// the proxy got before kube-apiserver stamped in's receipt and answered
+// after it; the latest the proxy got when several were in flight (the
+// later bound refutes more). -1 when the proxy recorded none.
+func (c *checker) gcRequestOf(in *input) int {
+	if in.op.Actor != history.ActorGC {
+		return -1
+	}
+	w := -1
+	for i, r := range c.requests[in.key] {
+		if r.Verb != string(in.op.Verb) || r.Received > in.op.Call || r.Answered < in.op.Call {
+			continue
+		}
+		if w < 0 || r.Received > c.requests[in.key][w].Received {
+			w = i
+		}
+	}
+	return w
+}
+
+// gcSent is the latest moment the GC sent its write in: when the proxy
+// got it (gcRequestOf), else kube-apiserver's audit stamp of it, which
+// is later.
+func (c *checker) gcSent(in *input) int64 {
+	if w := c.gcRequestOf(in); w >= 0 {
+		return c.requests[in.key][w].Received
+	}
+	return in.op.Call
+}
+
+// removeFinalizerTries is retry.DefaultBackoff.Steps, the tries of
+// removeFinalizer's retry.RetryOnConflict.
+const removeFinalizerTries = 4
+
+// decidedBeforeRetries finds the first GET of removeFinalizer's retry
+// loop that ended with the patch rs[w]: the GC decided on its graph
+// (attemptToOrphan's dependents, processDeletingDependentsItem's
+// blocking dependents) once, then tried GET and patch until the patch
+// was not refused with a Conflict. So the GC's requests of the object
+// just before the patch, in the order the proxy got them, alternate
+// GET (answering uid) and patch refused with 409, each answered before
+// the next was got. A new decision begins such a chain only after a loop
+// gave up, after removeFinalizerTries conflicts; so a maximal chain of
+// at most removeFinalizerTries tries is one decision's, and its first
+// GET bounds it. ok is false when rs[w] is not a patch just after a GET,
+// or the chain is longer (it may hold two decisions).
+func decidedBeforeRetries(rs []history.GCRequest, w int, uid string) (first int, ok bool) {
+	if rs[w].Verb != "patch" {
+		return 0, false
+	}
+	get := func(i, next int) bool {
+		return i >= 0 && rs[i].Verb == "get" && rs[i].Code == 200 && rs[i].UID == uid && rs[i].Answered <= rs[next].Received
+	}
+	conflict := func(i, next int) bool {
+		return i >= 0 && rs[i].Verb == "patch" && rs[i].Code == 409 && rs[i].Answered <= rs[next].Received
+	}
+	if !get(w-1, w) {
+		return 0, false
+	}
+	first, tries := w-1, 1
+	for conflict(first-1, first) && get(first-2, first-1) {
+		first, tries = first-2, tries+1
+	}
+	return first, tries <= removeFinalizerTries
+}
+
+// gcRequestsByKey indexes the GC's requests the proxy recorded by key.
+func gcRequestsByKey(rs []history.GCRequest) map[history.Key][]history.GCRequest {
+	m := map[history.Key][]history.GCRequest{}
+	for _, r := range rs {
+		m[r.Key()] = append(m[r.Key()], r)
+	}
+	for _, l := range m {
+		slices.SortStableFunc(l, func(a, b history.GCRequest) int { return cmp.Compare(a.Received, b.Received) })
+	}
+	return m
 }

@@ -107,7 +107,7 @@ func (c *checker) unblockedFromGraph(d *history.Object, r history.Ref, in *input
 				need = got.RV
 			}
 		}
-		if need == 0 || c.deliveredBefore(d.UID, need, in.op.Call) {
+		if need == 0 || c.deliveredBefore(d.UID, need, c.gcSent(in)) {
 			v.message += "; the proxy's delivery record shows the version without it had been handed to the GC's informers before the patch"
 			return
 		}
@@ -185,7 +185,7 @@ func (c *checker) cycleUnblocked(s *store, cur *entry, in *input) *violation {
 			// the worker reads the graph after its GETs and before the
 			// DELETE: excused only if, when the DELETE was sent, no
 			// event carrying one of the three had been handed on yet
-			if c.deliveredAll(e.obj.UID, in.op.Call, e.prov.fg, e.prov.refs[j].by) && c.deliveredAll(d.UID, in.op.Call, cur.prov.refs[block].by) {
+			if sent := c.gcSent(in); c.deliveredAll(e.obj.UID, sent, e.prov.fg, e.prov.refs[j].by) && c.deliveredAll(d.UID, sent, cur.prov.refs[block].by) {
 				w.message += "; the proxy's delivery record shows the GC's informers had been handed all three before the DELETE"
 			} else {
 				w.known, w.basis = model.Excuse(model.KnownStaleGraph), basisDeliveries

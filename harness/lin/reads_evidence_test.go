@@ -146,11 +146,17 @@ func TestOrphanSwitchedToBackgroundOnDeliveries(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		orphanAt int64 // o's orphan deletion handed on, ms; 0: never
-		known    bool
+		// sent is when the proxy got the GC's patch, which the audit log
+		// stamps at 40 ms, ms; 0: no proxy record of it
+		sent  int64
+		known bool
 	}{
-		{"orphan deletion handed on before the patch", 27, true},
-		{"orphan deletion handed on after the patch", 50, false},
-		{"orphan deletion never handed on", 0, false},
+		{"orphan deletion handed on before the patch", 27, 0, true},
+		{"orphan deletion handed on after the patch", 50, 0, false},
+		{"orphan deletion never handed on", 0, 0, false},
+		{"orphan deletion handed on before the proxy got the patch", 34, 36, true},
+		// attemptToOrphan cannot have begun on it: the patch was sent
+		{"orphan deletion handed on after the proxy got the patch, before its audit stamp", 38, 36, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBuilder(t)
@@ -164,6 +170,9 @@ func TestOrphanSwitchedToBackgroundOnDeliveries(t *testing.T) {
 				b.delivered(o, tc.orphanAt*ms)
 			}
 			b.del("client-1", o, 26*ms, 30*ms, "Background")
+			if tc.sent != 0 {
+				b.requested("gc", "patch", d, tc.sent*ms, 46*ms)
+			}
 			gc := b.write("gc", d, 40*ms, 45*ms, withRefs())
 			r := b.check()
 			if tc.known {

@@ -427,11 +427,11 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 		// informers by the time the GC decided.
 		if c.deliveries && c.lenient && m >= 0 {
 			decided := c.gcDecidedBy(in.key, d.UID, in)
-			if all(deps, func(d depRef) bool { return c.undelivered(d, decided) }) {
+			if i := slices.IndexFunc(deps, func(d depRef) bool { return !c.undelivered(d, decided) }); i < 0 {
 				v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisDeliveries
 				v.message += "; no event carrying the reference had been handed to the GC's informers when it decided (the proxy's delivery record)"
 			} else {
-				v.message += "; the proxy's delivery record shows the reference had been handed to the GC's informers before it decided"
+				v.message += fmt.Sprintf("; the proxy's delivery record shows %s's reference had been handed to the GC's informers before it decided", deps[i].e.key)
 			}
 		} else if c.lenient && m >= 0 && all(deps, func(d depRef) bool { return c.unobserved(d, cur, m, late) }) {
 			v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisOrder
@@ -715,7 +715,7 @@ func liveByUID(s *store, uid string) *entry {
 // later DELETE chose (kubernetes#32339).
 func (c *checker) orphanHandedOn(uid string, in *input) mark {
 	if m := c.lastVersion(uid, in, orphaning); m >= 0 {
-		if seen, _ := c.seenWrite(uid, m, in.op.Call); seen {
+		if seen, _ := c.seenWrite(uid, m, c.gcSent(in)); seen {
 			return m
 		}
 	}

@@ -56,6 +56,9 @@ type checker struct {
 	// decide.
 	delivered  map[string][]history.Delivery
 	deliveries bool
+	// requests are the GC's requests the proxy recorded, by key
+	// (Options.GCRequests).
+	requests map[history.Key][]history.GCRequest
 	// release is Options.Release.
 	release model.Release
 }

@@ -267,3 +267,35 @@ func (e Evidence) GCDeliveries() []history.Delivery {
 	slices.SortStableFunc(out, func(a, b history.Delivery) int { return cmp.Compare(a.At, b.At) })
 	return out
 }
+
+// GCRequests converts the garbage collector's GETs and writes of single
+// objects of the model's kinds into what harness/lin reads
+// (lin.Options.GCRequests), in the order the proxy got them: the bound,
+// on the clock of GCDeliveries, of when the GC decided a write. Requests
+// of a subresource, without a name, without an answer, or of a resource
+// the model does not know are left out.
+func (e Evidence) GCRequests() []history.GCRequest {
+	var out []history.GCRequest
+	for _, r := range e.Requests {
+		if r.Client != GarbageCollectorClient || r.Name == "" || r.Subresource != "" || r.Answered.IsZero() || r.Code == 0 {
+			continue
+		}
+		switch r.Verb {
+		case VerbGet, VerbCreate, VerbUpdate, VerbPatch, VerbDelete:
+		default:
+			continue
+		}
+		k, ok := history.KindOf(r.Group, r.Resource)
+		if !ok {
+			continue
+		}
+		g := history.GCRequest{Verb: r.Verb, Kind: k, Namespace: r.Namespace, Name: r.Name, Code: r.Code, UID: r.UID,
+			Received: r.Received.UnixNano(), Answered: r.Answered.UnixNano()}
+		if !k.Info().Namespaced {
+			g.Namespace = ""
+		}
+		out = append(out, g)
+	}
+	slices.SortStableFunc(out, func(a, b history.GCRequest) int { return cmp.Compare(a.Received, b.Received) })
+	return out
+}

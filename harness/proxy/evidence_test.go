@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/model"
 )
 
 // Summary counts the events handed on and those a fault held, the
@@ -59,4 +60,42 @@ func TestGCDeliveries(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("GCDeliveries:\n got %+v\nwant %+v", got, want)
 	}
+}
+
+// TestGCRequests: the GC's GETs and writes of named objects of the
+// model's kinds, on the proxy's clock and in the order it got them;
+// other clients, lists, subresources, unknown resources and requests
+// never answered are left out.
+func TestGCRequests(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	at := func(d int) time.Time { return t0.Add(time.Duration(d) * time.Millisecond) }
+	gc := GarbageCollectorClient
+	ev := Evidence{Requests: []Request{
+		{Client: gc, Call: Call{Verb: VerbPatch, Group: "apps", Resource: "replicasets", Namespace: "ns", Name: "c"}, Received: at(5), Answered: at(9), Code: 200, UID: "u1"},
+		{Client: gc, Call: Call{Verb: VerbGet, Group: "apps", Resource: "replicasets", Namespace: "ns", Name: "c", Metadata: true}, Received: at(1), Answered: at(3), Code: 200, UID: "u1"},
+		{Client: gc, Call: Call{Verb: VerbGet, Resource: "persistentvolumes", Namespace: "", Name: "a"}, Received: at(2), Answered: at(4), Code: 404},
+		{Client: "replicaset-controller", Call: Call{Verb: VerbGet, Group: "apps", Resource: "replicasets", Namespace: "ns", Name: "c"}, Received: at(1), Answered: at(2), Code: 200},
+		{Client: gc, Call: Call{Verb: VerbList, Resource: "pods", Namespace: "ns"}, Received: at(1), Answered: at(2), Code: 200},
+		{Client: gc, Call: Call{Verb: VerbPatch, Resource: "pods", Subresource: "status", Namespace: "ns", Name: "p"}, Received: at(1), Answered: at(2), Code: 200},
+		{Client: gc, Call: Call{Verb: VerbGet, Group: "example.com", Resource: "things", Namespace: "ns", Name: "t"}, Received: at(1), Answered: at(2), Code: 200},
+		{Client: gc, Call: Call{Verb: VerbDelete, Resource: "pods", Namespace: "ns", Name: "p"}, Received: at(6), Err: "kube-controller-manager went away"},
+	}}
+	rs, pv := kindOf(t, "apps", "replicasets"), kindOf(t, "", "persistentvolumes")
+	want := []history.GCRequest{
+		{Verb: VerbGet, Kind: rs, Namespace: "ns", Name: "c", Code: 200, UID: "u1", Received: at(1).UnixNano(), Answered: at(3).UnixNano()},
+		{Verb: VerbGet, Kind: pv, Name: "a", Code: 404, Received: at(2).UnixNano(), Answered: at(4).UnixNano()},
+		{Verb: VerbPatch, Kind: rs, Namespace: "ns", Name: "c", Code: 200, UID: "u1", Received: at(5).UnixNano(), Answered: at(9).UnixNano()},
+	}
+	if got := ev.GCRequests(); !slices.Equal(got, want) {
+		t.Fatalf("GCRequests:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func kindOf(t *testing.T, group, resource string) model.KindID {
+	t.Helper()
+	k, ok := history.KindOf(group, resource)
+	if !ok {
+		t.Fatalf("no kind %s.%s", resource, group)
+	}
+	return k
 }
