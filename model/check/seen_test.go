@@ -18,7 +18,7 @@ func TestSeenTableConcurrentClaims(t *testing.T) {
 		fps[i] = rng.Uint64() | 1 // no zero here; TestSeenTableZero has it
 	}
 	fps[7] = fps[3] // a repeated fingerprint is one state
-	tab := newSeenTable(workers)
+	tab := newSeenTable(workers, false)
 	best := make([][]uint64, workers) // per worker: smallest ord it offered per fp
 	fresh := make([]int, workers)
 	var wg sync.WaitGroup
@@ -73,7 +73,7 @@ func TestSeenTableConcurrentClaims(t *testing.T) {
 // TestSeenTableZero: fingerprint 0, which marks empty slots, is a state
 // like any other.
 func TestSeenTableZero(t *testing.T) {
-	tab := newSeenTable(1)
+	tab := newSeenTable(1, false)
 	c := tab.claimer(0)
 	if !tab.claim(c, 0, 5) || tab.claim(c, 0, 3) || tab.claim(c, 0, 9) {
 		t.Fatal("fingerprint 0: want new once")
