@@ -85,3 +85,32 @@ func TestSeenTableZero(t *testing.T) {
 		t.Fatal("an absent fingerprint was found")
 	}
 }
+
+// TestFlaggedClaimsORTheFlag: in a flagged table bit 0 is not part of a
+// state's identity; the state is stored once, and its flag is set as
+// soon as one claim sets it, whatever the order of the claims.
+func TestFlaggedClaimsORTheFlag(t *testing.T) {
+	tab := newSeenTable(1, true)
+	defer tab.free()
+	c := tab.claimer(0)
+	asleep, awake := flagFingerprint(0xabcdef12345678, false), flagFingerprint(0xabcdef12345678, true)
+	if !tab.claim(c, asleep, 7) {
+		t.Fatal("first claim was not new")
+	}
+	if _, fp, _ := tab.lookup(awake); fp != asleep {
+		t.Fatalf("after an asleep claim the stored fingerprint is %x, want %x", fp, asleep)
+	}
+	if tab.claim(c, awake, 9) {
+		t.Fatal("the awake claim of the same state was new")
+	}
+	ord, fp, ok := tab.lookup(asleep)
+	if !ok || fp != awake || ord != 7 {
+		t.Fatalf("lookup = %d, %x, %v; want 7, %x, true", ord, fp, ok, awake)
+	}
+	if tab.claim(c, asleep, 5) || tab.len() != 1 {
+		t.Fatalf("a later asleep claim was new or added a state: %d states", tab.len())
+	}
+	if ord, fp, _ := tab.lookup(asleep); fp != awake || ord != 5 {
+		t.Fatalf("a later asleep claim cleared the flag or lost the smaller ord: %d, %x", ord, fp)
+	}
+}
