@@ -71,7 +71,13 @@ type Result struct {
 	// (Counterexample.Class), in property order, then by class.
 	Classes []*Counterexample
 	// Roots is how many distinct initial states the search started from.
-	Roots     int
+	Roots int
+	// Reduced says the search used sleep sets (Scope.Reduction,
+	// reduction.go): Generated then counts only the transitions taken,
+	// and Slept the ones skipped; Distinct is what the unreduced search
+	// finds.
+	Reduced   bool
+	Slept     int64
 	Witnessed map[string]bool // reachability properties witnessed
 	Vacuous   []string        // expected reachability never witnessed
 	// NeverReached lists the scope's client ops that reached no object in
@@ -251,6 +257,7 @@ type worker struct {
 	out                   *outBuf // bufs[level%2]
 
 	generated int64
+	slept     int64
 }
 
 // claimPending claims the pending successor and stores its encoding if
@@ -285,6 +292,7 @@ type explorer struct {
 
 	generated atomic.Int64
 	distinct  atomic.Int64
+	slept     atomic.Int64 // transitions the sleep sets skipped
 
 	reached []atomic.Bool // by op index: some explored state sent it to an object that exists
 
@@ -295,6 +303,9 @@ type explorer struct {
 	witnessed []atomic.Bool // by sometimes index
 	// alwaysStoreOnly: every Always property is StoreOnly
 	alwaysStoreOnly bool
+	// reduce: sleep sets (reduction.go); frontier fingerprints then carry
+	// the awake flag in bit 0
+	reduce bool
 }
 
 type candidate struct {
@@ -306,7 +317,8 @@ type candidate struct {
 	class string
 }
 
-// step is one successor of a state, as counterexample replay lists them.
+// step is one successor of a state, as counterexample replay lists them;
+// next is nil for a step the model refused.
 type step struct {
 	text string
 	next *model.State
@@ -314,7 +326,9 @@ type step struct {
 
 // successors lists, in a fixed order, every step from s: unused client
 // ops first, then the model's internal and fault steps. The order and the
-// filtering must match expand's, which numbers actions the same way.
+// numbering must match expand's, which numbers actions the same way: a
+// step the model refuses keeps its number (next is nil), so that a step
+// the reduction skips without applying it numbers like the rest.
 func (e *explorer) successors(s *model.State) []step {
 	var out []step
 	for i, op := range e.ops {
@@ -323,6 +337,7 @@ func (e *explorer) successors(s *model.State) []step {
 		}
 		n, _, err := e.m.Apply(s, op)
 		if err != nil {
+			out = append(out, step{text: op.String()})
 			continue
 		}
 		e.sent(n, i)
@@ -331,7 +346,7 @@ func (e *explorer) successors(s *model.State) []step {
 	for _, st := range e.m.Enabled(s, e.opts) {
 		n, _, err := e.m.Apply(s, st)
 		if err != nil {
-			continue
+			n = nil
 		}
 		out = append(out, step{text: st.String(), next: n})
 	}
@@ -447,7 +462,8 @@ func Run(scope Scope, opts Options) (*Result, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	e.seen = newSeenTable(workers)
+	e.reduce = reductionApplies(scope)
+	e.seen = newSeenTable(workers, e.reduce)
 	start := time.Now()
 	// Level 0 holds the roots, deduplicated (two roots may build one
 	// state); a root's ord names its index in e.roots.
@@ -455,6 +471,9 @@ func Run(scope Scope, opts Options) (*Result, error) {
 	for i, r := range e.roots {
 		enc := r.Encode(nil)
 		fp := model.FingerprintBytes(enc)
+		if e.reduce {
+			fp = flagFingerprint(fp, true)
+		}
 		if !e.seen.claim(e.seen.claimer(workers), fp, packOrd(0, i, rootAction)) {
 			continue
 		}
@@ -556,7 +575,7 @@ func Run(scope Scope, opts Options) (*Result, error) {
 					if b >= nblocks || failed.Load() != nil {
 						break
 					}
-					w.generated = 0
+					w.generated, w.slept = 0, 0
 					for idx := b * blockSize; idx < min((b+1)*blockSize, fr.len()); idx++ {
 						if err := e.expand(w, &fr, idx, level, expand); err != nil {
 							failed.Store(err)
@@ -564,6 +583,7 @@ func Run(scope Scope, opts Options) (*Result, error) {
 						}
 					}
 					e.generated.Add(w.generated)
+					e.slept.Add(w.slept)
 				}
 			}(w)
 		}
@@ -586,7 +606,8 @@ func Run(scope Scope, opts Options) (*Result, error) {
 					if j := i + ahead; j < len(items) {
 						e.seen.touch(items[j].fp)
 					}
-					items[i].ord, _ = e.seen.get(items[i].fp)
+					// the stored fingerprint has the final awake flag
+					items[i].ord, items[i].fp, _ = e.seen.lookup(items[i].fp)
 				}
 				slices.SortFunc(items, func(a, b succ) int { return cmp.Compare(a.ord, b.ord) })
 			}(w)
@@ -633,14 +654,19 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		}
 	}
 	res := &Result{Scope: scope.Name, Bugs: scope.Bugs, Generated: e.generated.Load(), Distinct: e.distinct.Load(),
-		Depth: level, Complete: complete, Elapsed: time.Since(start), Witnessed: map[string]bool{}, Roots: nroots}
+		Depth: level, Complete: complete, Elapsed: time.Since(start), Witnessed: map[string]bool{}, Roots: nroots,
+		Reduced: e.reduce, Slept: e.slept.Load()}
 	for i, pi := range e.sometimes {
 		if e.witnessed[i].Load() {
 			res.Witnessed[model.Properties[pi].Name] = true
 		}
 	}
 	n := float64(res.Distinct)
-	res.CollisionProbability = -math.Expm1(-n * n / math.Exp2(65))
+	bits := 65.0 // 64-bit fingerprints; 63 when bit 0 is the awake flag
+	if e.reduce {
+		bits = 64
+	}
+	res.CollisionProbability = -math.Expm1(-n * n / math.Exp2(bits))
 	for _, p := range scope.Expect {
 		if !res.Witnessed[p] {
 			res.Vacuous = append(res.Vacuous, p)
@@ -679,6 +705,7 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		return fmt.Errorf("internal error: %v", err)
 	}
 	fp := fr.fps[idx]
+	asleep := e.reduce && fp&1 == 0
 	order := uint64(idx) << 20
 	if !expand || !e.admitted(s) {
 		return e.quiescent(w, s, fp, level, order)
@@ -688,12 +715,15 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 	// state is not quiescent and the search for one can be skipped.
 	changed := false
 	a := 0
-	emit := func(st *model.Step, n *model.State, r model.Result) error {
+	// next numbers the next step (see successors).
+	next := func() (int, error) {
 		if a >= maxActions {
-			return fmt.Errorf("scope %s: a state with more than %d successors", e.scope.Name, maxActions)
+			return 0, fmt.Errorf("scope %s: a state with more than %d successors", e.scope.Name, maxActions)
 		}
-		act := a
 		a++
+		return a - 1, nil
+	}
+	emit := func(act int, st *model.Step, n *model.State, r model.Result) error {
 		w.generated++
 		e.checkTransition(w, s, n, st, r, level+1, fp, int32(act), order|uint64(act))
 		// The frontier is canonical, and Canonical depends only on the
@@ -711,6 +741,9 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 			return fmt.Errorf("scope %s: a state encoding exceeds 4 GiB", e.scope.Name)
 		}
 		h := model.FingerprintBytes(w.enc)
+		if e.reduce {
+			h = flagFingerprint(h, !putsGCToSleep(st))
+		}
 		e.seen.touch(h)
 		w.pending, w.pendingFP, w.pendingOrd = true, h, packOrd(level+1, idx, act)
 		w.enc, w.pendingEnc = w.pendingEnc, w.enc
@@ -720,6 +753,10 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		if !e.opEnabled(s, i) {
 			continue
 		}
+		act, err := next()
+		if err != nil {
+			return err
+		}
 		n, r, err := e.m.ApplyStep(s, &e.ops[i])
 		if err != nil {
 			continue
@@ -728,13 +765,26 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		if r.Code != 404 && !e.reached[i].Load() {
 			e.reached[i].Store(true)
 		}
-		if err := emit(&e.ops[i], n, r); err != nil {
+		if err := emit(act, &e.ops[i], n, r); err != nil {
 			return err
 		}
 	}
 	w.steps = e.m.AppendEnabled(w.steps[:0], s, e.opts)
 	for i := range w.steps {
 		st := &w.steps[i]
+		act, err := next()
+		if err != nil {
+			return err
+		}
+		if asleep && gcSleepable(st) {
+			// In the sleep set: every state it leads to is reached at
+			// the same depth with it taken before the controller step
+			// that reached s (reduction.go). Had it set changed, the
+			// quiescence search below finds s not quiescent all the
+			// same, only later.
+			w.slept++
+			continue
+		}
 		n, r, err := e.m.ApplyStep(s, st)
 		if err != nil {
 			continue
@@ -742,7 +792,7 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		if !changed && st.Internal() && !model.ObservablyEqual(n, s) {
 			changed = true
 		}
-		if err := emit(st, n, r); err != nil {
+		if err := emit(act, st, n, r); err != nil {
 			return err
 		}
 	}
@@ -843,7 +893,7 @@ func (e *explorer) counterexample(c *candidate) (*Counterexample, error) {
 	var steps []string
 	for _, a := range acts {
 		succ := e.successors(s)
-		if int(a) >= len(succ) {
+		if int(a) >= len(succ) || succ[a].next == nil {
 			return nil, fmt.Errorf("internal error: path replay diverged at %q", steps)
 		}
 		steps = append(steps, succ[a].text)

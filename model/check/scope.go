@@ -58,6 +58,10 @@ type Scope struct {
 	// Symmetry merges states that differ only in UID assignment
 	// (model.State.Canonical).
 	Symmetry bool
+	// Reduction searches with sleep sets (reduction.go): the same states
+	// and violations, with fewer transitions. It is ignored in a scope
+	// with Constraints.
+	Reduction bool
 	// Constraints prune states: a state violating one is checked but not
 	// expanded (TLC's CONSTRAINT).
 	Constraints []Constraint

@@ -68,6 +68,11 @@ const (
 type slotTable struct {
 	slots   []slot
 	segBits uint
+	// flag is 1 when bit 0 of a fingerprint is not part of the state's
+	// identity but the sleep-set flag of partial-order reduction (see
+	// reduction.go): claims then compare fingerprints without it, and a
+	// claim with the bit set sets it in the slot. It is 0 otherwise.
+	flag uint64
 }
 
 // slot holds a fingerprint and the bitwise complement of its ord: 0, the
@@ -77,9 +82,15 @@ type slot struct{ fp, inv uint64 }
 
 // newSeenTable returns a table for the given number of workers, which
 // claim with claimer(0) to claimer(workers-1); claimer(workers) is spare.
-func newSeenTable(workers int) *seenTable {
+// With flagged, bit 0 of every fingerprint is a flag that claims OR
+// together (slotTable.flag).
+func newSeenTable(workers int, flagged bool) *seenTable {
 	t := &seenTable{claimers: make([]claimer, workers+1)}
-	t.tab.Store(&slotTable{slots: allocHuge[slot](numShards << initialSegBits), segBits: initialSegBits})
+	tb := &slotTable{slots: allocHuge[slot](numShards << initialSegBits), segBits: initialSegBits}
+	if flagged {
+		tb.flag = 1
+	}
+	t.tab.Store(tb)
 	return t
 }
 
@@ -91,8 +102,11 @@ func shardOf(fp uint64) uint64 { return fp >> (64 - shardBits) }
 func (tb *slotTable) segment(fp uint64) ([]slot, uint64) {
 	size := uint64(1) << tb.segBits
 	base := shardOf(fp) << tb.segBits
-	return tb.slots[base : base+size : base+size], fp & (size - 1)
+	return tb.slots[base : base+size : base+size], fp >> 1 & (size - 1)
 }
+
+// same reports whether slot fingerprint f is fp's state.
+func (tb *slotTable) same(f, fp uint64) bool { return f|tb.flag == fp|tb.flag }
 
 // len is the number of fingerprints stored; the table must be quiescent.
 func (t *seenTable) len() int {
@@ -181,7 +195,10 @@ func (tb *slotTable) claim(fp, inv uint64) (fresh, full bool) {
 			}
 			f = atomic.LoadUint64(&sl.fp) // another worker took the slot
 		}
-		if f == fp {
+		if tb.same(f, fp) {
+			if fp&tb.flag != 0 && f&1 == 0 {
+				atomic.OrUint64(&sl.fp, 1)
+			}
 			raise(&sl.inv, inv)
 			return false, false
 		}
@@ -226,7 +243,7 @@ func (t *seenTable) grow(c *claimer, old *slotTable) {
 			}
 		}
 	}
-	tb := &slotTable{slots: allocHuge[slot](2 * len(old.slots)), segBits: old.segBits + 1}
+	tb := &slotTable{slots: allocHuge[slot](2 * len(old.slots)), segBits: old.segBits + 1, flag: old.flag}
 	parts := min(runtime.GOMAXPROCS(0), len(old.slots)>>16) // at least 64 K slots each
 	if parts <= 1 {
 		tb.rehash(old, 0, numShards)
@@ -285,20 +302,29 @@ func (t *seenTable) touch(fp uint64) {
 
 // get returns fp's ord. The table must be quiescent.
 func (t *seenTable) get(fp uint64) (uint64, bool) {
+	ord, _, ok := t.lookup(fp)
+	return ord, ok
+}
+
+// lookup returns fp's ord and the fingerprint as stored, whose bit 0 is
+// the flag claims ORed together in a flagged table. The table must be
+// quiescent.
+func (t *seenTable) lookup(fp uint64) (uint64, uint64, bool) {
 	if fp == 0 {
-		return t.zeroOrd, t.zero
+		return t.zeroOrd, 0, t.zero
 	}
-	seg, i := t.tab.Load().segment(fp)
+	tb := t.tab.Load()
+	seg, i := tb.segment(fp)
 	mask := uint64(len(seg) - 1)
 	for range seg {
 		sl := &seg[i]
-		if sl.fp == fp {
-			return ^sl.inv, true
+		if tb.same(sl.fp, fp) {
+			return ^sl.inv, sl.fp, true
 		}
 		if sl.fp == 0 {
-			return 0, false
+			return 0, 0, false
 		}
 		i = (i + 1) & mask
 	}
-	return 0, false
+	return 0, 0, false
 }

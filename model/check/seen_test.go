@@ -18,7 +18,7 @@ func TestSeenTableConcurrentClaims(t *testing.T) {
 		fps[i] = rng.Uint64() | 1 // no zero here; TestSeenTableZero has it
 	}
 	fps[7] = fps[3] // a repeated fingerprint is one state
-	tab := newSeenTable(workers)
+	tab := newSeenTable(workers, false)
 	best := make([][]uint64, workers) // per worker: smallest ord it offered per fp
 	fresh := make([]int, workers)
 	var wg sync.WaitGroup
@@ -73,7 +73,7 @@ func TestSeenTableConcurrentClaims(t *testing.T) {
 // TestSeenTableZero: fingerprint 0, which marks empty slots, is a state
 // like any other.
 func TestSeenTableZero(t *testing.T) {
-	tab := newSeenTable(1)
+	tab := newSeenTable(1, false)
 	c := tab.claimer(0)
 	if !tab.claim(c, 0, 5) || tab.claim(c, 0, 3) || tab.claim(c, 0, 9) {
 		t.Fatal("fingerprint 0: want new once")
@@ -83,5 +83,34 @@ func TestSeenTableZero(t *testing.T) {
 	}
 	if _, ok := tab.get(42); ok {
 		t.Fatal("an absent fingerprint was found")
+	}
+}
+
+// TestFlaggedClaimsORTheFlag: in a flagged table bit 0 is not part of a
+// state's identity; the state is stored once, and its flag is set as
+// soon as one claim sets it, whatever the order of the claims.
+func TestFlaggedClaimsORTheFlag(t *testing.T) {
+	tab := newSeenTable(1, true)
+	defer tab.free()
+	c := tab.claimer(0)
+	asleep, awake := flagFingerprint(0xabcdef12345678, false), flagFingerprint(0xabcdef12345678, true)
+	if !tab.claim(c, asleep, 7) {
+		t.Fatal("first claim was not new")
+	}
+	if _, fp, _ := tab.lookup(awake); fp != asleep {
+		t.Fatalf("after an asleep claim the stored fingerprint is %x, want %x", fp, asleep)
+	}
+	if tab.claim(c, awake, 9) {
+		t.Fatal("the awake claim of the same state was new")
+	}
+	ord, fp, ok := tab.lookup(asleep)
+	if !ok || fp != awake || ord != 7 {
+		t.Fatalf("lookup = %d, %x, %v; want 7, %x, true", ord, fp, ok, awake)
+	}
+	if tab.claim(c, asleep, 5) || tab.len() != 1 {
+		t.Fatalf("a later asleep claim was new or added a state: %d states", tab.len())
+	}
+	if ord, fp, _ := tab.lookup(asleep); fp != awake || ord != 5 {
+		t.Fatalf("a later asleep claim cleared the flag or lost the smaller ord: %d, %x", ord, fp)
 	}
 }

@@ -302,9 +302,9 @@ func (u *Universe) OpAlphabet() []string {
 }
 
 // Scope is the universe as one search: a root per initial graph, the op
-// alphabet under the op budget, symmetry on.
+// alphabet under the op budget, symmetry and partial-order reduction on.
 func (u *Universe) Scope() Scope {
-	s := Scope{Name: u.Name, Doc: u.Doc, Ops: u.OpAlphabet(), OpBudget: u.OpBudget, Symmetry: true, Coalesce: u.Coalesce,
+	s := Scope{Name: u.Name, Doc: u.Doc, Ops: u.OpAlphabet(), OpBudget: u.OpBudget, Symmetry: true, Reduction: true, Coalesce: u.Coalesce,
 		FoundBy: "cascade check --universe " + u.Name}
 	for _, g := range u.InitialGraphs() {
 		s.Roots = append(s.Roots, Root{Name: u.Describe(g), Setup: u.Setup(g)})
