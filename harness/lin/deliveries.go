@@ -30,12 +30,23 @@ var (
 
 // deliveriesByUID indexes deliveries by UID, each UID's in order.
 func deliveriesByUID(ds []history.Delivery) map[string][]history.Delivery {
-	m := map[string][]history.Delivery{}
-	for _, d := range ds {
-		m[d.UID] = append(m[d.UID], d)
+	return byUID(ds, func(d history.Delivery) (string, int64) { return d.UID, d.At })
+}
+
+// byUID indexes xs by the UID key gives, each UID's in the order of the
+// instants key gives (stable for equal instants).
+func byUID[T any](xs []T, key func(T) (uid string, at int64)) map[string][]T {
+	m := map[string][]T{}
+	for _, x := range xs {
+		uid, _ := key(x)
+		m[uid] = append(m[uid], x)
 	}
 	for _, l := range m {
-		slices.SortStableFunc(l, func(a, b history.Delivery) int { return cmp.Compare(a.At, b.At) })
+		slices.SortStableFunc(l, func(a, b T) int {
+			_, ta := key(a)
+			_, tb := key(b)
+			return cmp.Compare(ta, tb)
+		})
 	}
 	return m
 }

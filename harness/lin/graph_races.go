@@ -1,7 +1,6 @@
 package lin
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 
@@ -314,12 +313,5 @@ func (c *checker) lastVersion(uid string, in *input, is func(*history.Object) bo
 
 // graphByUID indexes graph changes by UID, each UID's in order.
 func graphByUID(changes []history.GraphChange) map[string][]history.GraphChange {
-	m := map[string][]history.GraphChange{}
-	for _, g := range changes {
-		m[g.UID] = append(m[g.UID], g)
-	}
-	for _, l := range m {
-		slices.SortStableFunc(l, func(a, b history.GraphChange) int { return cmp.Compare(a.At, b.At) })
-	}
-	return m
+	return byUID(changes, func(g history.GraphChange) (string, int64) { return g.UID, g.At })
 }
