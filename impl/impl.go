@@ -385,12 +385,17 @@ func (t *Target) settleStepped(ctx context.Context) error {
 			}
 			progressed = p
 		}
-		p, err := g.CatchUp(ctx)
+		p, loop, err := g.CatchUp(ctx)
 		if err != nil {
 			return err
 		}
-		if progressed || p || g.Held() > 0 {
+		// after a loop of GC retries, the events it holds are its own
+		// (gc.Stepper.CatchUp)
+		if progressed || p || (g.Held() > 0 && loop == nil) {
 			continue
+		}
+		if loop != nil {
+			gcWait = loop
 		}
 		select {
 		case <-ctx.Done():
@@ -398,7 +403,7 @@ func (t *Target) settleStepped(ctx context.Context) error {
 		case <-gcWait:
 		case <-adopterWait:
 		case <-time.After(settleQuiet):
-			if g.Held() == 0 && t.quiet() {
+			if t.quiet(loop != nil) {
 				return nil
 			}
 		}
@@ -407,9 +412,10 @@ func (t *Target) settleStepped(ctx context.Context) error {
 }
 
 // quiet: nothing held for either component and nothing to adopt or
-// release.
-func (t *Target) quiet() bool {
-	if st := t.GC.Stats(); st.GraphChanges > 0 || st.Busy > 0 {
+// release. gcLoop: the GC's last rounds ended in a loop of retries
+// (gc.Stepper.CatchUp), whose held events are its own.
+func (t *Target) quiet(gcLoop bool) bool {
+	if st := t.GC.Stats(); (st.GraphChanges > 0 && !gcLoop) || st.Busy > 0 {
 		return false
 	}
 	if a := t.Adopter; a != nil {
