@@ -378,7 +378,7 @@ func (m *Model) addAbsent(s *State, id Identity) {
 	}
 	g := &s.GC
 	if i, found := slices.BinarySearchFunc(g.Absent, id, cmpIdentity); !found {
-		g.Absent = insertIn(s.ws.identArena(), g.Absent, i, id)
+		g.Absent = s.insertIdentity(g.Absent, i, id)
 	}
 }
 

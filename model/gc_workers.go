@@ -110,8 +110,7 @@ func (m *Model) attemptToDelete(s *State, uid UID) {
 	item := *n
 	writes, res := m.attemptToDeleteItem(s, &item)
 	if len(writes) > 0 {
-		i, _ := inflightIndex(g.InFlight, uid)
-		g.InFlight = insertIn(s.ws.inflightArena(), g.InFlight, i, InFlight{UID: uid, Writes: writes})
+		s.addInFlight(InFlight{UID: uid, Writes: writes})
 		return
 	}
 	m.finishWork(s, uid, res)
@@ -150,7 +149,7 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 	}
 	latest, e := m.getObject(s, item.Identity)
 	if e == errNotFound || (e == errNone && latest.UID != item.UID) {
-		s.GC.VirtualEvents = appendIn(s.ws.identArena(), s.GC.VirtualEvents, item.Identity)
+		s.enqueueVirtualDeleteEvent(item.Identity)
 		return nil, forget // enqueuedVirtualDeleteEventErr
 	}
 	if e != errNone {
@@ -229,9 +228,7 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 		if m.Bugs.Has(BugDeleteDependentsWithoutPolicy) {
 			policy = NoPolicy
 		}
-		ws := makeIn(s.ws.writeArena(), 1)
-		ws[0] = m.deleteWrite(item, latest, policy, waiting)
-		return ws, done
+		return s.oneWrite(m.deleteWrite(item, latest, policy, waiting)), done
 	}
 }
 
@@ -297,7 +294,7 @@ func blockingDependents(g *GC, n *Node) []UID {
 // API result (for traces) of the request.
 func (m *Model) sendWrite(s *State, uid UID) Result {
 	g := &s.GC
-	g.InFlight = cloneIn(s.ws.inflightArena(), g.InFlight) // copy-on-write: states share it
+	s.ownInFlight()
 	i, _ := inflightIndex(g.InFlight, uid)
 	f := g.InFlight[i]
 	w := f.Writes[0]
@@ -313,7 +310,7 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 		m.finishWork(s, uid, done)
 	case r.Code == 404 && w.Op == WriteDelete:
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
-		g.VirtualEvents = appendIn(s.ws.identArena(), g.VirtualEvents, w.Item) // enqueuedVirtualDeleteEventErr: forget
+		s.enqueueVirtualDeleteEvent(w.Item) // enqueuedVirtualDeleteEventErr: forget
 	default:
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
 		m.finishWork(s, uid, requeue)
@@ -477,7 +474,7 @@ func (m *Model) attemptToOrphan(s *State, uid UID) {
 		}
 		// detached: the item keeps its identity and the dependents it saw
 		j, _ := identIndex(s.GC.AttemptToOrphan, uid)
-		s.GC.AttemptToOrphan = insertIn(s.ws.identArena(), s.GC.AttemptToOrphan, j, owner)
+		s.GC.AttemptToOrphan = s.insertIdentity(s.GC.AttemptToOrphan, j, owner)
 		s.detach(uid, deps)
 	}
 	s.Orphans = slices.Clone(s.Orphans) // copy-on-write: states share it
