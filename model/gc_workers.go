@@ -162,28 +162,11 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 		return nil, done
 	}
 	// Buffers on the stack: most items have one or two owners.
-	var danglingBuf, waitingBuf [4]OwnerRef
 	var classBuf [4]RefClass
-	classes, dangling, waiting := classBuf[:0], danglingBuf[:0], waitingBuf[:0]
-	for _, ref := range latest.Owners {
-		d, owner, e := m.isDangling(s, ref, item)
-		if e != errNone {
-			return nil, errResult(e)
-		}
-		var v *View
-		if !d {
-			ov := owner.View()
-			v = &ov
-		}
-		c := ClassifyOwner(v)
-		classes = append(classes, c)
-		switch {
-		case !RefRemovable(c):
-		case c == RefWaiting:
-			waiting = append(waiting, ref)
-		default:
-			dangling = append(dangling, ref)
-		}
+	var danglingBuf, waitingBuf [4]OwnerRef
+	classes, dangling, waiting, e := m.classifyReferences(s, item, latest.Owners, classBuf[:0], danglingBuf[:0], waitingBuf[:0])
+	if e != errNone {
+		return nil, errResult(e)
 	}
 	switch {
 	case !GCMayDelete(classes):
@@ -230,6 +213,36 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 		}
 		return s.oneWrite(m.deleteWrite(item, latest, policy, waiting)), done
 	}
+}
+
+// classifyReferences mirrors garbagecollector.go: it sorts the
+// ownerReferences item's live GET read (latest) by isDangling and
+// ClassifyOwner, appending each one's class, in order, to classes and
+// the dangling and waitingForDependentsDeletion ones to those (the solid
+// ones are those of class RefSolid). It fails with the first lookup that
+// fails.
+func (m *Model) classifyReferences(s *State, item *Node, latest []OwnerRef, classes []RefClass, dangling, waitingForDependentsDeletion []OwnerRef) ([]RefClass, []OwnerRef, []OwnerRef, gcErr) {
+	for _, ref := range latest {
+		d, owner, e := m.isDangling(s, ref, item)
+		if e != errNone {
+			return classes, dangling, waitingForDependentsDeletion, e
+		}
+		var v *View
+		if !d {
+			ov := owner.View()
+			v = &ov
+		}
+		c := ClassifyOwner(v)
+		classes = append(classes, c)
+		switch {
+		case !RefRemovable(c):
+		case c == RefWaiting:
+			waitingForDependentsDeletion = append(waitingForDependentsDeletion, ref)
+		default:
+			dangling = append(dangling, ref)
+		}
+	}
+	return classes, dangling, waitingForDependentsDeletion, errNone
 }
 
 // deleteWrite is deleteObject's request: UID and resourceVersion
@@ -510,18 +523,4 @@ func (m *Model) attemptToOrphan(s *State, uid UID) {
 	if r := m.removeFinalizer(s, owner, FinalizerOrphan); !r.OK() {
 		requeue()
 	}
-}
-
-// inflightIndex finds a work item's decided writes by UID (see nodeIndex).
-func inflightIndex(fs []InFlight, uid UID) (int, bool) {
-	lo, hi := 0, len(fs)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if fs[m].UID < uid {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo, lo < len(fs) && fs[lo].UID == uid
 }

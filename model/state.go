@@ -409,36 +409,6 @@ func (g *GC) node(uid UID) *Node {
 	return nil
 }
 
-// identIndex finds an identity in a set sorted by UID (see nodeIndex).
-func identIndex(set []Identity, uid UID) (int, bool) {
-	lo, hi := 0, len(set)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if set[m].UID < uid {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo, lo < len(set) && set[lo].UID == uid
-}
-
-// nodeIndex is slices.BinarySearchFunc by UID, written out: the generic
-// one calls its comparison through a pointer, and the graph is searched
-// several times in every GC step.
-func nodeIndex(nodes []Node, uid UID) (int, bool) {
-	lo, hi := 0, len(nodes)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if nodes[m].UID < uid {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo, lo < len(nodes) && nodes[lo].UID == uid
-}
-
 // Node returns the graph node for a UID, or nil.
 func (g *GC) Node(uid UID) *Node { return g.node(uid) }
 

@@ -309,18 +309,6 @@ func (s *State) identMatches(id *Identity, st *Step) bool {
 	return s.identKeyIs(id, &st.Target)
 }
 
-// identKeysEqual reports identKey(*a) == identKey(*b), building the keys
-// only when the cheap tests cannot tell (see identKeyIs).
-func identKeysEqual(a, b *Identity) bool {
-	if a.Kind == b.Kind && a.Namespace == b.Namespace && a.Name == b.Name {
-		return true // identKey reads nothing else
-	}
-	if a.Name != b.Name && !hasSlash(a.Name) && !hasSlash(b.Name) {
-		return false
-	}
-	return identKey(*a) == identKey(*b)
-}
-
 // hasSlash is strings.IndexByte(s, '/') >= 0 for the short names the
 // GC compares for every queued item, without a call.
 func hasSlash(s string) bool {

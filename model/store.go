@@ -130,6 +130,31 @@ func (s *State) oneWrite(w Write) []Write {
 	return ws
 }
 
+// absentOwnerCacheAdd adds id to absentOwnerCache (GC.Absent, sorted
+// by cmpIdentity).
+func (s *State) absentOwnerCacheAdd(id Identity) {
+	g := &s.GC
+	if i, found := slices.BinarySearchFunc(g.Absent, id, cmpIdentity); !found {
+		g.Absent = s.insertIdentity(g.Absent, i, id)
+	}
+}
+
+// absentOwnerCacheHas reports whether absentOwnerCache holds id.
+func (g *GC) absentOwnerCacheHas(id Identity) bool {
+	if len(g.Absent) <= 8 {
+		// A membership test: for a small cache a scan that compares
+		// UIDs first beats a binary search by string comparisons.
+		for i := range g.Absent {
+			if a := &g.Absent[i]; a.UID == id.UID && a.Kind == id.Kind && a.Namespace == id.Namespace && a.Name == id.Name {
+				return true
+			}
+		}
+		return false
+	}
+	_, found := slices.BinarySearchFunc(g.Absent, id, cmpIdentity)
+	return found
+}
+
 // addUID inserts into a sorted UID set, returning the new set.
 func (s *State) addUID(set []UID, u UID) []UID {
 	i, ok := slices.BinarySearch(set, u)
@@ -202,4 +227,62 @@ func (s *State) cache(w *Watcher, i int, o Object) {
 func (s *State) uncacheKind(w *Watcher, k KindID) {
 	del := func(o Object) bool { return o.Kind == k }
 	w.Cache = deleteFuncTo(s.memory().makeObjects(keepCount(w.Cache, del)), w.Cache, del)
+}
+
+// ---- lookups: searches written for speed ----
+
+// identIndex finds an identity in a set sorted by UID (see nodeIndex).
+func identIndex(set []Identity, uid UID) (int, bool) {
+	lo, hi := 0, len(set)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if set[m].UID < uid {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(set) && set[lo].UID == uid
+}
+
+// nodeIndex is slices.BinarySearchFunc by UID, written out: the generic
+// one calls its comparison through a pointer, and the graph is searched
+// several times in every GC step.
+func nodeIndex(nodes []Node, uid UID) (int, bool) {
+	lo, hi := 0, len(nodes)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if nodes[m].UID < uid {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(nodes) && nodes[lo].UID == uid
+}
+
+// inflightIndex finds a work item's decided writes by UID (see nodeIndex).
+func inflightIndex(fs []InFlight, uid UID) (int, bool) {
+	lo, hi := 0, len(fs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if fs[m].UID < uid {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(fs) && fs[lo].UID == uid
+}
+
+// identKeysEqual reports identKey(*a) == identKey(*b), building the keys
+// only when the cheap tests cannot tell (see identKeyIs).
+func identKeysEqual(a, b *Identity) bool {
+	if a.Kind == b.Kind && a.Namespace == b.Namespace && a.Name == b.Name {
+		return true // identKey reads nothing else
+	}
+	if a.Name != b.Name && !hasSlash(a.Name) && !hasSlash(b.Name) {
+		return false
+	}
+	return identKey(*a) == identKey(*b)
 }
