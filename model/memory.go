@@ -5,11 +5,21 @@ package model
 // The GC, the API server, the informers and the controller (gc_workers.go,
 // gc_graph.go, apiserver.go, watch.go, controller.go, client.go) are
 // written as upstream writes them: they read a State's exported fields,
-// plain Go values, and change it through the small set of copy-on-write
-// operations in store.go (put an object, enqueue a work item, push a
-// watch event, cache an absent owner, ...). None of them allocates a
-// slice of the state's, chooses where memory comes from or remembers an
-// answer: they never name an arena, the encoding or a memo.
+// plain Go values, and change the slices the checker keeps in arenas
+// through the small set of copy-on-write operations in store.go (put an
+// object, enqueue a work item, push a watch event, add to
+// absentOwnerCache, ...). Slices it does not (ownerReferences and
+// finalizers being edited, the ghost state) they build with the slices
+// package. They never name an arena, the encoding or a memo.
+//
+// Why the seam is there and not at the reads: the model reads far more
+// than it writes (every enabled step, every property, every lookup of
+// the graph), and a State of plain Go values is what traces, dumps,
+// properties, the encoding and lin all read. An interface over the
+// reads (a Store or World with Get, Lookup, Node, ...) would put a
+// dynamic call on each of them and hide the values that make the code
+// read like upstream's. Writes are a handful per step and already go
+// through named operations, so they are where memory can be swapped.
 //
 // store.go in turn asks a memory for every slice it builds. memory is the
 // one interface between the two sides:
@@ -27,7 +37,7 @@ package model
 // into memory another state shares), and its memos must answer exactly
 // what the function they memoise would. Nothing else about a state
 // depends on which memory built it: the checker's counts and
-// counterexamples are those of the heap model (hack/check-counts.sh
+// counterexamples are those of the heap model (hack/record-checks.sh
 // compares them across a change; TestEncodeRoundTrip applies every step
 // to a heap state and to its decoded twin and compares the successors).
 //

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# check-counts.sh: record what the model checker finds for every preset,
+# record-checks.sh: record what the model checker finds for every preset,
 # so that a refactoring of model/ can be shown to change nothing.
 #
-#   hack/check-counts.sh record DIR   build cascade, run every preset (plain,
+#   hack/record-checks.sh record DIR   build cascade, run every preset (plain,
 #                                     under each catalogued bug on its preset,
 #                                     owner-swap on v1.33.13, fanout-5) and every
 #                                     universe named in $UNIVERSES, and keep
 #                                     the counts, violations, classes and
 #                                     counterexample traces under DIR
-#   hack/check-counts.sh compare A B  diff two recordings; exit 1 on any
+#   hack/record-checks.sh compare A B  diff two recordings; exit 1 on any
 #                                     difference
 #
 # Timings and rates are dropped from the recording; everything else of
@@ -75,7 +75,7 @@ case ${1:-} in
 record) record "$2" ;;
 compare) compare "$2" "$3" ;;
 *)
-	echo "usage: hack/check-counts.sh record DIR | compare A B" >&2
+	echo "usage: hack/record-checks.sh record DIR | compare A B" >&2
 	exit 2
 	;;
 esac
