@@ -592,10 +592,10 @@ func SameFinalizers(a, b []string) bool {
 // and adopts for.
 func (s *State) notify(t EventType, o *Object) {
 	if o.Kind.Info().Kind != "Event" && s.GC.monitors(o.Kind) {
-		s.GC.Watch.setQueue(s.ws, o.Kind, appendIn(s.ws.eventArena(), s.GC.Watch.queue(o.Kind), WatchEvent{Type: t, Obj: *o}))
+		s.push(&s.GC.Watch, WatchEvent{Type: t, Obj: *o})
 	}
 	if controllerWatches(o.Kind) {
-		s.Controller.Watch.setQueue(s.ws, o.Kind, appendIn(s.ws.eventArena(), s.Controller.Watch.queue(o.Kind), WatchEvent{Type: t, Obj: *o}))
+		s.push(&s.Controller.Watch, WatchEvent{Type: t, Obj: *o})
 	}
 }
 

@@ -185,7 +185,7 @@ func TestCoalesce(t *testing.T) {
 	if !s.GC.Watch.canCoalesce(cm) {
 		t.Fatal("the add of cm/a is superseded by its update and may be skipped")
 	}
-	s.GC.Watch.coalesce(nil, cm)
+	s.coalesce(&s.GC.Watch, cm)
 	if s.GC.Watch.canCoalesce(cm) {
 		t.Fatal("the add of cm/b is the last word on cm/b and may not be skipped")
 	}

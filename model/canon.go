@@ -175,7 +175,7 @@ func renameWatcher(w *Watcher, r func(UID) UID) {
 				nq[i].Replaces = r(nq[i].Replaces)
 			}
 		}
-		w.setQueue(nil, KindID(k), nq)
+		w.replaceQueue(heap{}, KindID(k), nq)
 	}
 	w.Cache = slices.Clone(w.Cache)
 	for i := range w.Cache {

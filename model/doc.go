@@ -19,5 +19,9 @@
 // waitingForDependentsDeletion owners; virtual nodes; beingDeleted and
 // deletingDependents; absentOwnerCache; attemptToDelete and attemptToOrphan.
 //
+// The semantic code reads and writes States of plain Go values; where the
+// memory of a step's new slices comes from (the heap, or the checker's
+// arenas) is behind one interface, memory (memory.go, store.go).
+//
 // The package imports only the standard library.
 package model

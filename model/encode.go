@@ -519,7 +519,7 @@ func (s *State) encQueues(b []byte, w *Watcher) []byte {
 	var prev []OwnerRef
 	var pos *[256]uint8 // a position table pays off from a few lookups on
 	if n > 2 {
-		pos = s.ws.cachePositions(w.Cache)
+		pos = s.memory().cachePositions(w.Cache)
 	}
 	for k := range w.Queues {
 		q := w.Queues[k]
@@ -587,7 +587,7 @@ func Decode(enc []byte) (*State, error) {
 		return nil, err
 	}
 	c := *s
-	c.ws = nil // the heap from now on: the state may be shared freely
+	c.mem = nil // the heap from now on: the state may be shared freely
 	return &c, nil
 }
 
@@ -640,7 +640,7 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 	// bytes recur is not decoded again (frontier neighbours are mostly
 	// siblings that differ in a part or two).
 	s := &d.state
-	s.ws = &d.ws
+	s.mem = &d.ws
 	d.s = s
 	var uids bool            // the UID table is the last decode's
 	var cache [numParts]bool // this cache part is the last decode's

@@ -180,8 +180,8 @@ func TestIdentKeyShortcuts(t *testing.T) {
 	for i := range ids {
 		for j := range targets {
 			want := identKey(ids[i]) == targets[j].String()
-			for _, w := range []*workspace{nil, memo, memo} {
-				if got := w.identKeyIs(&ids[i], &targets[j]); got != want {
+			for _, mem := range []memory{heap{}, memo, memo} {
+				if got := identKeyIs(mem, &ids[i], &targets[j]); got != want {
 					t.Errorf("identKeyIs(%+v, %+v) = %v, want %v", ids[i], targets[j], got, want)
 				}
 			}

@@ -376,28 +376,14 @@ func (m *Model) addAbsent(s *State, id Identity) {
 	if m.Bugs.Has(BugUIDOnlyIdentity) {
 		id = Identity{UID: id.UID}
 	}
-	g := &s.GC
-	if i, found := slices.BinarySearchFunc(g.Absent, id, cmpIdentity); !found {
-		g.Absent = insertIn(s.ws.identArena(), g.Absent, i, id)
-	}
+	s.absentOwnerCacheAdd(id)
 }
 
 func (m *Model) hasAbsent(g *GC, id Identity) bool {
 	if m.Bugs.Has(BugUIDOnlyIdentity) {
 		id = Identity{UID: id.UID}
 	}
-	if len(g.Absent) <= 8 {
-		// A membership test: for a small cache a scan that compares
-		// UIDs first beats a binary search by string comparisons.
-		for i := range g.Absent {
-			if a := &g.Absent[i]; a.UID == id.UID && a.Kind == id.Kind && a.Namespace == id.Namespace && a.Name == id.Name {
-				return true
-			}
-		}
-		return false
-	}
-	_, found := slices.BinarySearchFunc(g.Absent, id, cmpIdentity)
-	return found
+	return g.absentOwnerCacheHas(id)
 }
 
 func cmpIdentity(a, b Identity) int {

@@ -110,8 +110,7 @@ func (m *Model) attemptToDelete(s *State, uid UID) {
 	item := *n
 	writes, res := m.attemptToDeleteItem(s, &item)
 	if len(writes) > 0 {
-		i, _ := inflightIndex(g.InFlight, uid)
-		g.InFlight = insertIn(s.ws.inflightArena(), g.InFlight, i, InFlight{UID: uid, Writes: writes})
+		s.addInFlight(InFlight{UID: uid, Writes: writes})
 		return
 	}
 	m.finishWork(s, uid, res)
@@ -150,7 +149,7 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 	}
 	latest, e := m.getObject(s, item.Identity)
 	if e == errNotFound || (e == errNone && latest.UID != item.UID) {
-		s.GC.VirtualEvents = appendIn(s.ws.identArena(), s.GC.VirtualEvents, item.Identity)
+		s.enqueueVirtualDeleteEvent(item.Identity)
 		return nil, forget // enqueuedVirtualDeleteEventErr
 	}
 	if e != errNone {
@@ -163,28 +162,11 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 		return nil, done
 	}
 	// Buffers on the stack: most items have one or two owners.
-	var danglingBuf, waitingBuf [4]OwnerRef
 	var classBuf [4]RefClass
-	classes, dangling, waiting := classBuf[:0], danglingBuf[:0], waitingBuf[:0]
-	for _, ref := range latest.Owners {
-		d, owner, e := m.isDangling(s, ref, item)
-		if e != errNone {
-			return nil, errResult(e)
-		}
-		var v *View
-		if !d {
-			ov := owner.View()
-			v = &ov
-		}
-		c := ClassifyOwner(v)
-		classes = append(classes, c)
-		switch {
-		case !RefRemovable(c):
-		case c == RefWaiting:
-			waiting = append(waiting, ref)
-		default:
-			dangling = append(dangling, ref)
-		}
+	var danglingBuf, waitingBuf [4]OwnerRef
+	classes, dangling, waiting, e := m.classifyReferences(s, item, latest.Owners, classBuf[:0], danglingBuf[:0], waitingBuf[:0])
+	if e != errNone {
+		return nil, errResult(e)
 	}
 	switch {
 	case !GCMayDelete(classes):
@@ -229,10 +211,38 @@ func (m *Model) attemptToDeleteItem(s *State, item *Node) ([]Write, workResult) 
 		if m.Bugs.Has(BugDeleteDependentsWithoutPolicy) {
 			policy = NoPolicy
 		}
-		ws := makeIn(s.ws.writeArena(), 1)
-		ws[0] = m.deleteWrite(item, latest, policy, waiting)
-		return ws, done
+		return s.oneWrite(m.deleteWrite(item, latest, policy, waiting)), done
 	}
+}
+
+// classifyReferences mirrors garbagecollector.go: it sorts the
+// ownerReferences item's live GET read (latest) by isDangling and
+// ClassifyOwner, appending each one's class, in order, to classes and
+// the dangling and waitingForDependentsDeletion ones to those (the solid
+// ones are those of class RefSolid). It fails with the first lookup that
+// fails.
+func (m *Model) classifyReferences(s *State, item *Node, latest []OwnerRef, classes []RefClass, dangling, waitingForDependentsDeletion []OwnerRef) ([]RefClass, []OwnerRef, []OwnerRef, gcErr) {
+	for _, ref := range latest {
+		d, owner, e := m.isDangling(s, ref, item)
+		if e != errNone {
+			return classes, dangling, waitingForDependentsDeletion, e
+		}
+		var v *View
+		if !d {
+			ov := owner.View()
+			v = &ov
+		}
+		c := ClassifyOwner(v)
+		classes = append(classes, c)
+		switch {
+		case !RefRemovable(c):
+		case c == RefWaiting:
+			waitingForDependentsDeletion = append(waitingForDependentsDeletion, ref)
+		default:
+			dangling = append(dangling, ref)
+		}
+	}
+	return classes, dangling, waitingForDependentsDeletion, errNone
 }
 
 // deleteWrite is deleteObject's request: UID and resourceVersion
@@ -297,7 +307,7 @@ func blockingDependents(g *GC, n *Node) []UID {
 // API result (for traces) of the request.
 func (m *Model) sendWrite(s *State, uid UID) Result {
 	g := &s.GC
-	g.InFlight = cloneIn(s.ws.inflightArena(), g.InFlight) // copy-on-write: states share it
+	s.ownInFlight()
 	i, _ := inflightIndex(g.InFlight, uid)
 	f := g.InFlight[i]
 	w := f.Writes[0]
@@ -313,7 +323,7 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 		m.finishWork(s, uid, done)
 	case r.Code == 404 && w.Op == WriteDelete:
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
-		g.VirtualEvents = appendIn(s.ws.identArena(), g.VirtualEvents, w.Item) // enqueuedVirtualDeleteEventErr: forget
+		s.enqueueVirtualDeleteEvent(w.Item) // enqueuedVirtualDeleteEventErr: forget
 	default:
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
 		m.finishWork(s, uid, requeue)
@@ -477,7 +487,7 @@ func (m *Model) attemptToOrphan(s *State, uid UID) {
 		}
 		// detached: the item keeps its identity and the dependents it saw
 		j, _ := identIndex(s.GC.AttemptToOrphan, uid)
-		s.GC.AttemptToOrphan = insertIn(s.ws.identArena(), s.GC.AttemptToOrphan, j, owner)
+		s.GC.AttemptToOrphan = s.insertIdentity(s.GC.AttemptToOrphan, j, owner)
 		s.detach(uid, deps)
 	}
 	s.Orphans = slices.Clone(s.Orphans) // copy-on-write: states share it
@@ -513,18 +523,4 @@ func (m *Model) attemptToOrphan(s *State, uid UID) {
 	if r := m.removeFinalizer(s, owner, FinalizerOrphan); !r.OK() {
 		requeue()
 	}
-}
-
-// inflightIndex finds a work item's decided writes by UID (see nodeIndex).
-func inflightIndex(fs []InFlight, uid UID) (int, bool) {
-	lo, hi := 0, len(fs)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if fs[m].UID < uid {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo, lo < len(fs) && fs[lo].UID == uid
 }

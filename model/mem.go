@@ -1,7 +1,5 @@
 package model
 
-import "slices"
-
 // Where the model's copy-on-write slices come from.
 //
 // Every step builds new slices for what it changes (states share the
@@ -13,7 +11,8 @@ import "slices"
 // when all those states are dead by contract. Allocation is then a bump
 // of an index into memory that stays in the cache, and the garbage
 // collector has nothing to do. States built any other way have no
-// workspace (ws is nil) and allocate from the heap exactly as before.
+// workspace and allocate from the heap (memory.go: workspace is the
+// checker's implementation of memory, heap the plain one).
 //
 // Slices from an arena have their capacity clipped to their length, so an
 // append always copies, never writes into memory another slice owns.
@@ -73,9 +72,6 @@ func memoSlot(a, b, c string) uint {
 
 // identKey is identKey(*id), memoised.
 func (w *workspace) identKey(id *Identity) string {
-	if w == nil {
-		return identKey(*id)
-	}
 	e := &w.keys.ids[memoSlot(id.Kind, id.Namespace, id.Name)]
 	if e.key != "" && e.kind == id.Kind && e.namespace == id.Namespace && e.name == id.Name {
 		return e.key
@@ -87,9 +83,6 @@ func (w *workspace) identKey(id *Identity) string {
 
 // targetKey is t.String(), memoised.
 func (w *workspace) targetKey(t *Target) string {
-	if w == nil {
-		return t.String()
-	}
 	e := &w.keys.targets[(memoSlot("", t.Namespace, t.Name)+uint(t.Kind)*5)&255]
 	if e.set && e.t == *t {
 		return e.key
@@ -104,87 +97,18 @@ func (w *workspace) reset() {
 	w.queues.n, w.nodes.n, w.uids.n, w.idents.n, w.inflight.n, w.writes.n, w.orphans.n = 0, 0, 0, 0, 0, 0, 0
 }
 
-// The arena accessors return nil without a workspace: the helpers below
-// then use the heap.
-func (w *workspace) objArena() *arena[Object] {
-	if w == nil {
-		return nil
-	}
-	return &w.objs
-}
+// The memory methods: a bump of an arena's index.
 
-func (w *workspace) eventArena() *arena[WatchEvent] {
-	if w == nil {
-		return nil
-	}
-	return &w.events
-}
-
-func (w *workspace) nodeArena() *arena[Node] {
-	if w == nil {
-		return nil
-	}
-	return &w.nodes
-}
-
-func (w *workspace) uidArena() *arena[UID] {
-	if w == nil {
-		return nil
-	}
-	return &w.uids
-}
-
-func (w *workspace) identArena() *arena[Identity] {
-	if w == nil {
-		return nil
-	}
-	return &w.idents
-}
-
-func (w *workspace) inflightArena() *arena[InFlight] {
-	if w == nil {
-		return nil
-	}
-	return &w.inflight
-}
-
-func (w *workspace) writeArena() *arena[Write] {
-	if w == nil {
-		return nil
-	}
-	return &w.writes
-}
-
-func (w *workspace) uidInfoArena() *arena[UIDInfo] {
-	if w == nil {
-		return nil
-	}
-	return &w.uidInfos
-}
-
-// newState returns memory for a State.
-func (w *workspace) newState() *State {
-	if w == nil {
-		return new(State)
-	}
-	return &w.states.take(1)[0]
-}
-
-// newQueues returns a copy of q (nil: all queues empty).
-func (w *workspace) newQueues(q *[NumKinds][]WatchEvent) *[NumKinds][]WatchEvent {
-	var c *[NumKinds][]WatchEvent
-	if w == nil {
-		c = new([NumKinds][]WatchEvent)
-	} else {
-		c = &w.queues.take(1)[0]
-	}
-	if q != nil {
-		*c = *q
-	} else {
-		*c = [NumKinds][]WatchEvent{}
-	}
-	return c
-}
+func (w *workspace) newState() *State                   { return &w.states.take(1)[0] }
+func (w *workspace) newQueues() *[NumKinds][]WatchEvent { return &w.queues.take(1)[0] }
+func (w *workspace) makeObjects(n int) []Object         { return w.objs.take(n) }
+func (w *workspace) makeEvents(n int) []WatchEvent      { return w.events.take(n) }
+func (w *workspace) makeNodes(n int) []Node             { return w.nodes.take(n) }
+func (w *workspace) makeUIDs(n int) []UID               { return w.uids.take(n) }
+func (w *workspace) makeIdentities(n int) []Identity    { return w.idents.take(n) }
+func (w *workspace) makeInFlight(n int) []InFlight      { return w.inflight.take(n) }
+func (w *workspace) makeWrites(n int) []Write           { return w.writes.take(n) }
+func (w *workspace) makeUIDInfos(n int) []UIDInfo       { return w.uidInfos.take(n) }
 
 // arena hands out sub-slices of a buffer that is reused after a reset.
 type arena[T any] struct {
@@ -206,81 +130,4 @@ func (a *arena[T]) take(k int) []T {
 	s := a.buf[a.n : a.n+k : a.n+k]
 	a.n += k
 	return s
-}
-
-// The copy-on-write helpers. Without an arena each is exactly the slices
-// call the model made before arenas existed.
-
-// makeIn is make([]T, n), with unspecified contents from an arena.
-func makeIn[T any](a *arena[T], n int) []T {
-	if a == nil {
-		return make([]T, n)
-	}
-	return a.take(n)
-}
-
-// cloneIn is slices.Clone.
-func cloneIn[T any](a *arena[T], x []T) []T {
-	if a == nil {
-		return slices.Clone(x)
-	}
-	c := a.take(len(x))
-	copy(c, x)
-	return c
-}
-
-// insertIn is slices.Insert(slices.Clip(x), i, v).
-func insertIn[T any](a *arena[T], x []T, i int, v T) []T {
-	if a == nil {
-		return slices.Insert(slices.Clip(x), i, v)
-	}
-	c := a.take(len(x) + 1)
-	copy(c, x[:i])
-	c[i] = v
-	copy(c[i+1:], x[i:])
-	return c
-}
-
-// appendIn is append(slices.Clip(x), v).
-func appendIn[T any](a *arena[T], x []T, v T) []T {
-	if a == nil {
-		return append(slices.Clip(x), v)
-	}
-	c := a.take(len(x) + 1)
-	copy(c, x)
-	c[len(x)] = v
-	return c
-}
-
-// deleteIn is slices.Delete(slices.Clone(x), i, i+1).
-func deleteIn[T any](a *arena[T], x []T, i int) []T {
-	if a == nil {
-		return slices.Delete(slices.Clone(x), i, i+1)
-	}
-	c := a.take(len(x) - 1)
-	copy(c, x[:i])
-	copy(c[i:], x[i+1:])
-	return c
-}
-
-// deleteFuncIn is slices.DeleteFunc(slices.Clone(x), del).
-func deleteFuncIn[T any](a *arena[T], x []T, del func(T) bool) []T {
-	if a == nil {
-		return slices.DeleteFunc(slices.Clone(x), del)
-	}
-	keep := 0
-	for i := range x {
-		if !del(x[i]) {
-			keep++
-		}
-	}
-	c := a.take(keep)
-	j := 0
-	for i := range x {
-		if !del(x[i]) {
-			c[j] = x[i]
-			j++
-		}
-	}
-	return c
 }

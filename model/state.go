@@ -145,13 +145,6 @@ func (w *Watcher) queue(k KindID) []WatchEvent {
 	return w.Queues[k]
 }
 
-// setQueue replaces the queue of kind k on a private copy of the array.
-func (w *Watcher) setQueue(ws *workspace, k KindID, q []WatchEvent) {
-	c := ws.newQueues(w.Queues)
-	c[k] = q
-	w.Queues = c
-}
-
 // Events lists every pending event, queue by queue in kind order.
 func (w *Watcher) Events() []WatchEvent {
 	var out []WatchEvent
@@ -336,9 +329,9 @@ type State struct {
 	// scope operations a path has used.
 	Budget uint64
 
-	// ws is where steps from this state allocate (see workspace); nil
+	// mem is where steps from this state allocate (see memory); nil
 	// means the heap.
-	ws *workspace
+	mem memory
 }
 
 // NewState returns the empty initial state.
@@ -346,21 +339,6 @@ func NewState() *State {
 	s := &State{}
 	return s
 }
-
-// Clone returns an independent copy. Every slice of a State is
-// copy-on-write: mutations build a new slice or clip before appending.
-// The graph's nodes are the one exception the code must respect: the
-// graph builder updates nodes in place through pointers, so it first takes
-// a private copy (ownNodes); nothing else writes to them.
-func (s *State) Clone() *State {
-	c := s.ws.newState()
-	*c = *s
-	return c
-}
-
-// ownNodes gives the graph builder a private copy of the nodes before it
-// mutates them in place.
-func (s *State) ownNodes() { s.GC.Nodes = cloneIn(s.ws.nodeArena(), s.GC.Nodes) }
 
 // Get returns the live object with this UID.
 func (s *State) Get(uid UID) *Object { return objectByUID(s.Objects, uid) }
@@ -384,43 +362,6 @@ func cmpUID(a, b UID) int {
 		return 1
 	}
 	return 0
-}
-
-// put inserts or replaces an object, keeping Objects sorted.
-func (s *State) put(o Object) {
-	i, ok := objectIndex(s.Objects, o.UID)
-	if ok {
-		s.Objects = cloneIn(s.ws.objArena(), s.Objects) // copy-on-write
-		s.Objects[i] = o
-		return
-	}
-	s.Objects = insertIn(s.ws.objArena(), s.Objects, i, o)
-}
-
-// remove deletes an object from the store.
-func (s *State) remove(uid UID) {
-	if s.ws == nil {
-		s.Objects = slices.DeleteFunc(slices.Clone(s.Objects), func(o Object) bool { return o.UID == uid })
-		return
-	}
-	// UIDs are unique in the store: delete the one object, if any.
-	if i, ok := objectIndex(s.Objects, uid); ok {
-		s.Objects = deleteIn(s.ws.objArena(), s.Objects, i)
-	}
-}
-
-// newUID hands out the next UID.
-func (s *State) newUID(info UIDInfo) UID {
-	if info.Kind != NoKind {
-		for _, u := range s.UIDs {
-			if u.Kind == info.Kind && u.Namespace == info.Namespace && u.Name == info.Name {
-				info.Nth++
-			}
-		}
-		info.Nth++
-	}
-	s.UIDs = appendIn(s.ws.uidInfoArena(), s.UIDs, info)
-	return UID(len(s.UIDs))
 }
 
 // UIDLabel names a UID the way traces do: the key of the object it was
@@ -468,41 +409,9 @@ func (g *GC) node(uid UID) *Node {
 	return nil
 }
 
-// identIndex finds an identity in a set sorted by UID (see nodeIndex).
-func identIndex(set []Identity, uid UID) (int, bool) {
-	lo, hi := 0, len(set)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if set[m].UID < uid {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo, lo < len(set) && set[lo].UID == uid
-}
-
-// nodeIndex is slices.BinarySearchFunc by UID, written out: the generic
-// one calls its comparison through a pointer, and the graph is searched
-// several times in every GC step.
-func nodeIndex(nodes []Node, uid UID) (int, bool) {
-	lo, hi := 0, len(nodes)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if nodes[m].UID < uid {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo, lo < len(nodes) && nodes[lo].UID == uid
-}
-
 // Node returns the graph node for a UID, or nil.
 func (g *GC) Node(uid UID) *Node { return g.node(uid) }
 
-// putNode inserts or replaces a node; the caller owns the nodes
-// (ownNodes).
 // KeepStaleNode records, from evidence outside the model, that the GC's
 // graph keeps an observed node for id, an object that left storage,
 // which its informer dropped without a delete event: a real GC's
@@ -513,67 +422,12 @@ func (g *GC) Node(uid UID) *Node { return g.node(uid) }
 // cluster, whose GC graph the model does not otherwise hold.
 func (s *State) KeepStaleNode(id Identity) { s.putNode(Node{Identity: id}) }
 
-func (s *State) putNode(n Node) {
-	g := &s.GC
-	i, ok := nodeIndex(g.Nodes, n.UID)
-	if ok {
-		g.Nodes[i] = n
-		return
-	}
-	if a := s.ws.nodeArena(); a != nil {
-		g.Nodes = insertIn(a, g.Nodes, i, n)
-		return
-	}
-	g.Nodes = slices.Insert(g.Nodes, i, n)
-}
-
 // removeNode drops the node with this UID (UIDs are unique in the
 // graph); the caller owns the nodes (ownNodes).
 func (g *GC) removeNode(uid UID) {
 	if i, ok := nodeIndex(g.Nodes, uid); ok {
 		g.Nodes = slices.Delete(g.Nodes, i, i+1)
 	}
-}
-
-// enqueue adds a node's identity to a work queue set (workqueue.Add
-// deduplicates). A queued item keeps its identity even if the graph later
-// drops the node, as upstream's queued *node pointers do.
-func (s *State) enqueue(set []Identity, uid UID) []Identity {
-	n := s.GC.node(uid)
-	if n == nil {
-		return set
-	}
-	i, found := identIndex(set, uid)
-	if found {
-		if set[i] == n.Identity {
-			return set // unchanged: no copy needed
-		}
-		set = cloneIn(s.ws.identArena(), set)
-		set[i] = n.Identity
-		return set
-	}
-	return insertIn(s.ws.identArena(), set, i, n.Identity)
-}
-
-func (s *State) dequeue(set []Identity, uid UID) []Identity {
-	return deleteFuncIn(s.ws.identArena(), set, func(x Identity) bool { return x.UID == uid })
-}
-
-// addUID inserts into a sorted UID set, returning the new set.
-func (s *State) addUID(set []UID, u UID) []UID {
-	i, ok := slices.BinarySearch(set, u)
-	if ok {
-		return set
-	}
-	return insertIn(s.ws.uidArena(), set, i, u)
-}
-
-func (s *State) removeUID(set []UID, u UID) []UID {
-	i, ok := slices.BinarySearch(set, u)
-	if !ok {
-		return set
-	}
-	return deleteIn(s.ws.uidArena(), set, i)
 }
 
 func hasUID(set []UID, u UID) bool {

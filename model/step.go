@@ -175,7 +175,7 @@ func (m *Model) applyGC(s *State, st *Step) (Result, error) {
 		if !g.Watch.canCoalesce(k) {
 			return Result{}, notEnabled("a relist cannot skip the next %s event", st.Target)
 		}
-		g.Watch.coalesce(s.ws, k)
+		s.coalesce(&g.Watch, k)
 		return ok(200), nil
 	case OpLose:
 		k, err := headFor(&g.Watch, st.Target)
@@ -185,7 +185,7 @@ func (m *Model) applyGC(s *State, st *Step) (Result, error) {
 		if !m.Bugs.Has(BugLostFirstUpdate) || g.Watch.queue(k)[0].Type != Modified {
 			return Result{}, notEnabled("gc lose needs bug %s and a pending update", BugLostFirstUpdate)
 		}
-		g.Watch.pop(s.ws, k)
+		s.pop(&g.Watch, k)
 		return ok(200), nil
 	case OpSync:
 		if start, stop := syncNeeded(s); len(start)+len(stop) == 0 {
@@ -246,7 +246,7 @@ func (m *Model) applyController(s *State, st *Step) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		w.pop(s.ws, k)
+		s.pop(w, k)
 		return ok(200), nil
 	case OpCoalesce:
 		k, err := headFor(w, st.Target)
@@ -256,7 +256,7 @@ func (m *Model) applyController(s *State, st *Step) (Result, error) {
 		if !w.canCoalesce(k) {
 			return Result{}, notEnabled("a relist cannot skip the next %s event", st.Target)
 		}
-		w.coalesce(s.ws, k)
+		s.coalesce(w, k)
 		return ok(200), nil
 	case OpAdopt, OpRelease:
 		for _, c := range claims(s) {
@@ -306,33 +306,7 @@ func (s *State) identMatches(id *Identity, st *Step) bool {
 	if st.UIDLabel != "" && st.UIDLabel != s.UIDLabel(id.UID) {
 		return false
 	}
-	return s.ws.identKeyIs(id, &st.Target)
-}
-
-// identKeyIs reports identKey(*id) == t.String() without building either
-// string when the names alone tell them apart (the checker asks this for
-// every queued item of every GC step). Every key spelling ends in "/"
-// followed by the name (t.Name is the whole key of an unserved kind), so
-// when neither name contains a slash, different names mean different
-// keys; otherwise the strings are compared.
-// The strings come from the workspace's memo when there is one.
-func (w *workspace) identKeyIs(id *Identity, t *Target) bool {
-	if t.Kind != NoKind && id.Name != t.Name && !hasSlash(id.Name) && !hasSlash(t.Name) {
-		return false
-	}
-	return w.identKey(id) == w.targetKey(t)
-}
-
-// identKeysEqual reports identKey(*a) == identKey(*b), building the keys
-// only when the cheap tests cannot tell (see identKeyIs).
-func identKeysEqual(a, b *Identity) bool {
-	if a.Kind == b.Kind && a.Namespace == b.Namespace && a.Name == b.Name {
-		return true // identKey reads nothing else
-	}
-	if a.Name != b.Name && !hasSlash(a.Name) && !hasSlash(b.Name) {
-		return false
-	}
-	return identKey(*a) == identKey(*b)
+	return s.identKeyIs(id, &st.Target)
 }
 
 // hasSlash is strings.IndexByte(s, '/') >= 0 for the short names the

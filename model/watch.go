@@ -32,14 +32,14 @@ func controllerWatchesKind(k KindID) bool {
 // the caller must only read through them. An event a relist made to
 // replace an object of the same name (WatchEvent.Replaces) is an update
 // from that object: the cache drops it and its version is the oldObj.
-func (w *Watcher) pop(ws *workspace, k KindID) (ev *WatchEvent, old *Object) {
+func (s *State) pop(w *Watcher, k KindID) (ev *WatchEvent, old *Object) {
 	q := w.queue(k)
 	ev = &q[0]
-	w.setQueue(ws, k, q[1:])
+	s.setQueue(w, k, q[1:])
 	if ev.Replaces != 0 {
 		if i, found := objectIndex(w.Cache, ev.Replaces); found {
 			old = &w.Cache[i]
-			w.Cache = deleteIn(ws.objArena(), w.Cache, i)
+			s.uncache(w, i)
 		}
 	}
 	i, found := objectIndex(w.Cache, ev.Obj.UID)
@@ -48,13 +48,12 @@ func (w *Watcher) pop(ws *workspace, k KindID) (ev *WatchEvent, old *Object) {
 	}
 	switch { // copy-on-write: states share caches
 	case ev.Type == Deleted && found:
-		w.Cache = deleteIn(ws.objArena(), w.Cache, i)
+		s.uncache(w, i)
 	case ev.Type == Deleted:
 	case found:
-		w.Cache = cloneIn(ws.objArena(), w.Cache)
-		w.Cache[i] = ev.Obj
+		s.recache(w, i, ev.Obj)
 	default:
-		w.Cache = insertIn(ws.objArena(), w.Cache, i, ev.Obj)
+		s.cache(w, i, ev.Obj)
 	}
 	return ev, old
 }
@@ -121,7 +120,7 @@ func nextOfName(q []WatchEvent, o *Object) int {
 // replacement the head stands for (the head deletes an object whose name
 // a later event's object took, or carries a replacement itself) passes
 // to the event that supersedes it (canCoalesce).
-func (w *Watcher) coalesce(ws *workspace, k KindID) {
+func (s *State) coalesce(w *Watcher, k KindID) {
 	q := w.queue(k)
 	head := q[0]
 	at, replaces := -1, head.Replaces
@@ -134,12 +133,12 @@ func (w *Watcher) coalesce(ws *workspace, k KindID) {
 		}
 	}
 	if at < 0 {
-		w.setQueue(ws, k, q[1:])
+		s.setQueue(w, k, q[1:])
 		return
 	}
-	nq := cloneIn(ws.eventArena(), q[1:])
+	nq := s.cloneEvents(q[1:])
 	nq[at-1].Replaces = replaces
-	w.setQueue(ws, k, nq)
+	s.setQueue(w, k, nq)
 }
 
 // cached returns the watcher's cached version of a UID.
@@ -205,21 +204,21 @@ func (m *Model) gcSync(s *State) {
 		g.Monitored |= 1 << k
 		for i := range s.Objects {
 			if o := &s.Objects[i]; o.Kind == k {
-				g.Watch.setQueue(s.ws, k, appendIn(s.ws.eventArena(), g.Watch.queue(k), WatchEvent{Type: Added, Obj: *o}))
+				s.push(&g.Watch, WatchEvent{Type: Added, Obj: *o})
 			}
 		}
 	}
 	for _, k := range stop {
 		g.Monitored &^= 1 << k
-		g.Watch.setQueue(s.ws, k, nil)
-		g.Watch.Cache = deleteFuncIn(s.ws.objArena(), g.Watch.Cache, func(o Object) bool { return o.Kind == k })
+		s.setQueue(&g.Watch, k, nil)
+		s.uncacheKind(&g.Watch, k)
 	}
 }
 
 // gcDeliver hands the head event of kind k to the graph builder.
 func (m *Model) gcDeliver(s *State, k KindID) {
 	s.ownNodes()
-	ev, old := s.GC.Watch.pop(s.ws, k)
+	ev, old := s.pop(&s.GC.Watch, k)
 	m.processGraphChanges(s, graphEvent{typ: ev.Type, obj: &ev.Obj, old: old, ident: identityOf(&ev.Obj)})
 }
 
