@@ -318,7 +318,8 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		rep.CampaignRuns = cfg.Checks
 	}
 	cfg.onRun = func(k int) { rep.RunNumbers = append(rep.RunNumbers, k+1) }
-	msg, failFile, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
+	out, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
+	msg := out.message()
 	rep.Elapsed = time.Since(start)
 	if err != nil {
 		return rep, err
@@ -338,10 +339,11 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		repro.write, repro.evidence = last.write, last.evidence // the concurrent run's history, for the record
 		last = repro
 	}
-	err = finish(cfg, rep, last, foundAt, start, msg, failFile)
+	err = finish(cfg, rep, last, foundAt, start, msg, out)
 	rep.Failure.Run = cfg.runNo(foundRun)
 	if cfg.Shard.Count > 0 && foundRun > 0 {
-		// the run's own seed, whatever rapid's message named
+		// the run's own seed, also when rapid reported no failure (held,
+		// or interrupted while shrinking)
 		rep.Failure.Seed = RunSeed(cfg.Seed, cfg.runNo(foundRun)-1)
 	}
 	rep.Failure.Attributed = last != nil && last.attributed

@@ -27,7 +27,6 @@ package fuzz
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -35,10 +34,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strconv"
+	"runtime/debug"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"pgregory.net/rapid"
@@ -257,64 +255,140 @@ type runFailure struct {
 	evidence      bool                             // write also writes EvidenceFile
 }
 
-// rapidMu serializes Run: rapid's settings are process-wide flags.
-var rapidMu sync.Mutex
+// rapidOutcome is what a campaign under rapid came to, from cascade's own
+// record of the checks rapid ran: never from rapid's failure text.
+type rapidOutcome struct {
+	// failed: rapid failed the campaign. It found a failing run, ran it
+	// again and shrank it (or was stopped while shrinking it: then it
+	// reports nothing, and failed is false).
+	failed bool
+	// seed is the seed of the check that failed first: a campaign from
+	// it fails in its first run. 0 when the failure came from replaying a
+	// fail file (Config.FailFile).
+	seed uint64
+	// failFile is the fail file rapid wrote for the failure ("" if none).
+	failFile string
+	// crash is the last panic of a run that was not the property's own
+	// failure (t.Fatalf), with its stack: a bug in cascade, not a
+	// verdict on the target.
+	crash string
+	// fresh are the directories rapid's fail file went into that did not
+	// exist before the campaign, deepest first.
+	fresh []string
+}
 
-// runRapid runs prop under rapid with cfg's settings and returns the
-// message of a failure ("" if every check passed) and the fail file rapid
-// wrote.
-func runRapid(name string, cfg Config, prop func(*rapid.T)) (msg, failFile string, err error) {
-	// outside `go test`: rapid reads testing.Short(), which needs the
-	// testing flags registered and the command line parsed
-	if flag.Lookup("test.short") == nil {
-		testing.Init()
+// message is the failure's summary when no run recorded one of its own
+// (a panic); "" when rapid passed the campaign.
+func (o rapidOutcome) message() string {
+	switch {
+	case !o.failed:
+		return ""
+	case o.crash != "":
+		return o.crash
+	default:
+		return "rapid failed the campaign without a run that failed or panicked"
 	}
-	if !flag.Parsed() {
-		if err := flag.CommandLine.Parse(nil); err != nil {
-			return "", "", err
-		}
+}
+
+// runRapid runs prop under rapid with cfg's settings: cfg.Checks runs from
+// cfg.Seed by rapid's own loop, or, with a Shard, the shard's runs one by
+// one, each as rapid's only check from its own seed (RunSeed: the same
+// draws as the k-th check of rapid's loop).
+func runRapid(name string, cfg Config, prop func(*rapid.T)) (rapidOutcome, error) {
+	var out rapidOutcome
+	name, fresh := rapidName(name)
+	calls, failedCall := 0, 0
+	wrapped := func(t *rapid.T) {
+		calls++
+		done := false
+		defer func() {
+			if done {
+				return
+			}
+			if !t.Failed() { // not the property's own failure
+				x := recover()
+				if x == nil {
+					return // runtime.Goexit (endShrinking)
+				}
+				out.crash = fmt.Sprintf("panic: %v\n%s", x, debug.Stack())
+				defer panic(x)
+			}
+			if failedCall == 0 {
+				failedCall = calls
+			}
+		}()
+		prop(t)
+		done = true
 	}
-	set := map[string]string{
-		"rapid.checks":     strconv.Itoa(max(cfg.Checks, 1)),
-		"rapid.steps":      strconv.Itoa(max(cfg.Steps, 1)),
-		"rapid.seed":       strconv.FormatUint(cfg.Seed, 10),
-		"rapid.shrinktime": cfg.ShrinkTime.String(),
-		"rapid.failfile":   cfg.FailFile,
-		"rapid.nofailfile": strconv.FormatBool(cfg.Out == ""),
-	}
-	for k, v := range set {
-		if err := flag.CommandLine.Set(k, v); err != nil {
-			return "", "", fmt.Errorf("fuzz: rapid setting %s=%s: %w", k, v, err)
-		}
-	}
+	s := rapidSettings{checks: max(cfg.Checks, 1), steps: max(cfg.Steps, 1), seed: cfg.Seed,
+		shrinkTime: cfg.ShrinkTime, failFile: cfg.FailFile, noFailFile: cfg.Out == ""}
 	t := &tb{name: name}
 	if cfg.Shard.Count == 0 || cfg.FailFile != "" {
-		rapidCheck(t, prop)
-	} else {
-		// the shard's runs one by one, each as rapid's only check from
-		// its own seed: the same draws as the k-th check of rapid's loop
-		if err := flag.CommandLine.Set("rapid.checks", "1"); err != nil {
-			return "", "", err
+		if err := withRapidSettings(s, func() { rapidCheck(t, wrapped) }); err != nil {
+			return out, err
 		}
+		switch {
+		case failedCall == 0, cfg.FailFile != "":
+		default:
+			out.seed = RunSeed(cfg.Seed, failedCall-1)
+		}
+	} else {
+		s.checks = 1
 		for _, k := range cfg.Shard.Runs(cfg.Checks) {
-			if err := flag.CommandLine.Set("rapid.seed", strconv.FormatUint(RunSeed(cfg.Seed, k), 10)); err != nil {
-				return "", "", err
-			}
+			s.seed = RunSeed(cfg.Seed, k)
 			if cfg.onRun != nil {
 				cfg.onRun(k)
 			}
-			if rapidCheck(t, prop); t.failed {
+			if err := withRapidSettings(s, func() { rapidCheck(t, wrapped) }); err != nil {
+				return out, err
+			}
+			if t.Failed() {
+				out.seed = s.seed
 				break
 			}
 		}
 	}
-	if !t.failed {
-		return "", "", nil
+	out.failed = t.Failed()
+	if !out.failed {
+		out.seed = 0
+		return out, nil
 	}
-	if m := failFileRE.FindStringSubmatch(t.msg); m != nil {
-		failFile = m[1]
+	// every fail file in the campaign's own directory is rapid's for it
+	matches, err := filepath.Glob(filepath.Join(rapidFailDir(name), "*.fail"))
+	if len(matches) > 0 {
+		out.failFile = matches[len(matches)-1]
 	}
-	return t.msg, failFile, nil
+	out.fresh = fresh
+	return out, err
+}
+
+// rapidFailDir is where rapid writes the fail files of checks named name:
+// testdata/rapid/<name> under the working directory (rapid's persistence,
+// which also replays every fail file there before it draws a run).
+func rapidFailDir(name string) string { return filepath.Join("testdata", "rapid", name) }
+
+// rapidName is the name of a campaign's checks: base with the process's
+// ID and, if need be, a number, the first whose fail-file directory does
+// not exist. So rapid replays no fail file an earlier campaign left, and
+// the files there after the campaign are its own. fresh are the
+// directories of rapidFailDir(name) that do not exist yet, deepest first.
+func rapidName(base string) (name string, fresh []string) {
+	name = fmt.Sprintf("%s-%d", base, os.Getpid())
+	for i := 2; exists(rapidFailDir(name)); i++ {
+		name = fmt.Sprintf("%s-%d-%d", base, os.Getpid(), i)
+	}
+	for d := rapidFailDir(name); d != "."; d = filepath.Dir(d) {
+		if !exists(d) {
+			fresh = append(fresh, d)
+		}
+	}
+	return name, fresh
+}
+
+// exists reports whether path names a file or directory.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // rapidCheck runs rapid.Check(t, prop) on its own goroutine (a run's
@@ -328,11 +402,6 @@ func rapidCheck(t *tb, prop func(*rapid.T)) {
 	<-done
 }
 
-var (
-	failFileRE = regexp.MustCompile(`-rapid\.failfile="([^"]+)"`)
-	seedRE     = regexp.MustCompile(`-rapid\.seed=(\d+)`)
-)
-
 var uidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
 // stable is a failure message as rapid sees it: without the run's name
@@ -345,28 +414,30 @@ func stable(msg string, d interface{ Prefix() string }) string {
 	return uidRE.ReplaceAllString(msg, "UID")
 }
 
-// tb is the rapid.TB of a run outside `go test`: it records failures and
-// ends the checking goroutine on FailNow, as testing.T does.
+// tb is the rapid.TB of a campaign outside `go test`: it records that a
+// check failed, and ends the checking goroutine on FailNow, as testing.T
+// does. What rapid writes to it is not read: the failure is the runs'
+// own record.
 type tb struct {
 	name   string
 	mu     sync.Mutex
 	failed bool
-	msg    string
 }
 
 var _ rapid.TB = (*tb)(nil)
 
-func (t *tb) Helper()                   {}
-func (t *tb) Name() string              { return t.name }
-func (t *tb) Logf(string, ...any)       {}
-func (t *tb) Log(...any)                {}
-func (t *tb) Skipf(string, ...any)      { runtime.Goexit() }
-func (t *tb) Skip(...any)               { runtime.Goexit() }
-func (t *tb) SkipNow()                  { runtime.Goexit() }
-func (t *tb) Error(args ...any)         { t.Errorf("%s", fmt.Sprint(args...)) }
-func (t *tb) Fatal(args ...any)         { t.Errorf("%s", fmt.Sprint(args...)); t.FailNow() }
-func (t *tb) Fatalf(f string, a ...any) { t.Errorf(f, a...); t.FailNow() }
-func (t *tb) FailNow()                  { t.Fail(); runtime.Goexit() }
+func (t *tb) Helper()               {}
+func (t *tb) Name() string          { return t.name }
+func (t *tb) Logf(string, ...any)   {}
+func (t *tb) Log(...any)            {}
+func (t *tb) Skipf(string, ...any)  { runtime.Goexit() }
+func (t *tb) Skip(...any)           { runtime.Goexit() }
+func (t *tb) SkipNow()              { runtime.Goexit() }
+func (t *tb) Error(...any)          { t.Fail() }
+func (t *tb) Errorf(string, ...any) { t.Fail() }
+func (t *tb) Fatal(...any)          { t.FailNow() }
+func (t *tb) Fatalf(string, ...any) { t.FailNow() }
+func (t *tb) FailNow()              { t.Fail(); runtime.Goexit() }
 func (t *tb) Fail() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -377,51 +448,34 @@ func (t *tb) Failed() bool {
 	defer t.mu.Unlock()
 	return t.failed
 }
-func (t *tb) Errorf(f string, a ...any) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.failed = true
-	if t.msg == "" {
-		t.msg = fmt.Sprintf(f, a...)
-	}
-}
 
-// moveFailFile moves rapid's fail file (written under ./testdata/rapid)
-// into dir, removing the directories rapid made when they are left empty.
-func moveFailFile(path, dir string) (string, error) {
+// moveFailFile moves rapid's fail file into dir and removes the
+// directories rapid made for it (fresh) once they are empty.
+func moveFailFile(path, dir string, fresh []string) (string, error) {
 	if path == "" || dir == "" {
 		return path, nil
 	}
-	if filepath.Dir(filepath.Clean(path)) == filepath.Clean(dir) {
-		return path, nil
-	}
 	dst := filepath.Join(dir, filepath.Base(path))
-	if err := os.Rename(path, dst); errors.Is(err, os.ErrNotExist) {
-		// rapid names its fail file in the failure message even when it
-		// wrote none; the run's trace is the artifact that matters
-		return "", nil
-	} else if err != nil {
+	if err := os.Rename(path, dst); err != nil {
 		return path, err
 	}
-	for d := filepath.Dir(path); d != "." && d != "/"; d = filepath.Dir(d) {
-		if os.Remove(d) != nil { // not empty, or not ours: stop
-			break
-		}
-		if filepath.Base(d) == "testdata" {
+	for _, d := range fresh {
+		if os.Remove(d) != nil { // not empty: stop
 			break
 		}
 	}
 	return dst, nil
 }
 
-// finish turns the last failing run into a Failure with artifacts.
-func finish(cfg Config, rep *Report, last *runFailure, foundAt time.Time, start time.Time, msg, failFile string) error {
+// finish turns the last failing run into a Failure with artifacts; msg
+// is the summary when no run recorded the failure.
+func finish(cfg Config, rep *Report, last *runFailure, foundAt time.Time, start time.Time, msg string, out rapidOutcome) error {
 	f := &Failure{Kind: "error", Summary: msg, Seed: cfg.Seed}
 	if !foundAt.IsZero() {
 		f.FoundAfter = foundAt.Sub(start)
 	}
-	if m := seedRE.FindStringSubmatch(msg); m != nil {
-		f.Seed, _ = strconv.ParseUint(m[1], 10, 64)
+	if out.seed != 0 {
+		f.Seed = out.seed
 	}
 	if last != nil {
 		f.Kind, f.Summary, f.Steps = last.kind, last.summary, last.steps
@@ -435,8 +489,11 @@ func finish(cfg Config, rep *Report, last *runFailure, foundAt time.Time, start 
 	}
 	var errs []error
 	var err error
-	if f.FailFile, err = moveFailFile(failFile, cfg.Out); err != nil {
+	if f.FailFile, err = moveFailFile(out.failFile, cfg.Out, out.fresh); err != nil {
 		errs = append(errs, err)
+	}
+	if f.FailFile == "" && out.failed && cfg.FailFile != "" {
+		f.FailFile = cfg.FailFile // the replayed fail file failed again, where it is
 	}
 	if last != nil {
 		f.Trace = filepath.Join(cfg.Out, "failure.trace")
