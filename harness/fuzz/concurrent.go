@@ -21,9 +21,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/lin"
 	"github.com/cascade-k8s/cascade/harness/proxy"
 	"github.com/cascade-k8s/cascade/harness/replay"
-	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/model"
-	"github.com/cascade-k8s/cascade/model/check"
 	"github.com/cascade-k8s/cascade/traces"
 )
 
@@ -366,130 +364,6 @@ func clip(s string, n int) string {
 // errHeld ends a failing run that was held (RunConcurrent) as if it had
 // passed.
 var errHeld = errors.New("fuzz: failure held")
-
-// reproduce searches the failing run for a settled reproducer of the
-// injected bugs and replays it on the target; it returns the confirmed
-// reproducer as the run's failure, or nil.
-func (r *concurrentRun) reproduce(kind, summary string) *runFailure {
-	if r.env.Surrogate == 0 || r.env.Confirm == nil {
-		return nil
-	}
-	lines := landed(r.sent)
-	begin := time.Now()
-	inject := strings.Join(r.env.Inject, ",")
-	type found struct {
-		trace string
-		steps int
-	}
-	f := interruptible(r.ctx, func() found {
-		trace, steps := settledReproducer(r.env.Surrogate, lines, r.settledHeader(kind, summary, inject))
-		return found{trace, steps}
-	})
-	trace, steps := f.trace, f.steps
-	if trace == "" {
-		if rf := r.race(kind, summary, lines); rf != nil {
-			return rf
-		}
-		progress(r.cfg, "reproduce: the model with %s gives no settled or race reproducer of the %d-step run; shrinking the concurrent run", inject, len(lines))
-		return nil
-	}
-	progress(r.cfg, "reproduce: %d client steps -> a %d-step settled reproducer on the model with %s (%s); replaying it on %s", len(lines), steps, inject, time.Since(begin).Round(time.Millisecond), r.env.Target)
-	div, err := r.env.Confirm(r.ctx, trace)
-	switch {
-	case err != nil:
-		progress(r.cfg, "reproduce: replay failed: %v; shrinking the concurrent run", err)
-		return nil
-	case div == "":
-		progress(r.cfg, "reproduce: %s agrees with the settled reproducer; shrinking the concurrent run", r.env.Target)
-		return nil
-	}
-	progress(r.cfg, "reproduce: %s diverges from it too", r.env.Target)
-	return &runFailure{
-		kind:          "divergence",
-		summary:       fmt.Sprintf("the %d-step settled reproducer diverges on %s: %s\n(the concurrent run failed with %s: %s)", steps, r.env.Target, div, kind, firstLine(summary)),
-		trace:         trace,
-		steps:         steps,
-		attributed:    true,
-		replayHistory: true,
-	}
-}
-
-// settledHeader describes a settled reproducer of the run that failed
-// with kind and summary (settledReproducer's header).
-func (r *concurrentRun) settledHeader(kind, summary, inject string) func(predicted string, steps int) ([]string, []traces.Header) {
-	return func(predicted string, steps int) ([]string, []traces.Header) {
-		desc := []string{
-			fmt.Sprintf("A settled reproducer of a concurrent run of `cascade fuzz --target %s` that failed (%s):", r.env.Target, kind),
-			firstLine(summary),
-			fmt.Sprintf("Each of its %d client steps is followed by settle, so the GC catches up before the next; the expected output is the model's.", steps),
-			"The model with the injected bug(s) predicts the divergence: " + firstLine(predicted),
-		}
-		// the state diff under that line, indented as it comes
-		_, diff, _ := strings.Cut(predicted, "\n")
-		for l := range strings.Lines(diff) {
-			desc = append(desc, strings.TrimRight(l, "\n"))
-		}
-		desc = append(desc, "impl ran with injected bug(s) "+inject+"; reproduce with:",
-			"  cascade replay --target "+r.env.Target+" --inject "+inject+" --history THIS.trace")
-		return desc, []traces.Header{{Key: traces.HeaderFoundBy, Value: "cascade fuzz --target " + r.env.Target}}
-	}
-}
-
-// race searches the failing run's client steps for a race the model with
-// the injected bugs reproduces (race.go) and replays it on a stepped impl
-// (env.ConfirmStepped); it returns the confirmed race as the run's
-// failure, or nil.
-func (r *concurrentRun) race(kind, summary string, lines []string) *runFailure {
-	if r.env.ConfirmStepped == nil {
-		return nil
-	}
-	inject := strings.Join(r.env.Inject, ",")
-	begin := time.Now()
-	doc := strings.Join([]string{
-		fmt.Sprintf("A race reproducer of a concurrent run of `cascade fuzz --target %s` that failed (%s):", r.env.Target, kind),
-		firstLine(summary),
-		"No settled run of its client steps shows the injected bug(s); the model checker searched their",
-		"interleavings with the GC's and the controllers' steps for this schedule, on which the model with",
-		"them breaks the property and the model without them breaks none. impl ran with " + inject + ";",
-		"reproduce the schedule with: cascade replay --target impl-stepped THIS.trace",
-	}, "\n")
-	budget := r.cfg.ShrinkTime
-	if budget <= 0 {
-		budget = 30 * time.Second
-	}
-	type found struct {
-		ce    *check.Counterexample
-		steps int
-	}
-	f := interruptible(r.ctx, func() found {
-		ce, steps := raceReproducer(r.env.Surrogate, r.env.Relist, lines, "cascade fuzz --target "+r.env.Target, doc, budget)
-		return found{ce, steps}
-	})
-	ce, steps := f.ce, f.steps
-	if ce == nil {
-		progress(r.cfg, "reproduce: no race in the run's client steps reproduces on the model with %s (%s)", inject, time.Since(begin).Round(time.Millisecond))
-		return nil
-	}
-	progress(r.cfg, "reproduce: %d client steps -> a race of %d client steps on the model with %s (%s); replaying it on impl-stepped", len(lines), steps, inject, time.Since(begin).Round(time.Millisecond))
-	div, err := r.env.ConfirmStepped(r.ctx, ce.Trace)
-	switch {
-	case err != nil:
-		progress(r.cfg, "reproduce: the stepped replay failed: %v", err)
-		return nil
-	case div != "":
-		progress(r.cfg, "reproduce: impl-stepped does not follow the race: %s", firstLine(div))
-		return nil
-	}
-	progress(r.cfg, "reproduce: impl-stepped with %s follows the race to its violation", inject)
-	return &runFailure{
-		kind:         "race",
-		summary:      fmt.Sprintf("a race of %d client steps, which impl-stepped with %s replays to the violation the model with them predicts: %s\n(the concurrent run failed with %s: %s)", steps, inject, ce.Property+": "+ce.Message, kind, firstLine(summary)),
-		trace:        ce.Trace,
-		steps:        steps,
-		attributed:   true,
-		replayTarget: target.ImplStepped,
-	}
-}
 
 // run draws a program, runs it with one goroutine per client, waits for
 // quiet, and checks the history and the final state.
