@@ -26,10 +26,11 @@ type rapidOutcome struct {
 	seed uint64
 	// failFile is the fail file rapid wrote for the failure ("" if none).
 	failFile string
-	// crash is the last panic of a run that was not the property's own
-	// failure (t.Fatalf), with its stack: a bug in cascade, not a
-	// verdict on the target.
-	crash string
+	// failure is how the last failing run failed, in its own words: the
+	// message it gave t.Fatalf (a run that could not be set up fails so,
+	// with no runFailure), or its panic with the stack, a bug in cascade
+	// rather than a verdict on the target.
+	failure string
 	// fresh are the directories rapid's fail file went into that did not
 	// exist before the campaign, deepest first.
 	fresh []string
@@ -41,8 +42,8 @@ func (o rapidOutcome) message() string {
 	switch {
 	case !o.failed:
 		return ""
-	case o.crash != "":
-		return o.crash
+	case o.failure != "":
+		return o.failure
 	default:
 		return "rapid failed the campaign without a run that failed or panicked"
 	}
@@ -63,16 +64,18 @@ func runRapid(name string, cfg Config, prop func(*rapid.T)) (rapidOutcome, error
 			if done {
 				return
 			}
-			if !t.Failed() { // not the property's own failure
-				x := recover()
-				if x == nil {
-					return // runtime.Goexit (endShrinking)
-				}
-				out.crash = fmt.Sprintf("panic: %v\n%s", x, debug.Stack())
-				defer panic(x)
+			x := recover()
+			if x == nil {
+				return // runtime.Goexit (endShrinking)
 			}
+			defer panic(x) // rapid's to judge, as before
 			if failedCall == 0 {
 				failedCall = calls
+			}
+			if t.Failed() { // t.Fatalf: x holds the run's own message
+				out.failure = fmt.Sprint(x)
+			} else { // (rapid's invalid data panics too; cascade's draws never raise it)
+				out.failure = fmt.Sprintf("panic: %v\n%s", x, debug.Stack())
 			}
 		}()
 		prop(t)

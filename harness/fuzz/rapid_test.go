@@ -127,8 +127,10 @@ func TestReplayedFailFileStaysWhereItIs(t *testing.T) {
 }
 
 // What rapid prints is not read: a failure whose message looks like
-// rapid's reproduction hint gets the seed of the check that failed, and
-// the fail file rapid wrote for the campaign.
+// rapid's reproduction hint gets the seed of the check that failed, the
+// fail file rapid wrote for the campaign, and the message the run gave,
+// as it gave it (a run that could not be set up fails so, without a
+// runFailure).
 func TestOutcomeIsCascadesOwnRecord(t *testing.T) {
 	t.Chdir(t.TempDir())
 	calls := 0
@@ -147,8 +149,8 @@ func TestOutcomeIsCascadesOwnRecord(t *testing.T) {
 	if dir := filepath.Dir(out.failFile); !strings.HasPrefix(dir, filepath.Join("testdata", "rapid", "outcome-test-")) {
 		t.Errorf("fail file %q, want one in the campaign's own directory", out.failFile)
 	}
-	if out.crash != "" || out.message() == "" {
-		t.Errorf("a failure of the property's own: crash %q, message %q", out.crash, out.message())
+	if want := `-rapid.seed=7 -rapid.failfile="elsewhere.fail"`; out.message() != want {
+		t.Errorf("message %q, want the run's own %q", out.message(), want)
 	}
 }
 
