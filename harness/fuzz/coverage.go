@@ -278,9 +278,9 @@ func DrawConcurrent(env ConcurrentEnv, cfg Config) error {
 		r.draw(t)
 		cfg.Coverage.record(slices.Concat(r.program...))
 	}
-	msg, _, err := runRapid("cascade-fuzz-draw", cfg, prop)
-	if err == nil && msg != "" {
-		err = fmt.Errorf("fuzz: drawing: %s", msg)
+	out, err := runRapid("cascade-fuzz-draw", cfg, prop)
+	if err == nil && out.failed {
+		err = fmt.Errorf("fuzz: drawing: %s", out.message())
 	}
 	return err
 }

@@ -27,21 +27,13 @@ package fuzz
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
-	"strconv"
-	"strings"
-	"sync"
-	"testing"
 	"time"
-
-	"pgregory.net/rapid"
 )
 
 // Config configures Run.
@@ -257,171 +249,15 @@ type runFailure struct {
 	evidence      bool                             // write also writes EvidenceFile
 }
 
-// rapidMu serializes Run: rapid's settings are process-wide flags.
-var rapidMu sync.Mutex
-
-// runRapid runs prop under rapid with cfg's settings and returns the
-// message of a failure ("" if every check passed) and the fail file rapid
-// wrote.
-func runRapid(name string, cfg Config, prop func(*rapid.T)) (msg, failFile string, err error) {
-	// outside `go test`: rapid reads testing.Short(), which needs the
-	// testing flags registered and the command line parsed
-	if flag.Lookup("test.short") == nil {
-		testing.Init()
-	}
-	if !flag.Parsed() {
-		if err := flag.CommandLine.Parse(nil); err != nil {
-			return "", "", err
-		}
-	}
-	set := map[string]string{
-		"rapid.checks":     strconv.Itoa(max(cfg.Checks, 1)),
-		"rapid.steps":      strconv.Itoa(max(cfg.Steps, 1)),
-		"rapid.seed":       strconv.FormatUint(cfg.Seed, 10),
-		"rapid.shrinktime": cfg.ShrinkTime.String(),
-		"rapid.failfile":   cfg.FailFile,
-		"rapid.nofailfile": strconv.FormatBool(cfg.Out == ""),
-	}
-	for k, v := range set {
-		if err := flag.CommandLine.Set(k, v); err != nil {
-			return "", "", fmt.Errorf("fuzz: rapid setting %s=%s: %w", k, v, err)
-		}
-	}
-	t := &tb{name: name}
-	if cfg.Shard.Count == 0 || cfg.FailFile != "" {
-		rapidCheck(t, prop)
-	} else {
-		// the shard's runs one by one, each as rapid's only check from
-		// its own seed: the same draws as the k-th check of rapid's loop
-		if err := flag.CommandLine.Set("rapid.checks", "1"); err != nil {
-			return "", "", err
-		}
-		for _, k := range cfg.Shard.Runs(cfg.Checks) {
-			if err := flag.CommandLine.Set("rapid.seed", strconv.FormatUint(RunSeed(cfg.Seed, k), 10)); err != nil {
-				return "", "", err
-			}
-			if cfg.onRun != nil {
-				cfg.onRun(k)
-			}
-			if rapidCheck(t, prop); t.failed {
-				break
-			}
-		}
-	}
-	if !t.failed {
-		return "", "", nil
-	}
-	if m := failFileRE.FindStringSubmatch(t.msg); m != nil {
-		failFile = m[1]
-	}
-	return t.msg, failFile, nil
-}
-
-// rapidCheck runs rapid.Check(t, prop) on its own goroutine (a run's
-// Goexit ends that goroutine, not the caller).
-func rapidCheck(t *tb, prop func(*rapid.T)) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rapid.Check(t, prop)
-	}()
-	<-done
-}
-
-var (
-	failFileRE = regexp.MustCompile(`-rapid\.failfile="([^"]+)"`)
-	seedRE     = regexp.MustCompile(`-rapid\.seed=(\d+)`)
-)
-
-var uidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-
-// stable is a failure message as rapid sees it: without the run's name
-// prefix and real UIDs, which differ from one run to the next. rapid
-// shrinks a failure only towards runs that fail with the same message.
-func stable(msg string, d interface{ Prefix() string }) string {
-	if d != nil {
-		msg = strings.ReplaceAll(msg, d.Prefix()+"-", "")
-	}
-	return uidRE.ReplaceAllString(msg, "UID")
-}
-
-// tb is the rapid.TB of a run outside `go test`: it records failures and
-// ends the checking goroutine on FailNow, as testing.T does.
-type tb struct {
-	name   string
-	mu     sync.Mutex
-	failed bool
-	msg    string
-}
-
-var _ rapid.TB = (*tb)(nil)
-
-func (t *tb) Helper()                   {}
-func (t *tb) Name() string              { return t.name }
-func (t *tb) Logf(string, ...any)       {}
-func (t *tb) Log(...any)                {}
-func (t *tb) Skipf(string, ...any)      { runtime.Goexit() }
-func (t *tb) Skip(...any)               { runtime.Goexit() }
-func (t *tb) SkipNow()                  { runtime.Goexit() }
-func (t *tb) Error(args ...any)         { t.Errorf("%s", fmt.Sprint(args...)) }
-func (t *tb) Fatal(args ...any)         { t.Errorf("%s", fmt.Sprint(args...)); t.FailNow() }
-func (t *tb) Fatalf(f string, a ...any) { t.Errorf(f, a...); t.FailNow() }
-func (t *tb) FailNow()                  { t.Fail(); runtime.Goexit() }
-func (t *tb) Fail() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.failed = true
-}
-func (t *tb) Failed() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.failed
-}
-func (t *tb) Errorf(f string, a ...any) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.failed = true
-	if t.msg == "" {
-		t.msg = fmt.Sprintf(f, a...)
-	}
-}
-
-// moveFailFile moves rapid's fail file (written under ./testdata/rapid)
-// into dir, removing the directories rapid made when they are left empty.
-func moveFailFile(path, dir string) (string, error) {
-	if path == "" || dir == "" {
-		return path, nil
-	}
-	if filepath.Dir(filepath.Clean(path)) == filepath.Clean(dir) {
-		return path, nil
-	}
-	dst := filepath.Join(dir, filepath.Base(path))
-	if err := os.Rename(path, dst); errors.Is(err, os.ErrNotExist) {
-		// rapid names its fail file in the failure message even when it
-		// wrote none; the run's trace is the artifact that matters
-		return "", nil
-	} else if err != nil {
-		return path, err
-	}
-	for d := filepath.Dir(path); d != "." && d != "/"; d = filepath.Dir(d) {
-		if os.Remove(d) != nil { // not empty, or not ours: stop
-			break
-		}
-		if filepath.Base(d) == "testdata" {
-			break
-		}
-	}
-	return dst, nil
-}
-
-// finish turns the last failing run into a Failure with artifacts.
-func finish(cfg Config, rep *Report, last *runFailure, foundAt time.Time, start time.Time, msg, failFile string) error {
+// finish turns the last failing run into a Failure with artifacts; msg
+// is the summary when no run recorded the failure.
+func finish(cfg Config, rep *Report, last *runFailure, foundAt time.Time, start time.Time, msg string, out rapidOutcome) error {
 	f := &Failure{Kind: "error", Summary: msg, Seed: cfg.Seed}
 	if !foundAt.IsZero() {
 		f.FoundAfter = foundAt.Sub(start)
 	}
-	if m := seedRE.FindStringSubmatch(msg); m != nil {
-		f.Seed, _ = strconv.ParseUint(m[1], 10, 64)
+	if out.seed != 0 {
+		f.Seed = out.seed
 	}
 	if last != nil {
 		f.Kind, f.Summary, f.Steps = last.kind, last.summary, last.steps
@@ -435,8 +271,11 @@ func finish(cfg Config, rep *Report, last *runFailure, foundAt time.Time, start 
 	}
 	var errs []error
 	var err error
-	if f.FailFile, err = moveFailFile(failFile, cfg.Out); err != nil {
+	if f.FailFile, err = moveFailFile(out.failFile, cfg.Out, out.fresh); err != nil {
 		errs = append(errs, err)
+	}
+	if f.FailFile == "" && out.failed && cfg.FailFile != "" {
+		f.FailFile = cfg.FailFile // the replayed fail file failed again, where it is
 	}
 	if last != nil {
 		f.Trace = filepath.Join(cfg.Out, "failure.trace")

@@ -1,10 +1,12 @@
 package fuzz
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/model"
 	"github.com/cascade-k8s/cascade/model/check"
 )
@@ -260,4 +262,60 @@ func objectsOf(line string) []string {
 		out = append(out, o.Kind+"/"+ns+"/"+o.Name)
 	}
 	return out
+}
+
+// race searches the failing run's client steps for a race the model with
+// the injected bugs reproduces (race.go) and replays it on a stepped impl
+// (env.ConfirmStepped); it returns the confirmed race as the run's
+// failure, or nil.
+func (r *concurrentRun) race(kind, summary string, lines []string) *runFailure {
+	if r.env.ConfirmStepped == nil {
+		return nil
+	}
+	inject := strings.Join(r.env.Inject, ",")
+	begin := time.Now()
+	doc := strings.Join([]string{
+		fmt.Sprintf("A race reproducer of a concurrent run of `cascade fuzz --target %s` that failed (%s):", r.env.Target, kind),
+		firstLine(summary),
+		"No settled run of its client steps shows the injected bug(s); the model checker searched their",
+		"interleavings with the GC's and the controllers' steps for this schedule, on which the model with",
+		"them breaks the property and the model without them breaks none. impl ran with " + inject + ";",
+		"reproduce the schedule with: cascade replay --target impl-stepped THIS.trace",
+	}, "\n")
+	budget := r.cfg.ShrinkTime
+	if budget <= 0 {
+		budget = 30 * time.Second
+	}
+	type found struct {
+		ce    *check.Counterexample
+		steps int
+	}
+	f := interruptible(r.ctx, func() found {
+		ce, steps := raceReproducer(r.env.Surrogate, r.env.Relist, lines, "cascade fuzz --target "+r.env.Target, doc, budget)
+		return found{ce, steps}
+	})
+	ce, steps := f.ce, f.steps
+	if ce == nil {
+		progress(r.cfg, "reproduce: no race in the run's client steps reproduces on the model with %s (%s)", inject, time.Since(begin).Round(time.Millisecond))
+		return nil
+	}
+	progress(r.cfg, "reproduce: %d client steps -> a race of %d client steps on the model with %s (%s); replaying it on impl-stepped", len(lines), steps, inject, time.Since(begin).Round(time.Millisecond))
+	div, err := r.env.ConfirmStepped(r.ctx, ce.Trace)
+	switch {
+	case err != nil:
+		progress(r.cfg, "reproduce: the stepped replay failed: %v", err)
+		return nil
+	case div != "":
+		progress(r.cfg, "reproduce: impl-stepped does not follow the race: %s", firstLine(div))
+		return nil
+	}
+	progress(r.cfg, "reproduce: impl-stepped with %s follows the race to its violation", inject)
+	return &runFailure{
+		kind:         "race",
+		summary:      fmt.Sprintf("a race of %d client steps, which impl-stepped with %s replays to the violation the model with them predicts: %s\n(the concurrent run failed with %s: %s)", steps, inject, ce.Property+": "+ce.Message, kind, firstLine(summary)),
+		trace:        ce.Trace,
+		steps:        steps,
+		attributed:   true,
+		replayTarget: target.ImplStepped,
+	}
 }

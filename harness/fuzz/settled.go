@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cascade-k8s/cascade/model"
 	"github.com/cascade-k8s/cascade/traces"
@@ -248,4 +249,72 @@ func settledReproducer(surrogate model.BugSet, sent []string, header func(summar
 	_, summary := r.run(steps)
 	desc, headers := header(summary, len(r.taken))
 	return traces.Format(desc, headers, r.done), len(r.taken)
+}
+
+// reproduce searches the failing run for a settled reproducer of the
+// injected bugs and replays it on the target; it returns the confirmed
+// reproducer as the run's failure, or nil.
+func (r *concurrentRun) reproduce(kind, summary string) *runFailure {
+	if r.env.Surrogate == 0 || r.env.Confirm == nil {
+		return nil
+	}
+	lines := landed(r.sent)
+	begin := time.Now()
+	inject := strings.Join(r.env.Inject, ",")
+	type found struct {
+		trace string
+		steps int
+	}
+	f := interruptible(r.ctx, func() found {
+		trace, steps := settledReproducer(r.env.Surrogate, lines, r.settledHeader(kind, summary, inject))
+		return found{trace, steps}
+	})
+	trace, steps := f.trace, f.steps
+	if trace == "" {
+		if rf := r.race(kind, summary, lines); rf != nil {
+			return rf
+		}
+		progress(r.cfg, "reproduce: the model with %s gives no settled or race reproducer of the %d-step run; shrinking the concurrent run", inject, len(lines))
+		return nil
+	}
+	progress(r.cfg, "reproduce: %d client steps -> a %d-step settled reproducer on the model with %s (%s); replaying it on %s", len(lines), steps, inject, time.Since(begin).Round(time.Millisecond), r.env.Target)
+	div, err := r.env.Confirm(r.ctx, trace)
+	switch {
+	case err != nil:
+		progress(r.cfg, "reproduce: replay failed: %v; shrinking the concurrent run", err)
+		return nil
+	case div == "":
+		progress(r.cfg, "reproduce: %s agrees with the settled reproducer; shrinking the concurrent run", r.env.Target)
+		return nil
+	}
+	progress(r.cfg, "reproduce: %s diverges from it too", r.env.Target)
+	return &runFailure{
+		kind:          "divergence",
+		summary:       fmt.Sprintf("the %d-step settled reproducer diverges on %s: %s\n(the concurrent run failed with %s: %s)", steps, r.env.Target, div, kind, firstLine(summary)),
+		trace:         trace,
+		steps:         steps,
+		attributed:    true,
+		replayHistory: true,
+	}
+}
+
+// settledHeader describes a settled reproducer of the run that failed
+// with kind and summary (settledReproducer's header).
+func (r *concurrentRun) settledHeader(kind, summary, inject string) func(predicted string, steps int) ([]string, []traces.Header) {
+	return func(predicted string, steps int) ([]string, []traces.Header) {
+		desc := []string{
+			fmt.Sprintf("A settled reproducer of a concurrent run of `cascade fuzz --target %s` that failed (%s):", r.env.Target, kind),
+			firstLine(summary),
+			fmt.Sprintf("Each of its %d client steps is followed by settle, so the GC catches up before the next; the expected output is the model's.", steps),
+			"The model with the injected bug(s) predicts the divergence: " + firstLine(predicted),
+		}
+		// the state diff under that line, indented as it comes
+		_, diff, _ := strings.Cut(predicted, "\n")
+		for l := range strings.Lines(diff) {
+			desc = append(desc, strings.TrimRight(l, "\n"))
+		}
+		desc = append(desc, "impl ran with injected bug(s) "+inject+"; reproduce with:",
+			"  cascade replay --target "+r.env.Target+" --inject "+inject+" --history THIS.trace")
+		return desc, []traces.Header{{Key: traces.HeaderFoundBy, Value: "cascade fuzz --target " + r.env.Target}}
+	}
 }

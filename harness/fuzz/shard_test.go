@@ -18,7 +18,7 @@ func draws(t *testing.T, checks int, seed uint64, sh Shard) map[int]uint64 {
 	cfg := Config{Checks: checks, Steps: 1, Seed: seed, Shard: sh}
 	cfg.onRun = func(k int) { started = append(started, k+1) }
 	n := 0
-	_, _, err := runRapid("shard-test", cfg, func(rt *rapid.T) {
+	_, err := runRapid("shard-test", cfg, func(rt *rapid.T) {
 		n++
 		got[cfg.runNo(n)] = rapid.Uint64().Draw(rt, "x")
 	})

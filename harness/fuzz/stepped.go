@@ -257,7 +257,8 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 		rep.CampaignRuns = cfg.Checks
 	}
 	cfg.onRun = func(k int) { rep.RunNumbers = append(rep.RunNumbers, k+1) }
-	msg, failFile, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
+	out, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
+	msg := out.message()
 	rep.Elapsed = time.Since(start)
 	if ctx.Err() != nil && last == nil {
 		rep.Interrupted = true
@@ -275,10 +276,11 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 		}
 		rep.Elapsed = time.Since(start)
 	}
-	err = finish(cfg, rep, last, foundAt, start, msg, failFile)
+	err = finish(cfg, rep, last, foundAt, start, msg, out)
 	rep.Failure.Run = cfg.runNo(foundRun)
 	if cfg.Shard.Count > 0 && foundRun > 0 {
-		// the run's own seed, whatever rapid's message named
+		// the run's own seed, also when rapid reported no failure (held,
+		// or interrupted while shrinking)
 		rep.Failure.Seed = RunSeed(cfg.Seed, cfg.runNo(foundRun)-1)
 	}
 	rep.Failure.Attributed = last != nil && last.attributed
