@@ -53,4 +53,3 @@ func printShard(w io.Writer, sh fuzz.Shard, scope check.Scope, graphs int) {
 	fmt.Fprintf(w, "\nshard %s: %d of the universe's %d initial graphs (every %d-th from graph %d); ops and expectations never reached are judged over all shards by cascade campaign merge\n",
 		sh, len(scope.Roots), graphs, sh.Count, sh.Index)
 }
-
