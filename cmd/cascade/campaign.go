@@ -98,19 +98,33 @@ type campaignSummary struct {
 	MergeSeconds  float64           `json:"merge_seconds"`
 }
 
+// campaignReport is a merged campaign: fuzz runs (campaignSummary) or a
+// universe's initial graphs (checkCampaign).
+type campaignReport interface {
+	result() string
+	setMergeSeconds(float64)
+	print(io.Writer)
+	junit(io.Writer) error
+}
+
 func runMerge(cmd *cobra.Command, f *mergeFlags, args []string) error {
 	start := time.Now()
-	shards, err := readShards(args)
+	files, err := readShardFiles(args)
 	if err != nil {
 		return err
 	}
-	c, err := mergeShards(shards)
+	var c campaignReport
+	if files[0].command == "check" {
+		c, err = mergeCheckShards(files)
+	} else {
+		c, err = mergeFuzzShards(files)
+	}
 	if err != nil {
 		return err
 	}
-	c.MergeSeconds = time.Since(start).Seconds()
+	c.setMergeSeconds(time.Since(start).Seconds())
 	if f.junit != "" {
-		if err := writeFileNew(f.junit, func(w io.Writer) error { return writeCampaignJUnit(w, c) }); err != nil {
+		if err := writeFileNew(f.junit, c.junit); err != nil {
 			return err
 		}
 	}
@@ -119,9 +133,9 @@ func runMerge(cmd *cobra.Command, f *mergeFlags, args []string) error {
 			return err
 		}
 	} else {
-		printCampaign(cmd.OutOrStdout(), c)
+		c.print(cmd.OutOrStdout())
 	}
-	switch c.Result {
+	switch c.result() {
 	case summaryFail:
 		return errViolation
 	case summaryInconclusive:
@@ -130,9 +144,16 @@ func runMerge(cmd *cobra.Command, f *mergeFlags, args []string) error {
 	return nil
 }
 
-// readShards reads the shard summaries args name: each *.json of a
+// shardFile is a shard's --json summary as read: its file, bytes and
+// command (fuzz or check), all of one command.
+type shardFile struct {
+	path, command string
+	data          []byte
+}
+
+// readShardFiles reads the shard summaries args name: each *.json of a
 // directory, or a file.
-func readShards(args []string) ([]shardResult, error) {
+func readShardFiles(args []string) ([]shardFile, error) {
 	var files []string
 	for _, a := range args {
 		st, err := os.Stat(a)
@@ -149,24 +170,45 @@ func readShards(args []string) ([]shardResult, error) {
 		}
 		files = append(files, m...)
 	}
-	var out []shardResult
+	var out []shardFile
 	for _, p := range files {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return nil, usageErr("%v", err)
 		}
-		var s shardResult
-		if err := json.Unmarshal(b, &s.fuzzSummary); err != nil {
+		var s summary
+		if err := json.Unmarshal(b, &s); err != nil {
 			return nil, usageErr("%s: not a JSON summary: %v", p, err)
 		}
-		if s.Command != "fuzz" || s.Shard == nil || s.ShardCount == 0 {
-			return nil, usageErr("%s: not a shard's summary (want the --json of cascade fuzz --shard i/n)", p)
+		if len(out) > 0 && s.Command != out[0].command {
+			return nil, usageErr("%s is a %s summary, %s a %s one: shards of one campaign are of one command", p, s.Command, out[0].path, out[0].command)
 		}
-		s.file = p
-		out = append(out, s)
+		out = append(out, shardFile{path: p, command: s.Command, data: b})
 	}
 	return out, nil
 }
+
+// mergeFuzzShards merges a fuzz campaign's shard summaries.
+func mergeFuzzShards(files []shardFile) (*campaignSummary, error) {
+	var out []shardResult
+	for _, f := range files {
+		var s shardResult
+		if err := json.Unmarshal(f.data, &s.fuzzSummary); err != nil {
+			return nil, usageErr("%s: not a JSON summary: %v", f.path, err)
+		}
+		if s.Command != "fuzz" || s.Shard == nil || s.ShardCount == 0 {
+			return nil, usageErr("%s: not a shard's summary (want the --json of cascade fuzz or cascade check --universe with --shard i/n)", f.path)
+		}
+		s.file = f.path
+		out = append(out, s)
+	}
+	return mergeShards(out)
+}
+
+func (c *campaignSummary) result() string            { return c.Result }
+func (c *campaignSummary) setMergeSeconds(s float64) { c.MergeSeconds = s }
+func (c *campaignSummary) print(w io.Writer)         { printCampaign(w, c) }
+func (c *campaignSummary) junit(w io.Writer) error   { return writeCampaignJUnit(w, c) }
 
 // campaignKey is what every shard of one campaign has alike.
 func campaignKey(s fuzzSummary) string {
@@ -325,11 +367,21 @@ func writeCampaignJUnit(w io.Writer, c *campaignSummary) error {
 		}
 		suite.Cases = append(suite.Cases, jc)
 	}
-	for _, i := range c.MissingShards {
-		suite.Cases = append(suite.Cases, junitCase{Name: fmt.Sprintf("shard %d/%d", i, c.ShardCount), Classname: "cascade.campaign." + c.Target, Time: "0",
+	return encodeCampaignJUnit(w, missingShardCases(suite, c.MissingShards, c.ShardCount))
+}
+
+// missingShardCases adds an erring testcase for each missing shard.
+func missingShardCases(suite junitSuite, missing []int, count int) junitSuite {
+	for _, i := range missing {
+		suite.Cases = append(suite.Cases, junitCase{Name: fmt.Sprintf("shard %d/%d", i, count), Classname: strings.ReplaceAll(suite.Name, " ", "."), Time: "0",
 			Error: &junitMessage{Message: "missing: no summary of this shard was merged"}})
 		suite.Errors++
 	}
+	return suite
+}
+
+// encodeCampaignJUnit writes a campaign's one testsuite as JUnit XML.
+func encodeCampaignJUnit(w io.Writer, suite junitSuite) error {
 	suite.Tests = len(suite.Cases)
 	all := junitSuites{Name: "cascade campaign", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Time: suite.Time, Suites: []junitSuite{suite}}
 	if _, err := io.WriteString(w, xml.Header); err != nil {
