@@ -19,13 +19,18 @@ import (
 func newCampaignCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "campaign",
-		Short: "Campaigns split into shards (cascade fuzz --shard) and merged into one report",
-		Long: `A campaign is one 'cascade fuzz' (--checks runs from --seed) split into
-shards: 'cascade fuzz --shard i/n' (or --shards n in a pod of an Indexed
-Job, which sets $JOB_COMPLETION_INDEX) runs every n-th run from the i-th,
-each from the seed rapid's own loop gives it, so that the shards together
-run exactly the unsharded campaign's runs. 'cascade campaign merge' turns
-the shards' --json summaries into one report (see README "Campaigns").`,
+		Short: "Campaigns split into shards (cascade fuzz --shard, cascade check --universe --shard) and merged into one report",
+		Long: `A campaign is one 'cascade fuzz' (--checks runs from --seed) or one
+'cascade check --universe NAME' split into shards. 'cascade fuzz --shard
+i/n' (or --shards n in a pod of an Indexed Job, which sets
+$JOB_COMPLETION_INDEX) runs every n-th run from the i-th, each from the
+seed rapid's own loop gives it, so that the shards together run exactly
+the unsharded campaign's runs. 'cascade check --universe NAME --shard i/n'
+explores every n-th of the universe's initial graphs from the i-th, so
+that the shards together find exactly the unsharded search's violation
+classes. 'cascade campaign merge' turns the shards' --json summaries into
+one report; 'cascade campaign run' runs the shards as an Indexed Job (see
+README "Campaigns").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -42,20 +47,34 @@ func newCampaignMergeCmd() *cobra.Command {
 	f := &mergeFlags{}
 	cmd := &cobra.Command{
 		Use:   "merge DIR|FILE...",
-		Short: "Merge the shards' fuzz --json summaries into one report",
+		Short: "Merge the shards' fuzz or check --json summaries into one report",
 		Long: `merge reads the --json summaries of a campaign's shards ('cascade fuzz
---shard i/n --json'; every *.json file of each DIR, or each FILE) and prints
-one report: the unsharded campaign's summary (runs, passed, steps, each
+--shard i/n --json' or 'cascade check --universe NAME --shard i/n --json';
+every *.json file of each DIR, or each FILE) and prints one report.
+
+Of fuzz shards: the unsharded campaign's summary (runs, passed, steps, each
 run's steps, known races, inconclusive runs; seconds is the slowest
 shard's), each shard's line, and every failure with its trace, the command
 that replays the trace and the command that runs the failing run alone
-(its own seed, --checks 1). --junit writes one testcase per shard.
+(its own seed, --checks 1). --junit writes one testcase per shard. The
+shards must be of one campaign (command, target, seed, checks, shard
+count, release, mode, injected bugs), each once.
 
-The shards must be of one campaign (command, target, seed, checks, shard
-count, release, mode, injected bugs), each once. Exit codes: 0 every shard
-passed, 1 a run failed, 2 usage or input error (a file that is not a
-shard's summary, shards of different campaigns, a shard twice), 3 no run
-failed but a shard is missing or some run was inconclusive.`,
+Of check shards: every violation class any shard found, each with the
+shortest counterexample over the shards (ties: the lowest initial graph),
+its trace and the shard command that finds it again alone; each shard's
+initial graphs, initial states, distinct states, transitions, depth and
+seconds; their sums (a state reached from the graphs of two shards counts
+in each, so the sum is at least the unsharded search's); ops never reached
+and expectations never witnessed by any shard (a vacuous campaign fails).
+The shards must be of one campaign (universe, mode, release, reduction,
+shard count), each once, each with its own slice of the initial graphs.
+
+Exit codes: 0 every shard passed, 1 a run failed or a check shard failed
+(an unclassified class, or --strict), or the campaign is vacuous, 2 usage
+or input error (a file that is not a shard's summary, shards of different
+campaigns or commands, a shard twice), 3 nothing failed but a shard is
+missing or some run was inconclusive.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runMerge(cmd, f, args) },
 	}

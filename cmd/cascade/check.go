@@ -61,6 +61,15 @@ not matter): the same distinct states and violations at the same depths, fewer
 transitions; the output says how many were skipped. --no-reduction searches
 it unreduced.
 
+--shard i/n explores only every n-th of a universe's initial graphs from the
+i-th; --shards n takes i from $JOB_COMPLETION_INDEX, as in an Indexed Job's
+pod. The shards together find exactly the unsharded search's violation
+classes, each with a counterexample as short; a state reached from the
+graphs of two shards is explored by both. A shard's --out defaults to
+out/counterexamples/shard-I, its --json names its graphs and carries each
+class's trace, and ops never reached are judged over all the shards by
+'cascade campaign merge' (README "Campaigns").
+
 Properties (--list-properties) are checked on every transition (always),
 in every quiescent state (quiescent liveness) or must be witnessed at least
 once (sometimes; a preset that never witnesses one it expects is vacuous and
@@ -99,7 +108,7 @@ Examples:
 	fl.IntVar(&f.maxDepth, "max-depth", 0, "stop expanding at this depth (0: unbounded)")
 	fl.IntVar(&f.maxStates, "max-states", 0, "stop after this many distinct states (0: unbounded)")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "parallel workers")
-	fl.StringVar(&f.out, "out", "out/counterexamples", "directory for counterexample trace files")
+	fl.StringVar(&f.out, "out", "out/counterexamples", "directory for counterexample trace files (a shard's default: out/counterexamples/shard-I)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the result as JSON")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
 	fl.BoolVar(&f.strict, "strict", false, "fail on known upstream races too")
