@@ -62,10 +62,10 @@ envtest; after '-- check', pod i runs
 universe's i-th slice of initial graphs (no control plane; --cpu and
 --memory then default to ` + campaignCheckCPU + ` and ` + campaignCheckMemory + `). The Job is named fuzz or check.
 A pod whose shard found a failing run or an unclassified violation class
-(exit 1 or 3) is not retried. run waits, printing the shards done, failed and running, then
-reads each shard's summary from its pod's log into --out DIR/shard-I.json
-and merges them as 'cascade campaign merge DIR' does. The namespace and
-all in it are deleted at the end, and on SIGINT.
+(exit 1 or 3) is not retried. run waits, printing the shards done, failed
+and running, then reads each shard's summary from its pod's log into
+--out DIR/shard-I.json and merges them as 'cascade campaign merge DIR'
+does. The namespace and all in it are deleted at the end, and on SIGINT.
 
 --dry-run prints the manifests and has the API server check them
 (server-side dry run, nothing created) when a kubeconfig is reachable.`,
@@ -79,8 +79,8 @@ all in it are deleted at the end, and on SIGINT.
 	fl.IntVar(&f.shards, "shards", 0, "number of shards, the Job's completions (required)")
 	fl.IntVar(&f.parallelism, "parallelism", 0, "pods running at once (default: --shards)")
 	fl.Int32Var(&f.backoff, "backoff-per-index", 1, "retries of a shard whose pod failed to run (backoffLimitPerIndex)")
-	fl.StringVar(&f.cpu, "cpu", campaignDefaultCPU, "each pod's CPU request")
-	fl.StringVar(&f.memory, "memory", campaignDefaultMemory, "each pod's memory request and limit")
+	fl.StringVar(&f.cpu, "cpu", campaignDefaultCPU, "each pod's CPU request (a check campaign's default: "+campaignCheckCPU+")")
+	fl.StringVar(&f.memory, "memory", campaignDefaultMemory, "each pod's memory request and limit (a check campaign's default: "+campaignCheckMemory+")")
 	fl.StringVar(&f.out, "out", "out/campaign", "directory for the shards' summaries (shard-I.json)")
 	fl.DurationVar(&f.timeout, "timeout", 2*time.Hour, "give up waiting for the Job after this")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the manifests (and check them with a server-side dry run when the cluster is reachable); create nothing")
