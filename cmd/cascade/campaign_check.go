@@ -114,7 +114,7 @@ func mergeCheckShards(files []shardFile) (*checkCampaign, error) {
 		}
 		seen[i] = s.file
 		if want := (check.Scope{Roots: make([]check.Root, s.Graphs)}); !slices.Equal(s.GraphIndexes, shardGraphs(want, i, s.ShardCount)) {
-			return nil, usageErr("%s: shard %d/%d's initial graphs are not every %d-th of %d from graph %d", s.file, i, s.ShardCount, s.ShardCount, s.Graphs, i)
+			return nil, usageErr("%s: shard %d/%d's initial graphs are not graphs %d, %d, %d, ... of the universe's %d", s.file, i, s.ShardCount, i, i+s.ShardCount, i+2*s.ShardCount, s.Graphs)
 		}
 		c.Roots += s.Roots
 		c.Distinct += s.Distinct

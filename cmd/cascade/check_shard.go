@@ -50,6 +50,6 @@ func addShard(out *checkSummary, res *check.Result, sh fuzz.Shard, scope check.S
 
 // printShard says, after a shard's text result, which graphs it explored.
 func printShard(w io.Writer, sh fuzz.Shard, scope check.Scope, graphs int) {
-	fmt.Fprintf(w, "\nshard %s: %d of the universe's %d initial graphs (every %d-th from graph %d); ops and expectations never reached are judged over all shards by cascade campaign merge\n",
-		sh, len(scope.Roots), graphs, sh.Count, sh.Index)
+	fmt.Fprintf(w, "\nshard %s: %d of the universe's %d initial graphs (graphs %d, %d, %d, ...); ops and expectations never reached are judged over all shards by cascade campaign merge\n",
+		sh, len(scope.Roots), graphs, sh.Index, sh.Index+sh.Count, sh.Index+2*sh.Count)
 }

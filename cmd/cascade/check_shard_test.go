@@ -159,7 +159,7 @@ func TestCampaignMergeCheckShards(t *testing.T) {
 	}{
 		{"another mode", func(s *checkSummary) { s.Mode = "no-cycle-unblock" }, "another campaign"},
 		{"another shard count", func(s *checkSummary) { s.ShardCount = 3 }, "another campaign"},
-		{"the other shard's graphs", func(s *checkSummary) { s.GraphIndexes = shards[0].GraphIndexes }, "initial graphs are not every 2-th of 13 from graph 1"},
+		{"the other shard's graphs", func(s *checkSummary) { s.GraphIndexes = shards[0].GraphIndexes }, "initial graphs are not graphs 1, 3, 5, ... of the universe's 13"},
 		{"shard 0 twice", func(s *checkSummary) { *s = shards[0] }, "shard 0/2 twice"},
 		{"not a shard", func(s *checkSummary) { s.Shard = nil }, "not a shard's summary"},
 		{"a fuzz shard", func(s *checkSummary) { s.Command = "fuzz" }, "is a fuzz summary"},
