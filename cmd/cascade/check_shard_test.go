@@ -139,8 +139,9 @@ func TestCheckShardUsageErrors(t *testing.T) {
 
 // merge refuses check shards of different campaigns, a shard twice, a
 // shard whose graphs are not its slice's and a mix of check and fuzz
-// shards (exit 2); a missing shard leaves the campaign without a verdict
-// (exit 3), even on what no shard reached.
+// shards (exit 2); an op is vacuous only when no shard reached it
+// (exit 1); a missing shard leaves the campaign without a verdict
+// (exit 3).
 func TestCampaignMergeCheckShards(t *testing.T) {
 	dir, shards := checkShards(t, 2, "--universe", "relist")
 	if out, code := cascade(t, "campaign", "merge", dir); code != 0 || !strings.Contains(out, "campaign of universe relist (mode upstream) in 2 shards: 13 initial graphs") {
@@ -173,6 +174,25 @@ func TestCampaignMergeCheckShards(t *testing.T) {
 		write(d, "1.json", s)
 		if out, code := cascade(t, "campaign", "merge", d); code != 2 || !strings.Contains(out, c.want) {
 			t.Errorf("%s: exit %d, want 2 naming %q\n%s", c.what, code, c.want, out)
+		}
+	}
+	// an op one shard never reached is no finding; one no shard reached
+	// makes the campaign vacuous
+	for _, c := range []struct {
+		never0, never1 []string
+		code           int
+		want           string
+	}{
+		{[]string{"delete secret/s"}, nil, 0, "PASS"},
+		{[]string{"delete secret/s", "delete cm/a"}, []string{"delete cm/a"}, 1, `VACUOUS: op "delete cm/a" never reached an object`},
+	} {
+		d := t.TempDir()
+		s0, s1 := shards[0], shards[1]
+		s0.NeverReached, s1.NeverReached = c.never0, c.never1
+		write(d, "0.json", s0)
+		write(d, "1.json", s1)
+		if out, code := cascade(t, "campaign", "merge", d); code != c.code || !strings.Contains(out, c.want) {
+			t.Errorf("never reached %v and %v: exit %d, want %d naming %q\n%s", c.never0, c.never1, code, c.code, c.want, out)
 		}
 	}
 	d := t.TempDir()
