@@ -19,13 +19,18 @@ import (
 func newCampaignCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "campaign",
-		Short: "Campaigns split into shards (cascade fuzz --shard) and merged into one report",
-		Long: `A campaign is one 'cascade fuzz' (--checks runs from --seed) split into
-shards: 'cascade fuzz --shard i/n' (or --shards n in a pod of an Indexed
-Job, which sets $JOB_COMPLETION_INDEX) runs every n-th run from the i-th,
-each from the seed rapid's own loop gives it, so that the shards together
-run exactly the unsharded campaign's runs. 'cascade campaign merge' turns
-the shards' --json summaries into one report (see README "Campaigns").`,
+		Short: "Campaigns split into shards (cascade fuzz --shard, cascade check --universe --shard) and merged into one report",
+		Long: `A campaign is one 'cascade fuzz' (--checks runs from --seed) or one
+'cascade check --universe NAME' split into shards. 'cascade fuzz --shard
+i/n' (or --shards n in a pod of an Indexed Job, which sets
+$JOB_COMPLETION_INDEX) runs every n-th run from the i-th, each from the
+seed rapid's own loop gives it, so that the shards together run exactly
+the unsharded campaign's runs. 'cascade check --universe NAME --shard i/n'
+explores every n-th of the universe's initial graphs from the i-th, so
+that the shards together find exactly the unsharded search's violation
+classes. 'cascade campaign merge' turns the shards' --json summaries into
+one report; 'cascade campaign run' runs the shards as an Indexed Job (see
+README "Campaigns").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -42,20 +47,34 @@ func newCampaignMergeCmd() *cobra.Command {
 	f := &mergeFlags{}
 	cmd := &cobra.Command{
 		Use:   "merge DIR|FILE...",
-		Short: "Merge the shards' fuzz --json summaries into one report",
+		Short: "Merge the shards' fuzz or check --json summaries into one report",
 		Long: `merge reads the --json summaries of a campaign's shards ('cascade fuzz
---shard i/n --json'; every *.json file of each DIR, or each FILE) and prints
-one report: the unsharded campaign's summary (runs, passed, steps, each
+--shard i/n --json' or 'cascade check --universe NAME --shard i/n --json';
+every *.json file of each DIR, or each FILE) and prints one report.
+
+Of fuzz shards: the unsharded campaign's summary (runs, passed, steps, each
 run's steps, known races, inconclusive runs; seconds is the slowest
 shard's), each shard's line, and every failure with its trace, the command
 that replays the trace and the command that runs the failing run alone
-(its own seed, --checks 1). --junit writes one testcase per shard.
+(its own seed, --checks 1). --junit writes one testcase per shard. The
+shards must be of one campaign (command, target, seed, checks, shard
+count, release, mode, injected bugs), each once.
 
-The shards must be of one campaign (command, target, seed, checks, shard
-count, release, mode, injected bugs), each once. Exit codes: 0 every shard
-passed, 1 a run failed, 2 usage or input error (a file that is not a
-shard's summary, shards of different campaigns, a shard twice), 3 no run
-failed but a shard is missing or some run was inconclusive.`,
+Of check shards: every violation class any shard found, each with the
+shortest counterexample over the shards (ties: the lowest initial graph),
+its trace and the shard command that finds it again alone; each shard's
+initial graphs, initial states, distinct states, transitions, depth and
+seconds; their sums (a state reached from the graphs of two shards counts
+in each, so the sum is at least the unsharded search's); ops never reached
+and expectations never witnessed by any shard (a vacuous campaign fails).
+The shards must be of one campaign (universe, mode, release, reduction,
+shard count), each once, each with its own slice of the initial graphs.
+
+Exit codes: 0 every shard passed, 1 a run failed or a check shard failed
+(an unclassified class, or --strict), or the campaign is vacuous, 2 usage
+or input error (a file that is not a shard's summary, shards of different
+campaigns or commands, a shard twice), 3 nothing failed but a shard is
+missing or some run was inconclusive.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runMerge(cmd, f, args) },
 	}
@@ -98,19 +117,33 @@ type campaignSummary struct {
 	MergeSeconds  float64           `json:"merge_seconds"`
 }
 
+// campaignReport is a merged campaign: fuzz runs (campaignSummary) or a
+// universe's initial graphs (checkCampaign).
+type campaignReport interface {
+	result() string
+	setMergeSeconds(float64)
+	print(io.Writer)
+	junit(io.Writer) error
+}
+
 func runMerge(cmd *cobra.Command, f *mergeFlags, args []string) error {
 	start := time.Now()
-	shards, err := readShards(args)
+	files, err := readShardFiles(args)
 	if err != nil {
 		return err
 	}
-	c, err := mergeShards(shards)
+	var c campaignReport
+	if files[0].command == "check" {
+		c, err = mergeCheckShards(files)
+	} else {
+		c, err = mergeFuzzShards(files)
+	}
 	if err != nil {
 		return err
 	}
-	c.MergeSeconds = time.Since(start).Seconds()
+	c.setMergeSeconds(time.Since(start).Seconds())
 	if f.junit != "" {
-		if err := writeFileNew(f.junit, func(w io.Writer) error { return writeCampaignJUnit(w, c) }); err != nil {
+		if err := writeFileNew(f.junit, c.junit); err != nil {
 			return err
 		}
 	}
@@ -119,9 +152,9 @@ func runMerge(cmd *cobra.Command, f *mergeFlags, args []string) error {
 			return err
 		}
 	} else {
-		printCampaign(cmd.OutOrStdout(), c)
+		c.print(cmd.OutOrStdout())
 	}
-	switch c.Result {
+	switch c.result() {
 	case summaryFail:
 		return errViolation
 	case summaryInconclusive:
@@ -130,9 +163,16 @@ func runMerge(cmd *cobra.Command, f *mergeFlags, args []string) error {
 	return nil
 }
 
-// readShards reads the shard summaries args name: each *.json of a
+// shardFile is a shard's --json summary as read: its file, bytes and
+// command (fuzz or check), all of one command.
+type shardFile struct {
+	path, command string
+	data          []byte
+}
+
+// readShardFiles reads the shard summaries args name: each *.json of a
 // directory, or a file.
-func readShards(args []string) ([]shardResult, error) {
+func readShardFiles(args []string) ([]shardFile, error) {
 	var files []string
 	for _, a := range args {
 		st, err := os.Stat(a)
@@ -149,24 +189,45 @@ func readShards(args []string) ([]shardResult, error) {
 		}
 		files = append(files, m...)
 	}
-	var out []shardResult
+	var out []shardFile
 	for _, p := range files {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return nil, usageErr("%v", err)
 		}
-		var s shardResult
-		if err := json.Unmarshal(b, &s.fuzzSummary); err != nil {
+		var s summary
+		if err := json.Unmarshal(b, &s); err != nil {
 			return nil, usageErr("%s: not a JSON summary: %v", p, err)
 		}
-		if s.Command != "fuzz" || s.Shard == nil || s.ShardCount == 0 {
-			return nil, usageErr("%s: not a shard's summary (want the --json of cascade fuzz --shard i/n)", p)
+		if len(out) > 0 && s.Command != out[0].command {
+			return nil, usageErr("%s is a %s summary, %s a %s one: shards of one campaign are of one command", p, s.Command, out[0].path, out[0].command)
 		}
-		s.file = p
-		out = append(out, s)
+		out = append(out, shardFile{path: p, command: s.Command, data: b})
 	}
 	return out, nil
 }
+
+// mergeFuzzShards merges a fuzz campaign's shard summaries.
+func mergeFuzzShards(files []shardFile) (*campaignSummary, error) {
+	var out []shardResult
+	for _, f := range files {
+		var s shardResult
+		if err := json.Unmarshal(f.data, &s.fuzzSummary); err != nil {
+			return nil, usageErr("%s: not a JSON summary: %v", f.path, err)
+		}
+		if s.Command != "fuzz" || s.Shard == nil || s.ShardCount == 0 {
+			return nil, usageErr("%s: not a shard's summary (want the --json of cascade fuzz or cascade check --universe with --shard i/n)", f.path)
+		}
+		s.file = f.path
+		out = append(out, s)
+	}
+	return mergeShards(out)
+}
+
+func (c *campaignSummary) result() string            { return c.Result }
+func (c *campaignSummary) setMergeSeconds(s float64) { c.MergeSeconds = s }
+func (c *campaignSummary) print(w io.Writer)         { printCampaign(w, c) }
+func (c *campaignSummary) junit(w io.Writer) error   { return writeCampaignJUnit(w, c) }
 
 // campaignKey is what every shard of one campaign has alike.
 func campaignKey(s fuzzSummary) string {
@@ -325,11 +386,21 @@ func writeCampaignJUnit(w io.Writer, c *campaignSummary) error {
 		}
 		suite.Cases = append(suite.Cases, jc)
 	}
-	for _, i := range c.MissingShards {
-		suite.Cases = append(suite.Cases, junitCase{Name: fmt.Sprintf("shard %d/%d", i, c.ShardCount), Classname: "cascade.campaign." + c.Target, Time: "0",
+	return encodeCampaignJUnit(w, missingShardCases(suite, c.MissingShards, c.ShardCount))
+}
+
+// missingShardCases adds an erring testcase for each missing shard.
+func missingShardCases(suite junitSuite, missing []int, count int) junitSuite {
+	for _, i := range missing {
+		suite.Cases = append(suite.Cases, junitCase{Name: fmt.Sprintf("shard %d/%d", i, count), Classname: strings.ReplaceAll(suite.Name, " ", "."), Time: "0",
 			Error: &junitMessage{Message: "missing: no summary of this shard was merged"}})
 		suite.Errors++
 	}
+	return suite
+}
+
+// encodeCampaignJUnit writes a campaign's one testsuite as JUnit XML.
+func encodeCampaignJUnit(w io.Writer, suite junitSuite) error {
 	suite.Tests = len(suite.Cases)
 	all := junitSuites{Name: "cascade campaign", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Time: suite.Time, Suites: []junitSuite{suite}}
 	if _, err := io.WriteString(w, xml.Header); err != nil {

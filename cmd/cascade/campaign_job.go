@@ -31,9 +31,11 @@ const (
 
 // campaignJob is a campaign as an Indexed Job: one pod per shard, each
 // running `cascade fuzz ... --shards N --json` against its own in-pod
-// envtest.
+// envtest, or `cascade check --universe NAME ... --shards N --json` on
+// its slice of the universe's initial graphs.
 type campaignJob struct {
-	// ID names the campaign: namespace cascade-campaign-ID, Job fuzz.
+	// ID names the campaign: namespace cascade-campaign-ID, Job named
+	// after Command.
 	ID              string
 	Image           string
 	Shards          int
@@ -41,11 +43,15 @@ type campaignJob struct {
 	BackoffPerIndex int32
 	// CPU and Memory are each pod's requests (and Memory its limit).
 	CPU, Memory string
-	// FuzzArgs are the fuzz flags every shard runs with.
-	FuzzArgs []string
+	// Command is what every shard runs, fuzz or check, with Args.
+	Command string
+	Args    []string
 }
 
 func (j campaignJob) namespace() string { return "cascade-campaign-" + j.ID }
+
+// name is the Job's: its command.
+func (j campaignJob) name() string { return j.Command }
 
 func (j campaignJob) labels() map[string]string {
 	return map[string]string{campaignManagedBy: "cascade", campaignLabel: j.ID}
@@ -70,16 +76,17 @@ func (j campaignJob) manifests() (*corev1.Namespace, *batchv1.Job, error) {
 	// run, is a result: the pod's log holds its summary), so every index
 	// may fail without ending the others
 	maxFailed := n
-	cmd := append([]string{campaignBinary, "fuzz"}, j.FuzzArgs...)
+	cmd := append([]string{campaignBinary, j.Command}, j.Args...)
 	cmd = append(cmd, "--shards", strconv.Itoa(j.Shards), "--json", "--out", "/tmp/out")
 	job := &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{Name: "fuzz", Namespace: j.namespace(), Labels: j.labels()},
+		ObjectMeta: metav1.ObjectMeta{Name: j.name(), Namespace: j.namespace(), Labels: j.labels()},
 		Spec: batchv1.JobSpec{
 			CompletionMode: &indexed, Completions: &n, Parallelism: &p,
 			BackoffLimitPerIndex: &backoff, MaxFailedIndexes: &maxFailed,
 			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
 				// exit 1 and 3: the shard ran and its summary says what it
-				// found; no retry
+				// found (a failing run, or a check's unclassified class);
+				// no retry
 				Action: batchv1.PodFailurePolicyActionFailIndex,
 				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
 					Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{1, 3}},

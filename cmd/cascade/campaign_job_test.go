@@ -29,10 +29,15 @@ func TestCampaignJobOnAnAPIServer(t *testing.T) {
 	defer func() { _ = cp.Stop() }()
 	cs := kubernetes.NewForConfigOrDie(cp.Config)
 	j := campaignJob{ID: "t1", Image: "cascade:test", Shards: 3, Parallelism: 2, BackoffPerIndex: 1,
-		CPU: campaignDefaultCPU, Memory: campaignDefaultMemory, FuzzArgs: []string{"--target", "upstream", "--checks", "9", "--seed", "7"}}
+		CPU: campaignDefaultCPU, Memory: campaignDefaultMemory, Command: "fuzz", Args: []string{"--target", "upstream", "--checks", "9", "--seed", "7"}}
 
 	if err := j.create(ctx, cs, true); err != nil {
 		t.Fatalf("server-side dry run: %v", err)
+	}
+	checkJob := campaignJob{ID: "t2", Image: "cascade:test", Shards: 4, Parallelism: 4, CPU: campaignCheckCPU, Memory: campaignCheckMemory,
+		Command: "check", Args: []string{"--universe", "trio"}}
+	if err := checkJob.create(ctx, cs, true); err != nil {
+		t.Fatalf("server-side dry run of a check campaign: %v", err)
 	}
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, j.namespace(), metav1.GetOptions{}); err == nil {
 		t.Fatal("the dry run created the namespace")

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cascade-k8s/cascade/harness/target"
+	"github.com/cascade-k8s/cascade/model/check"
 )
 
 type campaignRunFlags struct {
@@ -34,22 +35,37 @@ const (
 	campaignDefaultMemory = "768Mi"
 )
 
+// A check shard's requests, from the measured shards of trio, the
+// largest named universe, in 4 shards (README "Campaigns"): each peaked
+// at 672 to 690 MiB resident and took 23 to 27 CPU-seconds; memory is
+// half again the peak, and a whole core, as the search's workers use
+// every core they are given. Fewer shards or a larger universe need
+// --memory.
+const (
+	campaignCheckCPU    = "1"
+	campaignCheckMemory = "1Gi"
+)
+
 func newCampaignRunCmd() *cobra.Command {
 	f := &campaignRunFlags{}
 	cmd := &cobra.Command{
-		Use:   "run --kubeconfig K --image REF --shards N [--parallelism P] -- FUZZ-FLAGS...",
-		Short: "Run a fuzz campaign on a cluster as an Indexed Job, one pod per shard, and merge the shards",
+		Use:   "run --kubeconfig K --image REF --shards N [--parallelism P] -- [fuzz] FUZZ-FLAGS... | check --universe NAME CHECK-FLAGS...",
+		Short: "Run a fuzz or universe-check campaign on a cluster as an Indexed Job, one pod per shard, and merge the shards",
 		Long: `run creates a namespace cascade-campaign-ID and in it an Indexed Job
 (completionMode Indexed, --shards completions, --parallelism pods at once,
 backoffLimitPerIndex --backoff-per-index): pod i runs
 'cascade fuzz FUZZ-FLAGS --shards N --json' from --image (make image: the
 static cascade binary at /cascade, the control-plane binaries at /kube),
 so that $JOB_COMPLETION_INDEX makes it shard i, against its own in-pod
-envtest. A pod whose shard found a failing run (exit 1 or 3) is not
-retried. run waits, printing the shards done, failed and running, then
-reads each shard's summary from its pod's log into --out DIR/shard-I.json
-and merges them as 'cascade campaign merge DIR' does. The namespace and
-all in it are deleted at the end, and on SIGINT.
+envtest; after '-- check', pod i runs
+'cascade check --universe NAME CHECK-FLAGS --shards N --json', the
+universe's i-th slice of initial graphs (no control plane; --cpu and
+--memory then default to ` + campaignCheckCPU + ` and ` + campaignCheckMemory + `). The Job is named fuzz or check.
+A pod whose shard found a failing run or an unclassified violation class
+(exit 1 or 3) is not retried. run waits, printing the shards done, failed
+and running, then reads each shard's summary from its pod's log into
+--out DIR/shard-I.json and merges them as 'cascade campaign merge DIR'
+does. The namespace and all in it are deleted at the end, and on SIGINT.
 
 --dry-run prints the manifests and has the API server check them
 (server-side dry run, nothing created) when a kubeconfig is reachable.`,
@@ -63,8 +79,8 @@ all in it are deleted at the end, and on SIGINT.
 	fl.IntVar(&f.shards, "shards", 0, "number of shards, the Job's completions (required)")
 	fl.IntVar(&f.parallelism, "parallelism", 0, "pods running at once (default: --shards)")
 	fl.Int32Var(&f.backoff, "backoff-per-index", 1, "retries of a shard whose pod failed to run (backoffLimitPerIndex)")
-	fl.StringVar(&f.cpu, "cpu", campaignDefaultCPU, "each pod's CPU request")
-	fl.StringVar(&f.memory, "memory", campaignDefaultMemory, "each pod's memory request and limit")
+	fl.StringVar(&f.cpu, "cpu", campaignDefaultCPU, "each pod's CPU request (a check campaign's default: "+campaignCheckCPU+")")
+	fl.StringVar(&f.memory, "memory", campaignDefaultMemory, "each pod's memory request and limit (a check campaign's default: "+campaignCheckMemory+")")
 	fl.StringVar(&f.out, "out", "out/campaign", "directory for the shards' summaries (shard-I.json)")
 	fl.DurationVar(&f.timeout, "timeout", 2*time.Hour, "give up waiting for the Job after this")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the manifests (and check them with a server-side dry run when the cluster is reachable); create nothing")
@@ -72,7 +88,7 @@ all in it are deleted at the end, and on SIGINT.
 	return cmd
 }
 
-func runCampaign(cmd *cobra.Command, f *campaignRunFlags, fuzzArgs []string) error {
+func runCampaign(cmd *cobra.Command, f *campaignRunFlags, args []string) error {
 	switch {
 	case f.image == "":
 		return usageErr("campaign run needs --image (make image)")
@@ -83,9 +99,16 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags, fuzzArgs []string) err
 	case f.backoff < 0:
 		return usageErr("--backoff-per-index %d: want 0 or more", f.backoff)
 	}
-	for _, a := range fuzzArgs {
-		if a == "--shard" || a == "--shards" || strings.HasPrefix(a, "--shard=") || strings.HasPrefix(a, "--shards=") {
-			return usageErr("FUZZ-FLAGS: %s is the campaign's to set (--shards of campaign run)", a)
+	command, args, err := campaignCommand(args, f.shards)
+	if err != nil {
+		return err
+	}
+	if command == "check" {
+		if !cmd.Flags().Changed("cpu") {
+			f.cpu = campaignCheckCPU
+		}
+		if !cmd.Flags().Changed("memory") {
+			f.memory = campaignCheckMemory
 		}
 	}
 	if f.parallelism == 0 {
@@ -94,7 +117,7 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags, fuzzArgs []string) err
 	id := make([]byte, 3)
 	_, _ = rand.Read(id)
 	j := campaignJob{ID: hex.EncodeToString(id), Image: f.image, Shards: f.shards, Parallelism: f.parallelism,
-		BackoffPerIndex: f.backoff, CPU: f.cpu, Memory: f.memory, FuzzArgs: fuzzArgs}
+		BackoffPerIndex: f.backoff, CPU: f.cpu, Memory: f.memory, Command: command, Args: args}
 	if _, _, err := j.manifests(); err != nil {
 		return err
 	}
@@ -142,12 +165,12 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags, fuzzArgs []string) err
 			fmt.Fprintf(progress, "campaign: namespace %s deleted\n", j.namespace())
 		}
 	}()
-	fmt.Fprintf(progress, "campaign %s: Job %s/fuzz, %d shards, %d at once\n", j.ID, j.namespace(), f.shards, f.parallelism)
+	fmt.Fprintf(progress, "campaign %s: Job %s/%s, %d shards, %d at once\n", j.ID, j.namespace(), j.name(), f.shards, f.parallelism)
 	wctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	last := ""
 	for {
-		job, err := cs.BatchV1().Jobs(j.namespace()).Get(wctx, "fuzz", metav1.GetOptions{})
+		job, err := cs.BatchV1().Jobs(j.namespace()).Get(wctx, j.name(), metav1.GetOptions{})
 		if err != nil {
 			if ctx.Err() != nil {
 				return errInterrupted
@@ -181,4 +204,40 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags, fuzzArgs []string) err
 		return fmt.Errorf("campaign %s: no shard left a summary in its pod's log", j.ID)
 	}
 	return runMerge(cmd, &mergeFlags{json: f.json}, []string{f.out})
+}
+
+// campaignCommand splits campaign run's arguments after -- into the
+// command every shard runs (fuzz unless they start with check or fuzz)
+// and its flags. A check campaign's flags are parsed here, so that a
+// bad flag, a missing universe or more shards than the universe has
+// initial graphs is a usage error before anything is created.
+func campaignCommand(args []string, shards int) (string, []string, error) {
+	command := "fuzz"
+	if len(args) > 0 && (args[0] == "fuzz" || args[0] == "check") {
+		command, args = args[0], args[1:]
+	}
+	for _, a := range args {
+		if a == "--shard" || a == "--shards" || strings.HasPrefix(a, "--shard=") || strings.HasPrefix(a, "--shards=") {
+			return "", nil, usageErr("%s flags: %s is the campaign's to set (--shards of campaign run)", command, a)
+		}
+	}
+	if command != "check" {
+		return command, args, nil
+	}
+	c := newCheckCmd()
+	if err := c.ParseFlags(args); err != nil {
+		return "", nil, usageErr("check flags: %v", err)
+	}
+	universe, _ := c.Flags().GetString("universe")
+	if universe == "" {
+		return "", nil, usageErr("a check campaign splits a universe's initial graphs: give check --universe NAME")
+	}
+	u, err := check.UniverseByName(universe)
+	if err != nil {
+		return "", nil, usageErr("check flags: %v", err)
+	}
+	if n := len(u.InitialGraphs()); shards > n {
+		return "", nil, usageErr("--shards %d: universe %s has %d initial graphs, so at most %d shards", shards, u.Name, n, n)
+	}
+	return command, args, nil
 }

@@ -145,9 +145,10 @@ func TestCampaignMergeVerdicts(t *testing.T) {
 }
 
 // campaign run --dry-run prints the Namespace and the Indexed Job, each
-// pod running the fuzz flags as its shard, and creates nothing; without
-// --image or --shards, or with a --shard among the fuzz flags, it is a
-// usage error.
+// pod running the fuzz flags (or, after check, the check flags) as its
+// shard, and creates nothing; without --image or --shards, with a
+// --shard among the flags, or a check campaign without a universe or
+// with more shards than its initial graphs, it is a usage error.
 func TestCampaignRunDryRunPrintsTheManifests(t *testing.T) {
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
 	out, code := cascade(t, "campaign", "run", "--image", "cascade:v1.37.2", "--shards", "4", "--parallelism", "2", "--dry-run", "--", "--target", "upstream", "--checks", "40", "--seed", "7")
@@ -160,7 +161,20 @@ func TestCampaignRunDryRunPrintsTheManifests(t *testing.T) {
 			t.Errorf("manifests lack %q:\n%s", want, out)
 		}
 	}
+	out, code = cascade(t, "campaign", "run", "--image", "cascade:v1.37.2", "--shards", "4", "--dry-run", "--", "check", "--universe", "trio")
+	if code != 0 {
+		t.Fatalf("check campaign: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{"kind: Job", "name: check\n", "- /cascade\n        - check\n        - --universe\n        - trio\n        - --shards\n        - \"4\"", "memory: " + campaignCheckMemory, "cpu: \"" + campaignCheckCPU + "\""} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check campaign manifests lack %q:\n%s", want, out)
+		}
+	}
 	for _, args := range [][]string{
+		{"--image", "x", "--shards", "2", "--dry-run", "--", "check"},
+		{"--image", "x", "--shards", "2", "--dry-run", "--", "check", "--universe", "nope"},
+		{"--image", "x", "--shards", "14", "--dry-run", "--", "check", "--universe", "relist"},
+		{"--image", "x", "--shards", "2", "--dry-run", "--", "check", "--universe", "relist", "--shards", "2"},
 		{"--shards", "4", "--dry-run"},
 		{"--image", "x", "--dry-run"},
 		{"--image", "x", "--shards", "2", "--dry-run", "--", "--shard", "1/2"},

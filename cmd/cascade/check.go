@@ -30,6 +30,8 @@ type checkFlags struct {
 	listKnown, listUniverses       bool
 	classes                        bool
 	kubeVersion                    string
+	shard                          string
+	shards                         int
 }
 
 func newCheckCmd() *cobra.Command {
@@ -58,6 +60,15 @@ not taken right after a controller's informer step, whose order with them does
 not matter): the same distinct states and violations at the same depths, fewer
 transitions; the output says how many were skipped. --no-reduction searches
 it unreduced.
+
+--shard i/n explores only every n-th of a universe's initial graphs from the
+i-th; --shards n takes i from $JOB_COMPLETION_INDEX, as in an Indexed Job's
+pod. The shards together find exactly the unsharded search's violation
+classes, each with a counterexample as short; a state reached from the
+graphs of two shards is explored by both. A shard's --out defaults to
+out/counterexamples/shard-I, its --json names its graphs and carries each
+class's trace, and ops never reached are judged over all the shards by
+'cascade campaign merge' (README "Campaigns").
 
 Properties (--list-properties) are checked on every transition (always),
 in every quiescent state (quiescent liveness) or must be witnessed at least
@@ -97,7 +108,7 @@ Examples:
 	fl.IntVar(&f.maxDepth, "max-depth", 0, "stop expanding at this depth (0: unbounded)")
 	fl.IntVar(&f.maxStates, "max-states", 0, "stop after this many distinct states (0: unbounded)")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "parallel workers")
-	fl.StringVar(&f.out, "out", "out/counterexamples", "directory for counterexample trace files")
+	fl.StringVar(&f.out, "out", "out/counterexamples", "directory for counterexample trace files (a shard's default: out/counterexamples/shard-I)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the result as JSON")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
 	fl.BoolVar(&f.strict, "strict", false, "fail on known upstream races too")
@@ -108,6 +119,7 @@ Examples:
 	registerKubeVersion(fl, &f.kubeVersion)
 	fl.BoolVar(&f.classes, "classes", false, "report and write the shortest counterexample of every violation class, not only of every property (always on for --universe)")
 	fl.BoolVar(&f.listUniverses, "list-universes", false, "list the named universes with their bounds and exit")
+	registerShard(fl, &f.shard, &f.shards, "a universe's initial graphs, i/n counting from 0: every n-th graph from the i-th (the shards together find every violation class the unsharded search finds")
 	return cmd
 }
 
@@ -126,6 +138,10 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 		return listUniverses(stdout)
 	}
 	scope, err := buildScope(f)
+	if err != nil {
+		return err
+	}
+	shard, graphs, err := shardScope(cmd, f, &scope)
 	if err != nil {
 		return err
 	}
@@ -180,21 +196,31 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 	if err != nil {
 		return err
 	}
-	failed := len(res.Vacuous) > 0 || res.VacuousScope() != ""
+	// a shard's ops and expectations are judged over all the shards, by
+	// campaign merge: one slice of the graphs may never reach an op
+	failed := shard.Count == 0 && (len(res.Vacuous) > 0 || res.VacuousScope() != "")
 	for _, v := range res.Violations {
 		failed = failed || v.Known == "" || f.strict
 	}
 	if f.jsonOut {
 		s := newSummary(cmd, "model", "", 0, scope.Release)
+		s.Reproduce = shardReproduce(s.Reproduce, shard)
 		s.Result = summaryPass
 		if failed {
 			s.Result = summaryFail
 		}
-		err = printJSON(stdout, s, res, files, classFiles)
+		out := newCheckSummary(s, res, files, classFiles)
+		if shard.Count > 0 {
+			addShard(&out, res, shard, scope, graphs)
+		}
+		err = writeJSON(stdout, out)
 	} else {
-		err = printText(stdout, res, files)
+		err = printText(stdout, res, files, shard.Count == 0)
 		if err == nil && classes {
 			err = printClasses(stdout, res, classFiles)
+		}
+		if err == nil && shard.Count > 0 {
+			printShard(stdout, shard, scope, graphs)
 		}
 	}
 	if err != nil {
@@ -290,7 +316,9 @@ func reductionLine(res *check.Result) string {
 		res.Slept, res.Distinct, res.Generated+res.Slept)
 }
 
-func printText(w io.Writer, res *check.Result, files map[string]string) error {
+// printText prints the result; vacuity says whether it judges the
+// scope's vacuity (a shard's is judged over all the shards).
+func printText(w io.Writer, res *check.Result, files map[string]string, vacuity bool) error {
 	rate := float64(res.Distinct) / max(res.Elapsed.Seconds(), 1e-9)
 	complete := "complete"
 	if !res.Complete {
@@ -330,7 +358,7 @@ func printText(w io.Writer, res *check.Result, files map[string]string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if why := res.VacuousScope(); why != "" {
+	if why := res.VacuousScope(); why != "" && vacuity {
 		fmt.Fprintf(w, "VACUOUS: %s; the properties above say nothing about it (exit 1)\n", why)
 	}
 	for _, v := range res.Violations {
@@ -342,47 +370,71 @@ func printText(w io.Writer, res *check.Result, files map[string]string) error {
 	return nil
 }
 
-func printJSON(w io.Writer, s summary, res *check.Result, files, classFiles map[string]string) error {
-	type violation struct {
-		Property string   `json:"property"`
-		Class    string   `json:"class,omitempty"`
-		Root     string   `json:"initial_graph,omitempty"`
-		Known    string   `json:"known,omitempty"`
-		Message  string   `json:"message"`
-		Steps    []string `json:"steps"`
-		Trace    string   `json:"trace_file"`
-	}
+// checkViolation is a violation, or a violation class's shortest
+// counterexample, in checkSummary.
+type checkViolation struct {
+	Property string `json:"property"`
+	Class    string `json:"class,omitempty"`
+	Root     string `json:"initial_graph,omitempty"`
+	// RootIndex is a class's initial graph's number in its universe
+	// (cascade check --list-universes counts them), for a universe.
+	RootIndex *int     `json:"initial_graph_index,omitempty"`
+	Known     string   `json:"known,omitempty"`
+	Message   string   `json:"message"`
+	Steps     []string `json:"steps"`
+	Trace     string   `json:"trace_file"`
+	// TraceText is the trace itself, in a shard's summary, so that a
+	// campaign's merge has it where the shard's --out is gone.
+	TraceText string `json:"trace,omitempty"`
+}
+
+// checkSummary is `cascade check --json`: the shared summary, then the
+// search's.
+type checkSummary struct {
+	summary
+	Scope                string           `json:"scope"`
+	Mode                 string           `json:"mode"`
+	Distinct             int64            `json:"distinct_states"`
+	Generated            int64            `json:"transitions"`
+	Reduction            string           `json:"reduction"`
+	Skipped              int64            `json:"transitions_skipped"`
+	Depth                int              `json:"depth"`
+	Complete             bool             `json:"complete"`
+	StatesPerSecond      float64          `json:"distinct_states_per_second"`
+	CollisionProbability float64          `json:"collision_probability"`
+	Violations           []checkViolation `json:"violations"`
+	Roots                int              `json:"initial_states"`
+	Classes              []checkViolation `json:"classes"`
+	Witnessed            []string         `json:"witnessed"`
+	Vacuous              []string         `json:"vacuous"`
+	VacuousScope         string           `json:"vacuous_scope,omitempty"`
+	NeverReached         []string         `json:"never_reached"`
+	// Shard, ShardCount, Graphs and GraphIndexes: a shard's summary
+	// (--shard, --shards) names its slice (i of n), its universe's initial
+	// graphs and the numbers of those it started from.
+	Shard        *int  `json:"shard,omitempty"`
+	ShardCount   int   `json:"shard_count,omitempty"`
+	Graphs       int   `json:"initial_graphs,omitempty"`
+	GraphIndexes []int `json:"graph_indexes,omitempty"`
+}
+
+func newCheckSummary(s summary, res *check.Result, files, classFiles map[string]string) checkSummary {
 	s.Seconds = res.Elapsed.Seconds()
-	out := struct {
-		summary
-		Scope                string      `json:"scope"`
-		Mode                 string      `json:"mode"`
-		Distinct             int64       `json:"distinct_states"`
-		Generated            int64       `json:"transitions"`
-		Reduction            string      `json:"reduction"`
-		Skipped              int64       `json:"transitions_skipped"`
-		Depth                int         `json:"depth"`
-		Complete             bool        `json:"complete"`
-		StatesPerSecond      float64     `json:"distinct_states_per_second"`
-		CollisionProbability float64     `json:"collision_probability"`
-		Violations           []violation `json:"violations"`
-		Roots                int         `json:"initial_states"`
-		Classes              []violation `json:"classes"`
-		Witnessed            []string    `json:"witnessed"`
-		Vacuous              []string    `json:"vacuous"`
-		VacuousScope         string      `json:"vacuous_scope,omitempty"`
-		NeverReached         []string    `json:"never_reached"`
-	}{summary: s, Scope: res.Scope, Mode: res.Bugs.String(), Distinct: res.Distinct, Generated: res.Generated, Depth: res.Depth, Complete: res.Complete,
+	out := checkSummary{summary: s, Scope: res.Scope, Mode: res.Bugs.String(), Distinct: res.Distinct, Generated: res.Generated, Depth: res.Depth, Complete: res.Complete,
 		Reduction: map[bool]string{false: "none", true: "sleep-sets"}[res.Reduced], Skipped: res.Slept,
 		VacuousScope: res.VacuousScope(), NeverReached: append([]string{}, res.NeverReached...),
 		StatesPerSecond:      float64(res.Distinct) / max(res.Elapsed.Seconds(), 1e-9),
-		CollisionProbability: res.CollisionProbability, Violations: []violation{}, Witnessed: []string{}, Vacuous: append([]string{}, res.Vacuous...)}
+		CollisionProbability: res.CollisionProbability, Violations: []checkViolation{}, Witnessed: []string{}, Vacuous: append([]string{}, res.Vacuous...)}
 	for _, v := range res.Violations {
-		out.Violations = append(out.Violations, violation{Property: v.Property, Known: v.Known, Message: v.Message, Steps: v.Steps, Trace: files[v.Property]})
+		out.Violations = append(out.Violations, checkViolation{Property: v.Property, Known: v.Known, Message: v.Message, Steps: v.Steps, Trace: files[v.Property]})
 	}
-	out.Roots, out.Classes = res.Roots, []violation{}
+	out.Roots, out.Classes = res.Roots, []checkViolation{}
 	for _, v := range res.Classes {
-		out.Classes = append(out.Classes, violation{Property: v.Property, Class: v.Class, Root: v.Root, Known: v.Known, Message: v.Message, Steps: v.Steps, Trace: classFiles[v.Class]})
+		cv := checkViolation{Property: v.Property, Class: v.Class, Root: v.Root, Known: v.Known, Message: v.Message, Steps: v.Steps, Trace: classFiles[v.Class]}
+		if v.Root != "" {
+			cv.RootIndex = &v.RootIndex
+		}
+		out.Classes = append(out.Classes, cv)
 	}
 	for p, ok := range res.Witnessed {
 		if ok {
@@ -390,7 +442,7 @@ func printJSON(w io.Writer, s summary, res *check.Result, files, classFiles map[
 		}
 	}
 	sort.Strings(out.Witnessed)
-	return writeJSON(w, out)
+	return out
 }
 
 func listBugs(w io.Writer) error {

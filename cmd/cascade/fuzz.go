@@ -8,7 +8,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -200,7 +199,7 @@ decide some run's history, 130 interrupted.`,
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager for envtest targets (default: $KUBEBUILDER_ASSETS, else bin/kube/<--kube-version> of the checkout, bin/kube/"+controlplane.KubeVersion+" without it)")
 	fl.StringVar(&f.datastore, "datastore", "", datastoreUsage+" (default etcd)")
 	registerKubeVersion(fl, &f.kubeVersion)
-	registerShard(fl, &f.shard, &f.shards)
+	registerShard(fl, &f.shard, &f.shards, "the campaign's runs, i/n counting from 0 (the shards together run exactly the unsharded campaign's runs, each from its own seed")
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
 	fl.BoolVar(&f.coverage, "coverage", false, "print the coverage table: verbs × kinds, options, policies and internal steps the passing runs hit")
 	return cmd
@@ -240,10 +239,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if shard.Count > 0 && f.failFile != "" {
 		return usageErr("--failfile replays one run: it takes no --shard or --shards")
 	}
-	if shard.Count > 0 && !cmd.Flags().Changed("out") {
-		// shards side by side on one machine write apart
-		f.out = filepath.Join(f.out, fmt.Sprintf("shard-%d", shard.Index))
-	}
+	shardOut(cmd.Flags(), &f.out, shard)
 	quietLogs()
 	u := fuzz.DefaultUniverse
 	u.Kinds = f.kinds

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -14,10 +16,19 @@ import (
 // from (batch/v1 JobCompletionIndex, completionMode Indexed).
 const jobCompletionIndex = "JOB_COMPLETION_INDEX"
 
-// registerShard adds --shard and --shards to fl.
-func registerShard(fl *pflag.FlagSet, shard *string, shards *int) {
-	fl.StringVar(shard, "shard", "", "run only the i-th of n disjoint slices of the campaign's runs, i/n counting from 0 (the shards together run exactly the unsharded campaign's runs, each from its own seed; see README \"Campaigns\")")
+// registerShard adds --shard and --shards to fl; slice says what a
+// shard is the i-th of n disjoint slices of.
+func registerShard(fl *pflag.FlagSet, shard *string, shards *int, slice string) {
+	fl.StringVar(shard, "shard", "", "run only the i-th of n disjoint slices of "+slice+"; see README \"Campaigns\")")
 	fl.IntVar(shards, "shards", 0, "split the campaign in this many shards and run the one $"+jobCompletionIndex+" names (an Indexed Job's pod); --shard overrides it")
+}
+
+// shardOut makes a shard's --out, when it was not given, DIR/shard-I, so
+// that shards side by side on one machine write apart.
+func shardOut(fl *pflag.FlagSet, out *string, sh fuzz.Shard) {
+	if sh.Count > 0 && !fl.Changed("out") {
+		*out = filepath.Join(*out, fmt.Sprintf("shard-%d", sh.Index))
+	}
 }
 
 // parseShardFlags is the shard --shard or --shards with

@@ -60,6 +60,19 @@ func ViolationClass(v *model.Violation, st *model.Step) string {
 	return v.Property + ClassSep + known + ClassSep + kind
 }
 
+// CompareClasses orders violation classes as Result.Classes lists them:
+// by their property's place in model.Properties, then by class.
+func CompareClasses(a, b string) int {
+	pa, _, _ := strings.Cut(a, ClassSep)
+	pb, _, _ := strings.Cut(b, ClassSep)
+	return cmp.Or(cmp.Compare(propertyIndex(pa), propertyIndex(pb)), cmp.Compare(a, b))
+}
+
+// propertyIndex is a property's place in model.Properties.
+func propertyIndex(name string) int {
+	return slices.IndexFunc(model.Properties, func(p model.Property) bool { return p.Name == name })
+}
+
 // classCounterexamples replays the shortest path of every class, in
 // property order, then by class.
 func (e *explorer) classCounterexamples() ([]*Counterexample, error) {
@@ -67,15 +80,7 @@ func (e *explorer) classCounterexamples() ([]*Counterexample, error) {
 	for k := range e.classes {
 		keys = append(keys, k)
 	}
-	propIndex := map[string]int{}
-	for i, p := range model.Properties {
-		propIndex[p.Name] = i
-	}
-	slices.SortFunc(keys, func(a, b string) int {
-		pa, _, _ := strings.Cut(a, ClassSep)
-		pb, _, _ := strings.Cut(b, ClassSep)
-		return cmp.Or(cmp.Compare(propIndex[pa], propIndex[pb]), cmp.Compare(a, b))
-	})
+	slices.SortFunc(keys, CompareClasses)
 	var out []*Counterexample
 	for _, k := range keys {
 		ce, err := e.counterexample(e.classes[k])

@@ -50,7 +50,10 @@ type Counterexample struct {
 	Message string
 	Steps   []string // client ops and internal steps after the setup
 	Root    string   // the initial state's Root name, in a scope with Roots
-	Trace   string   // a replayable trace file
+	// RootIndex is that root's Index: its position among the roots of
+	// the unsplit scope (Scope.Shard).
+	RootIndex int
+	Trace     string // a replayable trace file
 }
 
 // Result is what an exploration established.
@@ -284,6 +287,7 @@ type explorer struct {
 	roots  []*model.State
 	setups [][]string
 	names  []string
+	index  []int // each root's Root.Index
 	seen   *seenTable
 	// levels[l] are the fingerprints of level l's frontier, by position:
 	// with the ords in seen they give every state's path.
@@ -455,7 +459,7 @@ func Run(scope Scope, opts Options) (*Result, error) {
 			}
 			return nil, fmt.Errorf("scope %s: the constraints %s exclude the setup state itself: nothing would be explored", scope.Name, strings.Join(cs, ", "))
 		}
-		e.roots, e.setups, e.names = append(e.roots, init), append(e.setups, setup), append(e.names, r.Name)
+		e.roots, e.setups, e.names, e.index = append(e.roots, init), append(e.setups, setup), append(e.names, r.Name), append(e.index, r.Index)
 	}
 	e.reached = make([]atomic.Bool, len(e.ops))
 	workers := opts.Workers
@@ -899,7 +903,7 @@ func (e *explorer) counterexample(c *candidate) (*Counterexample, error) {
 		steps = append(steps, succ[a].text)
 		s = e.canon(succ[a].next)
 	}
-	ce := &Counterexample{Property: c.v.Property, Class: c.class, Known: c.v.Known, Message: c.v.Message, Steps: steps, Root: e.names[root]}
+	ce := &Counterexample{Property: c.v.Property, Class: c.class, Known: c.v.Known, Message: c.v.Message, Steps: steps, Root: e.names[root], RootIndex: e.index[root]}
 	trace, err := e.traceFile(ce, c.act < 0, e.setups[root])
 	if err != nil {
 		return nil, err

@@ -71,6 +71,9 @@ type Scope struct {
 type Root struct {
 	Name  string   // shown in counterexample traces
 	Setup []string // commands after the scope's Setup
+	// Index is the root's position among the scope's roots before it was
+	// split (Scope.Shard keeps it): a universe's initial graph number.
+	Index int
 }
 
 // Constraint is `METRIC<=N` or `METRIC<N` over a state metric: one of

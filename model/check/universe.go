@@ -306,8 +306,8 @@ func (u *Universe) OpAlphabet() []string {
 func (u *Universe) Scope() Scope {
 	s := Scope{Name: u.Name, Doc: u.Doc, Ops: u.OpAlphabet(), OpBudget: u.OpBudget, Symmetry: true, Reduction: true, Coalesce: u.Coalesce,
 		FoundBy: "cascade check --universe " + u.Name}
-	for _, g := range u.InitialGraphs() {
-		s.Roots = append(s.Roots, Root{Name: u.Describe(g), Setup: u.Setup(g)})
+	for i, g := range u.InitialGraphs() {
+		s.Roots = append(s.Roots, Root{Name: u.Describe(g), Setup: u.Setup(g), Index: i})
 	}
 	return s
 }
