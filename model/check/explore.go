@@ -952,7 +952,12 @@ func (e *explorer) traceFile(ce *Counterexample, quiescent bool, setup []string)
 		desc = append(desc, strings.Split(e.scope.Doc, "\n")...)
 	}
 	headers := []traces.Header{{Key: traces.HeaderProperty, Value: ce.Property}}
+	// FoundBy names the scope (a universe's command); the bugs and the
+	// release are the search's own and follow it either way
 	found := "cascade check --preset " + e.scope.Name
+	if e.scope.FoundBy != "" {
+		found = e.scope.FoundBy
+	}
 	if e.scope.Bugs != 0 {
 		for _, b := range e.scope.Bugs.List() {
 			found += " --bug " + b.String()
@@ -962,9 +967,6 @@ func (e *explorer) traceFile(ce *Counterexample, quiescent bool, setup []string)
 	rel := e.scope.Release.Or()
 	if rel != model.DefaultRelease {
 		found += " --kube-version " + rel.String()
-	}
-	if e.scope.FoundBy != "" {
-		found = e.scope.FoundBy
 	}
 	headers = append(headers, traces.Header{Key: traces.HeaderFoundBy, Value: found})
 	if rel != model.DefaultRelease {

@@ -204,6 +204,9 @@ func TestUniversesFindEveryBug(t *testing.T) {
 			if ce == nil {
 				t.Fatalf("universe %s finds no unclassified violation of %q", name, breaks)
 			}
+			if want := "# found-by: cascade check --universe " + name + " --bug " + b.String() + "\n"; !strings.Contains(ce.Trace, want) {
+				t.Errorf("the counterexample's trace does not say how it was found (%q):\n%s", strings.TrimSpace(want), ce.Trace)
+			}
 			start = time.Now()
 			pres := run(t, withSymmetry(BugPreset[b], model.BugSet(0).With(b)))
 			ptook := time.Since(start)
