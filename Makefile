@@ -43,8 +43,9 @@ endif
 kine: ## build kine $(KINE_VERSION) (the etcd API over SQLite that k3s runs kube-apiserver on; --datastore kine) into bin/kine/$(KINE_VERSION)/
 	KINE_VERSION=$(KINE_VERSION) bash hack/kine/build.sh
 
-test: kube kine fmt-check vet model-imports ## gofmt, go vet, the import rules (model, impl), then go test -race ./... (all packages, smoke tests included; kine too, so the envtest test on kine runs)
+test: kube kine fmt-check vet model-imports ## gofmt, go vet, the import rules (model, impl), then go test -race ./... (all packages, smoke tests included; kine too, so the envtest test on kine runs), then model/check again without -race for its exhaustive searches
 	KUBEBUILDER_ASSETS=$(KUBE_BIN) go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	go test -count=1 -timeout $(TEST_TIMEOUT) ./model/check/
 
 CONFORM_TARGETS ?= model,upstream,impl,impl-stepped,upstream-stepped
 # Suite targets and fuzz runs at a time: each starts its own control plane

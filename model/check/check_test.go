@@ -327,3 +327,21 @@ func TestOrderedOps(t *testing.T) {
 		}
 	}
 }
+
+// exhaustive skips a test that compares whole searches of large scopes
+// (universes, every preset under every bug) when -short is given or the
+// race detector is on. Under -race such a test takes ten times as long
+// (the package went from about 70 s to over 12 minutes in CI, and past
+// its 30-minute timeout on a loaded machine) and races nothing the
+// small scopes do not: every search runs the same workers and seen
+// table. make test runs this package a second time without -race, so
+// these tests still gate every change.
+func exhaustive(t *testing.T, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(why + " (-short)")
+	}
+	if raceEnabled {
+		t.Skip(why + ": run without -race (make test's second pass of model/check)")
+	}
+}

@@ -34,7 +34,8 @@ func reductionSample(t *testing.T) []Scope {
 	for _, b := range model.AllBugs() {
 		out = append(out, withSymmetry(BugPreset[b], model.BugSet(0).With(b)))
 	}
-	if !testing.Short() {
+	// the universes only where whole searches of them run (exhaustive)
+	if !testing.Short() && !raceEnabled {
 		for _, name := range []string{"adoption", "workloads"} {
 			u, err := UniverseByName(name)
 			if err != nil {

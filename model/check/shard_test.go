@@ -17,9 +17,7 @@ import (
 // from graphs of two shards counts in both). In upstream mode and with a
 // bug switched on.
 func TestShardsFindTheUnsplitClasses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("explores a universe several times")
-	}
+	exhaustive(t, "explores a universe several times")
 	for _, c := range []struct {
 		universe string
 		bugs     model.BugSet

@@ -12,9 +12,7 @@ import (
 // every preset, under every bug switch (the checker skips such
 // properties there). The two largest presets are cut at 20,000 states.
 func TestStoreOnlyProperties(t *testing.T) {
-	if testing.Short() {
-		t.Skip("explores every preset under every bug")
-	}
+	exhaustive(t, "explores every preset under every bug")
 	checked := map[string]int{} // transitions on which a property found something
 	for _, p := range Presets {
 		for _, bugs := range append([]model.BugSet{0}, bugSets()...) {

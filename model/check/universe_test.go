@@ -160,9 +160,7 @@ const bugDepth = 14
 // bugDepth steps. The log compares the universe's counterexample and
 // time with the preset's.
 func TestUniversesFindEveryBug(t *testing.T) {
-	if testing.Short() {
-		t.Skip("explores six universes once per bug")
-	}
+	exhaustive(t, "explores six universes once per bug")
 	universe := map[model.Bug]string{
 		model.BugAdoptWithoutRecheck:           "adoption",
 		model.BugEdgeTriggeredTransitions:      "pair",
