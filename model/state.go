@@ -420,7 +420,10 @@ func (g *GC) Node(uid UID) *Node { return g.node(uid) }
 // properties read it as they read the model's own graph
 // (KnownRelistUIDChange). For states the harness builds from a real
 // cluster, whose GC graph the model does not otherwise hold.
-func (s *State) KeepStaleNode(id Identity) { s.putNode(Node{Identity: id}) }
+func (s *State) KeepStaleNode(id Identity) {
+	s.ownNodes() // the nodes may be shared with the state s was copied from
+	s.putNode(Node{Identity: id})
+}
 
 // removeNode drops the node with this UID (UIDs are unique in the
 // graph); the caller owns the nodes (ownNodes).
