@@ -97,5 +97,5 @@ model-imports: ## check the import rules: model/ uses only the standard library 
 	bash hack/model-imports.sh
 
 .PHONY: bench-check
-bench-check: ## SPIN baseline: fanout-N (FANOUT=8) explored by SPIN and by cascade; states, states/s, peak RSS, ratio
-	FANOUT="$(FANOUT)" bash hack/bench-check.sh
+bench-check: ## SPIN baseline: fanout-N (FANOUT=8) explored by SPIN and by cascade; per-core (1 worker) and two-worker ratios of states/s and states/CPU-s, load average, peak RSS (ROUNDS=N repeats)
+	FANOUT="$(FANOUT)" ROUNDS="$(ROUNDS)" bash hack/bench-check.sh

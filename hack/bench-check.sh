@@ -2,8 +2,14 @@
 # bench-check.sh: the SPIN baseline (make bench-check). Explores the scope
 # fanout-N with SPIN (bench/spin/fanout.pml) and with cascade's checker,
 # in one run, and prints distinct states, search seconds, distinct states
-# per second and peak RSS of both, and the ratio cascade/SPIN of states/s.
-# Exits non-zero when the distinct-state counts differ.
+# per second, CPU seconds, distinct states per CPU-second and peak RSS of
+# both, the load average, and the ratios cascade/SPIN of states/s: the
+# per-core ratio (cascade with one worker against SPIN's BFS, which uses
+# one core) and the two-worker ratio (cascade with its default workers,
+# GOMAXPROCS, against the same). The searches run one after the other, so
+# the ratios of one round share the machine's load; ROUNDS=N repeats the
+# whole measurement N times, a table per round. Exits non-zero when the
+# distinct-state counts differ.
 #
 # The comparison is breadth-first against breadth-first (both find
 # shortest counterexamples) and exhaustive against exhaustive, with
@@ -16,7 +22,8 @@
 #   SPIN_MEMLIM   pan's memory limit in MB (default 16384)
 #   SPIN_DFS=0    skip the reference run of SPIN's depth-first search
 #   SPIN_PAR=1    also run SPIN's multi-core BFS (-DBFS_PAR, NCORE=nproc)
-#   CASCADE_1W=1  also run cascade with one worker (one core)
+#   CASCADE_1W=0  skip cascade with one worker (the per-core ratio)
+#   ROUNDS=1      how many times to measure (SPIN, then cascade)
 #   BENCH_DIR     where to build and keep the logs (default: a temp dir)
 set -euo pipefail
 
@@ -26,6 +33,11 @@ n=${FANOUT:-8}
 memlim=${SPIN_MEMLIM:-16384}
 if ! [[ $n =~ ^[0-9]+$ ]] || ((n < 1 || n > 12)); then
 	echo "bench-check: FANOUT must be 1..12, got '$n'" >&2
+	exit 2
+fi
+rounds=${ROUNDS:-1}
+if ! [[ $rounds =~ ^[0-9]+$ ]] || ((rounds < 1 || rounds > 100)); then
+	echo "bench-check: ROUNDS must be 1..100, got '$rounds'" >&2
 	exit 2
 fi
 
@@ -58,9 +70,9 @@ expect=$(awk -v n="$n" 'BEGIN {
 
 # peak RSS in MiB from a GNU time -v report
 peak() { awk -F: '/Maximum resident set size/ { printf "%.0f", $2 / 1024 }' "$1"; }
+# CPU seconds (user and system) from a GNU time -v report
+cpusecs() { awk -F: '/(User|System) time \(seconds\)/ { s += $2 } END { printf "%.2f", s }' "$1"; }
 now() { date +%s.%N; }
-
-load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- SPIN ---------------------------------------------------------------
 # Hash table: the smallest power of two at least twice the state count.
@@ -73,9 +85,24 @@ t0=$(now)
 	cat "$work/gcc.log" >&2
 	exit 1
 }
+if [[ ${SPIN_DFS:-1} == 1 ]]; then
+	(cd "$work" && gcc "${spin_flags[@]}" -o pan-dfs pan.c 2>gcc-dfs.log) || {
+		cat "$work/gcc-dfs.log" >&2
+		exit 1
+	}
+fi
+if [[ ${SPIN_PAR:-} == 1 ]]; then
+	(cd "$work" && gcc "${spin_flags[@]}" -DBFS_PAR -DNCORE="$(nproc)" -o pan-par pan.c 2>gcc-par.log) || {
+		cat "$work/gcc-par.log" >&2
+		exit 1
+	}
+fi
 t1=$(now)
 compile=$(echo "$t1 - $t0" | bc -l)
-# runpan NAME: run ./NAME, set NAME's states, seconds and peak RSS.
+go build -o bin/cascade ./cmd/cascade
+
+# runpan NAME: run ./NAME, set NAME's states, seconds, CPU seconds and
+# peak RSS.
 runpan() {
 	(cd "$work" && /usr/bin/time -v -o "$1.time" "./$1" -m100000 -w"$w" >"$1.out" 2>&1) || {
 		echo "bench-check: $1 failed" >&2
@@ -91,33 +118,12 @@ runpan() {
 	fi
 	r_states=$(awk '/states, stored/ { print $1; exit }' "$work/$1.out")
 	r_secs=$(awk '/^pan: elapsed time/ { print $4; exit }' "$work/$1.out")
+	r_cpu=$(cpusecs "$work/$1.time")
 	r_rss=$(peak "$work/$1.time")
 }
-runpan pan
-spin_states=$r_states spin_secs=$r_secs spin_rss=$r_rss
 
-if [[ ${SPIN_DFS:-1} == 1 ]]; then
-	(cd "$work" && gcc "${spin_flags[@]}" -o pan-dfs pan.c 2>gcc-dfs.log) || {
-		cat "$work/gcc-dfs.log" >&2
-		exit 1
-	}
-	runpan pan-dfs
-	dfs_states=$r_states dfs_secs=$r_secs dfs_rss=$r_rss
-fi
-
-if [[ ${SPIN_PAR:-} == 1 ]]; then
-	(cd "$work" && gcc "${spin_flags[@]}" -DBFS_PAR -DNCORE="$(nproc)" -o pan-par pan.c 2>gcc-par.log) || {
-		cat "$work/gcc-par.log" >&2
-		exit 1
-	}
-	runpan pan-par
-	par_states=$r_states par_secs=$r_secs par_rss=$r_rss
-fi
-
-# ---- cascade --------------------------------------------------------------
-go build -o bin/cascade ./cmd/cascade
-# runcascade NAME ARGS...: run cascade check, set its states, seconds and
-# peak RSS.
+# runcascade NAME ARGS...: run cascade check, set its states, seconds, CPU
+# seconds and peak RSS.
 runcascade() {
 	local name=$1
 	shift
@@ -133,61 +139,83 @@ runcascade() {
 	fi
 	r_states=$(field distinct_states)
 	r_secs=$(field seconds)
+	r_cpu=$(cpusecs "$work/$name.time")
 	r_rss=$(peak "$work/$name.time")
 }
-runcascade cascade
-cas_states=$r_states cas_secs=$r_secs cas_rss=$r_rss
-if [[ ${CASCADE_1W:-} == 1 ]]; then
-	runcascade cascade-1w --workers 1
-	one_states=$r_states one_secs=$r_secs one_rss=$r_rss
-fi
 
-# ---- report ---------------------------------------------------------------
 # A search too short for its clock to tick has no rate: "-".
 rate() { if [[ $(echo "$2 > 0" | bc -l) == 1 ]]; then printf '%.0f' "$(echo "$1 / $2" | bc -l)"; else echo -; fi; }
 # ratio A B: A/B of two rates, "-" when either is.
 ratio() { if [[ $1 != - && $2 != - ]]; then printf '%.4f' "$(echo "$1 / $2" | bc -l)"; else echo -; fi; }
-spin_rate=$(rate "$spin_states" "$spin_secs")
-cas_rate=$(rate "$cas_states" "$cas_secs")
-
-echo
-echo "fanout-$n on $(nproc) cores, load average $load_before before and $(cut -d' ' -f1-3 /proc/loadavg) after; $(spin -V | head -1); $(go version | cut -d' ' -f3)"
-row() { printf '%-28s %15s %10s %18s %13s\n' "$@"; }
-row tool "distinct states" "search s" "distinct states/s" "peak RSS MiB"
-row "SPIN (BFS, 1 core)" "$spin_states" "$(printf '%.2f' "$spin_secs")" "$spin_rate" "$spin_rss"
-if [[ ${SPIN_DFS:-1} == 1 ]]; then
-	row "SPIN (DFS, 1 core; ref.)" "$dfs_states" "$(printf '%.2f' "$dfs_secs")" "$(rate "$dfs_states" "$dfs_secs")" "$dfs_rss"
-fi
-if [[ ${SPIN_PAR:-} == 1 ]]; then
-	row "SPIN (BFS_PAR, $(nproc) cores)" "$par_states" "$(printf '%.2f' "$par_secs")" "$(rate "$par_states" "$par_secs")" "$par_rss"
-fi
-row "cascade (BFS, $(nproc) cores)" "$cas_states" "$(printf '%.2f' "$cas_secs")" "$cas_rate" "$cas_rss"
-if [[ ${CASCADE_1W:-} == 1 ]]; then
-	row "cascade (BFS, 1 core)" "$one_states" "$(printf '%.2f' "$one_secs")" "$(rate "$one_states" "$one_secs")" "$one_rss"
-fi
-echo "ratio cascade/SPIN, distinct states/s (BFS against BFS): $(ratio "$cas_rate" "$spin_rate")"
-if [[ ${SPIN_DFS:-1} == 1 ]]; then
-	echo "ratio cascade/SPIN DFS, distinct states/s (reference): $(ratio "$cas_rate" "$(rate "$dfs_states" "$dfs_secs")")"
-fi
-if [[ ${SPIN_PAR:-} == 1 ]]; then
-	echo "ratio cascade/SPIN BFS_PAR, distinct states/s: $(ratio "$cas_rate" "$(rate "$par_states" "$par_secs")") (its peak RSS is one process of several)"
-fi
-if [[ ${CASCADE_1W:-} == 1 ]]; then
-	echo "ratio cascade 1 core/SPIN, distinct states/s: $(ratio "$(rate "$one_states" "$one_secs")" "$spin_rate")"
-fi
-printf 'search time only: SPIN pan "elapsed time", cascade "seconds"; spin -a + gcc took %.2f s more\n' "$compile"
+row() { printf '%-28s %15s %9s %18s %7s %18s %13s\n' "$@"; }
+# report LABEL STATES SECS CPU RSS: one row of the table.
+report() { row "$1" "$2" "$(printf '%.2f' "$3")" "$(rate "$2" "$3")" "$4" "$(rate "$2" "$4")" "$5"; }
 
 status=0
-for other in "SPIN:$spin_states" ${dfs_states:+"SPIN DFS:$dfs_states"} ${par_states:+"SPIN BFS_PAR:$par_states"} ${one_states:+"cascade 1 core:$one_states"}; do
-	if [[ ${other#*:} != "$cas_states" ]]; then
-		echo "bench-check: FAIL: ${other%%:*} has ${other#*:} states, cascade found $cas_states distinct states" >&2
-		status=1
+for round in $(seq 1 "$rounds"); do
+	load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+	# ---- SPIN, then cascade, one right after the other ---------------------
+	runpan pan
+	spin_states=$r_states spin_secs=$r_secs spin_cpu=$r_cpu spin_rss=$r_rss
+	if [[ ${CASCADE_1W:-1} == 1 ]]; then
+		runcascade cascade-1w --workers 1
+		one_states=$r_states one_secs=$r_secs one_cpu=$r_cpu one_rss=$r_rss
+	fi
+	runcascade cascade
+	cas_states=$r_states cas_secs=$r_secs cas_cpu=$r_cpu cas_rss=$r_rss
+	dfs_states='' par_states=''
+	if [[ ${SPIN_DFS:-1} == 1 ]]; then
+		runpan pan-dfs
+		dfs_states=$r_states dfs_secs=$r_secs dfs_cpu=$r_cpu dfs_rss=$r_rss
+	fi
+	if [[ ${SPIN_PAR:-} == 1 ]]; then
+		runpan pan-par
+		par_states=$r_states par_secs=$r_secs par_cpu=$r_cpu par_rss=$r_rss
+	fi
+	load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+	# ---- report ---------------------------------------------------------
+	spin_rate=$(rate "$spin_states" "$spin_secs")
+	cas_rate=$(rate "$cas_states" "$cas_secs")
+	echo
+	((rounds == 1)) || echo "round $round of $rounds"
+	echo "fanout-$n on $(nproc) cores, load average $load_before before and $load_after after; $(spin -V | head -1); $(go version | cut -d' ' -f3)"
+	row tool "distinct states" "search s" "distinct states/s" "CPU s" "states/CPU-s" "peak RSS MiB"
+	report "SPIN (BFS, 1 core)" "$spin_states" "$spin_secs" "$spin_cpu" "$spin_rss"
+	if [[ ${CASCADE_1W:-1} == 1 ]]; then
+		report "cascade (BFS, 1 worker)" "$one_states" "$one_secs" "$one_cpu" "$one_rss"
+	fi
+	report "cascade (BFS, $(nproc) workers)" "$cas_states" "$cas_secs" "$cas_cpu" "$cas_rss"
+	if [[ -n $dfs_states ]]; then
+		report "SPIN (DFS, 1 core; ref.)" "$dfs_states" "$dfs_secs" "$dfs_cpu" "$dfs_rss"
+	fi
+	if [[ -n $par_states ]]; then
+		report "SPIN (BFS_PAR, $(nproc) cores)" "$par_states" "$par_secs" "$par_cpu" "$par_rss"
+	fi
+	if [[ ${CASCADE_1W:-1} == 1 ]]; then
+		echo "per-core ratio, cascade 1 worker/SPIN BFS: $(ratio "$(rate "$one_states" "$one_secs")" "$spin_rate") distinct states/s, $(ratio "$(rate "$one_states" "$one_cpu")" "$(rate "$spin_states" "$spin_cpu")") per CPU-second (load $load_before)"
+	fi
+	echo "two-worker ratio, cascade $(nproc) workers/SPIN BFS: $(ratio "$cas_rate" "$spin_rate") distinct states/s (load $load_before)"
+	if [[ -n $dfs_states ]]; then
+		echo "ratio cascade/SPIN DFS, distinct states/s (reference): $(ratio "$cas_rate" "$(rate "$dfs_states" "$dfs_secs")")"
+	fi
+	if [[ -n $par_states ]]; then
+		echo "ratio cascade/SPIN BFS_PAR, distinct states/s: $(ratio "$cas_rate" "$(rate "$par_states" "$par_secs")") (its peak RSS is one process of several)"
+	fi
+	printf 'search time only: SPIN pan "elapsed time", cascade "seconds"; CPU s is the whole process (GNU time: user + system); spin -a + gcc took %.2f s more\n' "$compile"
+
+	agree=1
+	for other in "SPIN:$spin_states" ${dfs_states:+"SPIN DFS:$dfs_states"} ${par_states:+"SPIN BFS_PAR:$par_states"} ${one_states:+"cascade 1 worker:$one_states"}; do
+		if [[ ${other#*:} != "$cas_states" ]]; then
+			echo "bench-check: FAIL: ${other%%:*} has ${other#*:} states, cascade found $cas_states distinct states" >&2
+			status=1 agree=0
+		fi
+	done
+	if ((agree)); then
+		echo "distinct states agree: $cas_states"
+	fi
+	if [[ $cas_states != "$expect" ]]; then
+		echo "bench-check: note: the closed form says $expect for fanout-$n (TestFanoutCounts)" >&2
 	fi
 done
-if ((status == 0)); then
-	echo "distinct states agree: $cas_states"
-fi
-if [[ $cas_states != "$expect" ]]; then
-	echo "bench-check: note: the closed form says $expect for fanout-$n (TestFanoutCounts)" >&2
-fi
 exit $status

@@ -261,6 +261,10 @@ type worker struct {
 
 	generated int64
 	slept     int64
+	// open lists the Sometimes properties (indexes into
+	// explorer.sometimes) not witnessed when the worker took its block:
+	// a property once witnessed stays so, and most are witnessed early.
+	open []int
 }
 
 // claimPending claims the pending successor and stores its encoding if
@@ -580,6 +584,12 @@ func Run(scope Scope, opts Options) (*Result, error) {
 						break
 					}
 					w.generated, w.slept = 0, 0
+					w.open = w.open[:0]
+					for i := range e.sometimes {
+						if !e.witnessed[i].Load() {
+							w.open = append(w.open, i)
+						}
+					}
 					for idx := b * blockSize; idx < min((b+1)*blockSize, fr.len()); idx++ {
 						if err := e.expand(w, &fr, idx, level, expand); err != nil {
 							failed.Store(err)
@@ -836,8 +846,8 @@ func (e *explorer) checkTransition(w *worker, prev, next *model.State, st *model
 			e.offer(v, &candidate{level: level, fp: fp, act: act, order: order}, st)
 		}
 	}
-	for i, pi := range e.sometimes {
-		p := &model.Properties[pi]
+	for _, i := range w.open {
+		p := &model.Properties[e.sometimes[i]]
 		if e.witnessed[i].Load() || (sameStore && p.StoreOnly) || (p.Steps != nil && !p.Steps(st)) {
 			continue
 		}
