@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # record-checks.sh: record what the model checker finds for every preset,
-# so that a refactoring of model/ can be shown to change nothing.
+# so that a refactoring of model/ or a change to the checker meant only
+# for speed can be shown to change nothing.
 #
 #   hack/record-checks.sh record DIR   build cascade, run every preset (plain,
 #                                     under each catalogued bug on its preset,
-#                                     owner-swap on v1.33.13, fanout-5) and every
-#                                     universe named in $UNIVERSES, and keep
+#                                     owner-swap on v1.33.13, fanout-1..$FANOUT_MAX,
+#                                     default 8) and every universe named in
+#                                     $UNIVERSES (default "pair scopes"), reduced
+#                                     and with --no-reduction, and keep
 #                                     the counts, violations, classes and
 #                                     counterexample traces under DIR
 #   hack/record-checks.sh compare A B  diff two recordings; exit 1 on any
@@ -32,9 +35,13 @@ record() {
 		runs+=("bug=$b:--preset $p --bug $b")
 	done < <("$bin" check --list-bugs | awk '/^[a-z0-9-]+$/ { b = $1 } /; preset / { print b, $NF }')
 	runs+=("owner-swap-v1.33.13:--preset owner-swap --kube-version v1.33.13")
-	runs+=("preset=fanout-5:--preset fanout-5")
-	for u in ${UNIVERSES:-}; do
+	local f
+	for f in $(seq 1 "${FANOUT_MAX:-8}"); do
+		runs+=("preset=fanout-$f:--preset fanout-$f")
+	done
+	for u in ${UNIVERSES-pair scopes}; do
 		runs+=("universe=$u:--universe $u")
+		runs+=("universe=$u-unreduced:--universe $u --no-reduction")
 	done
 	local r name args
 	for r in "${runs[@]}"; do
