@@ -32,6 +32,8 @@ type Stepper struct {
 	reqs    []*heldRequest // GC requests, held, oldest first
 	open    *Window
 	answers map[int64]Request
+	// shapes are the Shape of each object's last event on each stream
+	shapes  map[string]string
 	changed chan struct{} // closed and replaced on every change
 }
 
@@ -56,7 +58,7 @@ type Window struct {
 
 // NewStepper returns a Stepper that lets everything through until Hold.
 func NewStepper() *Stepper {
-	return &Stepper{answers: map[int64]Request{}, changed: make(chan struct{})}
+	return &Stepper{answers: map[int64]Request{}, shapes: map[string]string{}, changed: make(chan struct{})}
 }
 
 // GCHeld reports whether a request is one a holding Stepper holds when
@@ -73,6 +75,30 @@ func GCHeld(r *Request) bool {
 	}
 	return false
 }
+
+// ControllerHeld reports whether a request is one a holding Stepper
+// holds when its object is in scope: a GET, CREATE, PATCH or DELETE of a
+// workload controller of the second kube-controller-manager
+// (WorkloadsProcess), other than of Events: its recheck GET of an owner
+// before adopting (RecheckDeletionTimestamp), its adoption and release
+// PATCHes, and the Pods a ReplicaSet controller would create or delete.
+// Its informers' LISTs and WATCHes pass, and so do its UPDATEs: the
+// workload controllers update only what the model does not have (status,
+// the Deployment controller's revision annotations), and an UPDATE held
+// would hold every later sync of its object (a work queue never syncs
+// one key twice at once). Their watch events pass unheld too (Shape).
+func ControllerHeld(r *Request) bool {
+	if r.Process != WorkloadsProcess || r.Resource == "events" {
+		return false
+	}
+	switch r.Verb {
+	case VerbGet, VerbCreate, VerbPatch, VerbDelete:
+		return true
+	}
+	return false
+}
+
+func held(r *Request) bool { return GCHeld(r) || ControllerHeld(r) }
 
 func (s *Stepper) broadcast() {
 	close(s.changed)
@@ -111,7 +137,7 @@ func (s *Stepper) inScope(ns, name string) bool {
 
 // Admit implements Controller.
 func (s *Stepper) Admit(ctx context.Context, r *Request) error {
-	if !GCHeld(r) {
+	if !held(r) {
 		return nil
 	}
 	s.mu.Lock()
@@ -119,7 +145,8 @@ func (s *Stepper) Admit(ctx context.Context, r *Request) error {
 		s.mu.Unlock()
 		return nil
 	}
-	if s.open != nil && s.open.Admits != nil && s.open.Admits(*r) {
+	// a window is a GC step's: it admits none of the controllers' requests
+	if s.open != nil && s.open.Admits != nil && GCHeld(r) && s.open.Admits(*r) {
 		s.open.Admitted = append(s.open.Admitted, *r)
 		s.broadcast()
 		s.mu.Unlock()
@@ -147,7 +174,16 @@ func (s *Stepper) Deliver(ctx context.Context, stream *Request, ev *Delivery) (V
 		return Pass, nil
 	}
 	s.mu.Lock()
-	if !s.holding || !s.inScope(ev.Namespace, ev.Name) {
+	// a MODIFIED event that changed nothing the model has of its object
+	// (a status update) is no event of the model's: it passes
+	key := fmt.Sprintf("%d %s/%s", stream.ID, ev.Namespace, ev.Name)
+	unchanged := ev.Type == "MODIFIED" && ev.Shape != "" && s.shapes[key] == ev.Shape
+	if ev.Type == "DELETED" {
+		delete(s.shapes, key)
+	} else {
+		s.shapes[key] = ev.Shape
+	}
+	if !s.holding || unchanged || !s.inScope(ev.Namespace, ev.Name) {
 		s.mu.Unlock()
 		return Pass, nil
 	}
@@ -172,7 +208,7 @@ func (s *Stepper) Ended(*Request) {}
 
 // Answered implements Observer.
 func (s *Stepper) Answered(r Request) {
-	if !GCHeld(&r) {
+	if !held(&r) {
 		return
 	}
 	s.mu.Lock()
@@ -266,15 +302,25 @@ func DescribeRequest(r Request) string {
 	return s
 }
 
-// ReleaseEvent hands on the held head event of the informer of resource
-// (and group), which must be about namespace/name, waiting at most bound
-// for it to be held; a different object's event at the head, or none, is
-// a *Divergence (Step left for the caller to fill).
+// ReleaseEvent hands on the held head event of the garbage collector's
+// informer of resource (and group), which must be about namespace/name,
+// waiting at most bound for it to be held; a different object's event at
+// the head, or none, is a *Divergence (Step left for the caller to fill).
 func (s *Stepper) ReleaseEvent(ctx context.Context, bound time.Duration, group, resource, namespace, name string) error {
+	return s.releaseEvent(ctx, bound, "", group, resource, namespace, name)
+}
+
+// ReleaseControllerEvent is ReleaseEvent for the informer of the
+// workload controllers' kube-controller-manager (WorkloadsProcess).
+func (s *Stepper) ReleaseControllerEvent(ctx context.Context, bound time.Duration, group, resource, namespace, name string) error {
+	return s.releaseEvent(ctx, bound, WorkloadsProcess, group, resource, namespace, name)
+}
+
+func (s *Stepper) releaseEvent(ctx context.Context, bound time.Duration, process, group, resource, namespace, name string) error {
 	var h *heldEvent
 	ok, err := s.await(ctx, bound, func() bool {
 		for _, e := range s.events {
-			if e.stream.Resource == resource && e.stream.Group == group {
+			if e.stream.Process == process && e.stream.Resource == resource && e.stream.Group == group {
 				h = e
 				return true
 			}

@@ -377,8 +377,11 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ")"
 	case UpstreamStepped:
 		opts.ControllerManager, opts.Controllers = true, SteppedControllers
-		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ") behind cascade's API proxy, stepped"
+		opts.WorkloadControllers = SteppedWorkloadControllers
+		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ") and a second one (" +
+			strings.Join(opts.WorkloadControllers, ",") + ") behind cascade's API proxy, stepped"
 		opts.ControllerManagerVia = t.startProxy
+		opts.WorkloadControllersVia = func() (string, error) { return t.Proxy.Listen(proxy.WorkloadsProcess) }
 	}
 	need := []string{controlplane.EtcdBinary, controlplane.APIServerBinary}
 	if opts.KinePath != "" {

@@ -62,7 +62,8 @@ func TestSpecSkip(t *testing.T) {
 		{Spec{Name: UpstreamStepped}, "race/gc-retry-overrides-orphan", ""},
 		{Spec{Name: UpstreamStepped}, "scenario/background", "takes no GC step: it runs on upstream"},
 		{Spec{Name: UpstreamStepped}, "race/orphan-adoption", "needs bug adopt-without-recheck"},
-		{Spec{Name: UpstreamStepped}, "race/orphan-adoption-fixed", `step "controller deliver rs/web-1" cannot be produced through the API proxy`},
+		{Spec{Name: UpstreamStepped}, "race/orphan-adoption-fixed", ""},
+		{Spec{Name: UpstreamStepped}, "scenario/controller-release", "rs/web controls 2 active Pods with replicas=0; the real controller scales its Pods"},
 		{Spec{Name: UpstreamStepped}, "race/stranded-virtual-node", "names neither upstream nor impl"},
 		{Spec{Name: UpstreamStepped}, "race/kubernetes-114603", "holds for before v1.34.0"},
 	}

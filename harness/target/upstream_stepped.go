@@ -78,12 +78,12 @@ const QuietWindow = 400 * time.Millisecond
 // UnsteppableOps are the trace steps upstream-stepped cannot produce
 // through the IO boundary, and why.
 var UnsteppableOps = map[string]string{
-	"gc deliver-virtual": "a virtual delete event goes from an attemptToDelete worker to the graph builder inside the GC's process (enqueueVirtualDeleteEvent), with no IO the proxy could hold",
-	"gc lose":            "it is the lost-first-update bug of client-go's informer, which the real binary does not have switched on",
-	"gc coalesce":        "a relist that skips exactly the held event needs the stream broken and the list held; not implemented yet",
-	"gc sync":            "the GC's discovery sync runs on its own 30 s timer; the proxy could hold its discovery requests, which is not implemented yet",
-	"controller":         "the workload controllers do not run on upstream-stepped: in kube-controller-manager they read the same shared informer, one watch stream per resource, as the GC, so the proxy can hand an event to both or to neither, while the model's GC and controller take it each in its own step (gc deliver, controller deliver); mapping controller steps onto the proxy is not implemented yet",
-	"apiextensions":      "a CRD's cleanup is kube-apiextensions-apiserver's, inside kube-apiserver, behind no proxy",
+	"gc deliver-virtual":  "a virtual delete event goes from an attemptToDelete worker to the graph builder inside the GC's process (enqueueVirtualDeleteEvent), with no IO the proxy could hold",
+	"gc lose":             "it is the lost-first-update bug of client-go's informer, which the real binary does not have switched on",
+	"gc coalesce":         "a relist that skips exactly the held event needs the stream broken and the list held; not implemented yet",
+	"gc sync":             "the GC's discovery sync runs on its own 30 s timer; the proxy could hold its discovery requests, which is not implemented yet",
+	"controller coalesce": "a relist of the workload controllers' informer that skips exactly the held event needs the stream broken and the list held; not implemented yet",
+	"apiextensions":       "a CRD's cleanup is kube-apiextensions-apiserver's, inside kube-apiserver, behind no proxy",
 }
 
 // unsteppable names the first step of tr upstream-stepped cannot produce,
@@ -154,7 +154,13 @@ func (o object) String() string {
 	return res + "/" + o.ns + "/" + o.name
 }
 
+// is reports whether r is a GC request (proxy.GCHeld) about o.
 func (o object) is(r proxy.Request) bool {
+	return proxy.GCHeld(&r) && o.names(r)
+}
+
+// names reports whether r is about o, whoever sent it.
+func (o object) names(r proxy.Request) bool {
 	return r.Resource == o.resource && r.Group == o.group && r.Namespace == o.ns && r.Name == o.name
 }
 
@@ -163,9 +169,14 @@ func (u upstreamStepped) object(st model.Step) (object, error) {
 	if err != nil {
 		return object{}, err
 	}
-	f := strings.Fields(line)
-	parts := strings.Split(f[2], "/")
-	info := st.Target.Kind.Info()
+	return objectOf(strings.Fields(line)[2], st.Target.Kind)
+}
+
+// objectOf is the real object of a real key (the driver's, as RealLine
+// writes it) of kind k.
+func objectOf(key string, k model.KindID) (object, error) {
+	parts := strings.Split(key, "/")
+	info := k.Info()
 	gv, err := schema.ParseGroupVersion(info.APIVersion)
 	if err != nil {
 		return object{}, err
@@ -192,6 +203,9 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 	o, err := u.object(st)
 	if err != nil {
 		return model.Result{}, err
+	}
+	if st.Actor == model.ActorController {
+		return u.controllerStep(ctx, st, o)
 	}
 	var res model.Result
 	switch st.Op {
@@ -397,7 +411,7 @@ func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, prev *mo
 		return false
 	}
 	u.st.ReleaseAll(func(r proxy.Request) bool {
-		return !inFlight(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
+		return proxy.GCHeld(&r) && !inFlight(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
 	})
 	// removeFinalizer ends the item: its write of the owner, or its GET
 	// finding the owner gone
@@ -430,7 +444,10 @@ func upstreamSteppedSkip(tr *traces.Trace) string {
 	if !NeedsSteps(tr) {
 		return "it takes no GC step: it runs on upstream"
 	}
-	return unsteppable(tr)
+	if why := unsteppable(tr); why != "" {
+		return why
+	}
+	return scalesPods(tr)
 }
 
 // holdFor starts holding the traffic about d's objects once the proxy is
