@@ -18,11 +18,13 @@ import (
 )
 
 // The stepped upstream target (upstream-stepped) runs the real, unmodified
-// kube-controller-manager, its garbage collector only
-// (SteppedControllers), behind the API proxy with a proxy.Stepper: while
-// a trace runs, no watch event about the trace's objects reaches the
-// controller manager and no GET or write of its GC about them reaches
-// kube-apiserver until a step of the trace releases it.
+// kube-controller-manager in two processes, its garbage collector
+// (SteppedControllers) in one and its workload controllers
+// (SteppedWorkloadControllers, whose steps upstream_stepped_controller.go
+// maps) in the other, behind the API proxy with a proxy.Stepper: while a
+// trace runs, no watch event about the trace's objects reaches either
+// process and no GET or write of the GC about them reaches kube-apiserver
+// until a step of the trace releases it.
 //
 //	gc deliver KEY          hands the head event of KEY's informer on
 //	                        (it must be about KEY), then waits
@@ -53,10 +55,9 @@ import (
 // set lets it; with one worker the work queue's FIFO order would decide,
 // and a trace that processes a later item first could not be produced.
 // The workqueue never hands one item to two workers at once, so each held
-// GET names one work item. No workload controller runs: their writes are
-// not GC steps and their informers share the GC's streams, so events
-// held for the GC would hold them too (controller steps are not supported
-// yet; UnsteppableOps).
+// GET names one work item. The workload controllers do not run in the
+// GC's process: there their informers would share the GC's streams, so
+// events held for the GC would hold them too.
 var SteppedControllers = []string{"garbagecollector"}
 
 // StepBound bounds the wait for an IO the model expects of
