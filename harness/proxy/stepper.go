@@ -32,8 +32,12 @@ type Stepper struct {
 	reqs    []*heldRequest // GC requests, held, oldest first
 	open    *Window
 	answers map[int64]Request
-	// shapes are the Shape of each object's last event on each stream
-	shapes  map[string]string
+	// shapes are the Shape of each object's last event handed to each
+	// informer (shapeKey)
+	shapes map[string]string
+	// listed is, per informer (informerKey), the ID of the last stream
+	// whose initial events ended (a WatchList's bookmark handed on)
+	listed  map[string]int64
 	changed chan struct{} // closed and replaced on every change
 }
 
@@ -41,6 +45,7 @@ type heldEvent struct {
 	stream  *Request
 	ev      Delivery
 	release chan struct{}
+	verdict Verdict // what Deliver answers once released
 }
 
 type heldRequest struct {
@@ -58,7 +63,7 @@ type Window struct {
 
 // NewStepper returns a Stepper that lets everything through until Hold.
 func NewStepper() *Stepper {
-	return &Stepper{answers: map[int64]Request{}, shapes: map[string]string{}, changed: make(chan struct{})}
+	return &Stepper{answers: map[int64]Request{}, shapes: map[string]string{}, listed: map[string]int64{}, changed: make(chan struct{})}
 }
 
 // GCHeld reports whether a request is one a holding Stepper holds when
@@ -121,6 +126,7 @@ func (s *Stepper) Hold(on bool) {
 	s.holding = on
 	if !on {
 		for _, e := range s.events {
+			s.handedOn(e.stream, &e.ev)
 			close(e.release)
 		}
 		for _, r := range s.reqs {
@@ -171,19 +177,21 @@ func (s *Stepper) Admit(ctx context.Context, r *Request) error {
 // Deliver implements Controller.
 func (s *Stepper) Deliver(ctx context.Context, stream *Request, ev *Delivery) (Verdict, error) {
 	if ev.Type == "BOOKMARK" || ev.Type == "ERROR" || stream.Resource == "events" {
+		if ev.InitialEventsEnd {
+			s.mu.Lock()
+			s.listed[informerKey(stream)] = stream.ID
+			s.broadcast()
+			s.mu.Unlock()
+		}
 		return Pass, nil
 	}
 	s.mu.Lock()
-	// a MODIFIED event that changed nothing the model has of its object
-	// (a status update) is no event of the model's: it passes
-	key := fmt.Sprintf("%d %s/%s", stream.ID, ev.Namespace, ev.Name)
-	unchanged := ev.Type == "MODIFIED" && ev.Shape != "" && s.shapes[key] == ev.Shape
-	if ev.Type == "DELETED" {
-		delete(s.shapes, key)
-	} else {
-		s.shapes[key] = ev.Shape
-	}
+	// an event that changes nothing the model has of its object (a
+	// status update's MODIFIED; a relist's ADDED of an object the
+	// informer holds as it is) is no event of the model's: it passes
+	unchanged := (ev.Type == "MODIFIED" || ev.Initial && ev.Type == "ADDED") && ev.Shape != "" && s.shapes[shapeKey(stream, ev)] == ev.Shape
 	if !s.holding || unchanged || !s.inScope(ev.Namespace, ev.Name) {
+		s.handedOn(stream, ev)
 		s.mu.Unlock()
 		return Pass, nil
 	}
@@ -193,7 +201,7 @@ func (s *Stepper) Deliver(ctx context.Context, stream *Request, ev *Delivery) (V
 	s.mu.Unlock()
 	select {
 	case <-h.release:
-		return Pass, nil
+		return h.verdict, nil
 	case <-ctx.Done():
 		s.mu.Lock()
 		s.events = slices.DeleteFunc(s.events, func(x *heldEvent) bool { return x == h })
@@ -317,6 +325,24 @@ func (s *Stepper) ReleaseControllerEvent(ctx context.Context, bound time.Duratio
 }
 
 func (s *Stepper) releaseEvent(ctx context.Context, bound time.Duration, process, group, resource, namespace, name string) error {
+	h, err := s.head(ctx, bound, process, group, resource, namespace, name, "")
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.events = slices.DeleteFunc(s.events, func(x *heldEvent) bool { return x == h })
+	s.handedOn(h.stream, &h.ev)
+	close(h.release)
+	s.broadcast()
+	s.mu.Unlock()
+	return nil
+}
+
+// head waits at most bound for the held head event of a process's
+// informer of resource (and group) and returns it; a different object's
+// event at the head, or none, is a *Divergence expecting an event of
+// namespace/name (for what: "" or " to skip by a relist").
+func (s *Stepper) head(ctx context.Context, bound time.Duration, process, group, resource, namespace, name, what string) (*heldEvent, error) {
 	var h *heldEvent
 	ok, err := s.await(ctx, bound, func() bool {
 		for _, e := range s.events {
@@ -327,22 +353,17 @@ func (s *Stepper) releaseEvent(ctx context.Context, bound time.Duration, process
 		}
 		return false
 	})
-	want := fmt.Sprintf("an event of %s", objectKey(Call{Group: group, Resource: resource}, namespace, name))
+	want := fmt.Sprintf("an event of %s%s", objectKey(Call{Group: group, Resource: resource}, namespace, name), what)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !ok {
-		return &Divergence{Expected: want, Observed: "no event held for that informer within " + bound.String() + heldSummary(s.HeldEvents())}
+		return nil, &Divergence{Expected: want, Observed: "no event held for that informer within " + bound.String() + heldSummary(s.HeldEvents())}
 	}
 	if h.ev.Namespace != namespace || h.ev.Name != name {
-		return &Divergence{Expected: want + " at the head of its informer", Observed: describeEvent(h.stream, h.ev)}
+		return nil, &Divergence{Expected: want + " at the head of its informer", Observed: describeEvent(h.stream, h.ev)}
 	}
-	s.mu.Lock()
-	s.events = slices.DeleteFunc(s.events, func(x *heldEvent) bool { return x == h })
-	close(h.release)
-	s.broadcast()
-	s.mu.Unlock()
-	return nil
+	return h, nil
 }
 
 func heldSummary(held []string) string {

@@ -41,6 +41,12 @@ import (
 //	gc attemptToOrphan KEY  lets the GC's requests through until its write
 //	                        of KEY (the orphan finalizer's removal) is
 //	                        answered
+//	gc coalesce KEY         ends the watch of KEY's informer at its held
+//	                        head event, which must be about KEY, with a
+//	                        410 Expired, and waits for the informer's
+//	                        relist (proxy.Stepper.Relist): the events held
+//	                        behind it are skipped, the relist's events of
+//	                        changed objects held for the next steps
 //	settle                  lets everything through until the cluster and
 //	                        the proxy are quiet, then holds again
 //
@@ -64,6 +70,14 @@ var SteppedControllers = []string{"garbagecollector"}
 // kube-controller-manager in a step.
 const StepBound = 10 * time.Second
 
+// RelistBound bounds the wait for an informer's relist after a `gc
+// coalesce` or `controller coalesce` ended its watch: client-go's
+// reflector waits out its back-off before it lists again, 0.8 s doubling
+// to 30 s, with as much again of jitter, and resets it only after 2
+// minutes without a relist (proxy.RelistCooldown), so replays that
+// coalesce one informer in quick succession wait longer each time.
+const RelistBound = 65 * time.Second
+
 // DeliverPause is how long a `gc deliver` waits after handing an event
 // on: the informer's handler and the graph builder take it in without any
 // IO, so nothing at the proxy says when they have. Informers of different
@@ -79,12 +93,10 @@ const QuietWindow = 400 * time.Millisecond
 // UnsteppableOps are the trace steps upstream-stepped cannot produce
 // through the IO boundary, and why.
 var UnsteppableOps = map[string]string{
-	"gc deliver-virtual":  "a virtual delete event goes from an attemptToDelete worker to the graph builder inside the GC's process (enqueueVirtualDeleteEvent), with no IO the proxy could hold",
-	"gc lose":             "it is the lost-first-update bug of client-go's informer, which the real binary does not have switched on",
-	"gc coalesce":         "a relist that skips exactly the held event needs the stream broken and the list held; not implemented yet",
-	"gc sync":             "the GC's discovery sync runs on its own 30 s timer; the proxy could hold its discovery requests, which is not implemented yet",
-	"controller coalesce": "a relist of the workload controllers' informer that skips exactly the held event needs the stream broken and the list held; not implemented yet",
-	"apiextensions":       "a CRD's cleanup is kube-apiextensions-apiserver's, inside kube-apiserver, behind no proxy",
+	"gc deliver-virtual": "a virtual delete event goes from an attemptToDelete worker to the graph builder inside the GC's process (enqueueVirtualDeleteEvent), with no IO the proxy could hold",
+	"gc lose":            "it is the lost-first-update bug of client-go's informer, which the real binary does not have switched on",
+	"gc sync":            "the GC's discovery sync runs on its own 30 s timer; the proxy could hold its discovery requests, which is not implemented yet",
+	"apiextensions":      "a CRD's cleanup is kube-apiextensions-apiserver's, inside kube-apiserver, behind no proxy",
 }
 
 // unsteppable names the first step of tr upstream-stepped cannot produce,
@@ -223,6 +235,9 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 		res, err = u.send(ctx, st, o, next, want)
 	case model.OpAttemptToOrphan:
 		err = u.attemptToOrphan(ctx, o, prev)
+		res = model.Result{Code: 200}
+	case model.OpCoalesce:
+		err = u.st.Relist(ctx, RelistBound, "", o.group, o.resource, o.ns, o.name)
 		res = model.Result{Code: 200}
 	default:
 		err = fmt.Errorf("upstream-stepped cannot take %q", st.String())

@@ -30,6 +30,8 @@ import (
 //	controller deliver KEY  hands the head event of KEY's informer in
 //	                        the workload process on (it must be about
 //	                        KEY), then waits DeliverPause
+//	controller coalesce KEY as gc coalesce, on the workload process's
+//	                        informer
 //	controller adopt KEY by=OWNER
 //	                        releases the owner's controller's held
 //	                        recheck GET of OWNER (RecheckDeletionTimestamp
@@ -62,6 +64,9 @@ func (u upstreamStepped) controllerStep(ctx context.Context, st model.Step, o ob
 		if err == nil {
 			time.Sleep(DeliverPause)
 		}
+		res = model.Result{Code: 200}
+	case model.OpCoalesce:
+		err = u.st.Relist(ctx, RelistBound, proxy.WorkloadsProcess, o.group, o.resource, o.ns, o.name)
 		res = model.Result{Code: 200}
 	case model.OpAdopt, model.OpRelease:
 		var owner object
