@@ -63,6 +63,25 @@ func dumpLine(t *testing.T, ctx context.Context, d *driver.Driver, key string) s
 	return ""
 }
 
+// holding starts a driver for tr on tg and holds its objects' traffic.
+func holding(t *testing.T, ctx context.Context, tg *Target, tr *traces.Trace) (upstreamStepped, *driver.Driver) {
+	t.Helper()
+	d, err := driver.New(tg.Admin, tg.Limited, "cascade-"+driver.NewRunID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Cleanup(context.Background()) })
+	if err := d.EnsureNamespaces(ctx, traceNamespaces(tr)); err != nil {
+		t.Fatal(err)
+	}
+	u, err := tg.holdFor(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tg.stepper.Hold(false) })
+	return u, d
+}
+
 // On upstream-stepped the workload controllers run in a kube-controller-
 // manager of their own, whose watch events, recheck GET and adoption
 // PATCH the proxy holds apart from the GC's: handing the Deployment
@@ -82,19 +101,7 @@ rs/web-1 live owners=[deploy/web controller block] labels=app=web
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmds := tr.Stanzas[0].Commands
-	d, err := driver.New(tg.Admin, tg.Limited, "cascade-"+driver.NewRunID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = d.Cleanup(context.WithoutCancel(ctx)) }()
-	if err := d.EnsureNamespaces(ctx, traceNamespaces(tr)); err != nil {
-		t.Fatal(err)
-	}
-	u, err := tg.holdFor(ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tg.stepper.Hold(false)
+	u, d := holding(t, ctx, tg, tr)
 	for _, c := range cmds[:2] {
 		if _, err := d.Do(ctx, c.Step, nil); err != nil {
 			t.Fatal(err)
