@@ -51,6 +51,7 @@ func (s *Stepper) Relist(ctx context.Context, bound time.Duration, process, grou
 	s.mu.Lock()
 	s.events = slices.DeleteFunc(s.events, func(x *heldEvent) bool { return x == h })
 	h.verdict = Break
+	s.relisting[key] = true
 	close(h.release)
 	s.broadcast()
 	s.mu.Unlock()

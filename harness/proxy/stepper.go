@@ -37,7 +37,16 @@ type Stepper struct {
 	shapes map[string]string
 	// listed is, per informer (informerKey), the ID of the last stream
 	// whose initial events ended (a WatchList's bookmark handed on)
-	listed  map[string]int64
+	listed map[string]int64
+	// pre are, per informer, the objects of its first list's events,
+	// handed on with the list while holding and not yet named by a
+	// step (Sync)
+	pre map[string][]string
+	// relisting are the informers Relist broke and that have not listed
+	// again yet
+	relisting map[string]bool
+	// syncing lets the GC's discovery requests pass (Sync)
+	syncing bool
 	changed chan struct{} // closed and replaced on every change
 }
 
@@ -63,7 +72,7 @@ type Window struct {
 
 // NewStepper returns a Stepper that lets everything through until Hold.
 func NewStepper() *Stepper {
-	return &Stepper{answers: map[int64]Request{}, shapes: map[string]string{}, listed: map[string]int64{}, changed: make(chan struct{})}
+	return &Stepper{answers: map[int64]Request{}, shapes: map[string]string{}, listed: map[string]int64{}, pre: map[string][]string{}, relisting: map[string]bool{}, changed: make(chan struct{})}
 }
 
 // GCHeld reports whether a request is one a holding Stepper holds when
@@ -133,6 +142,7 @@ func (s *Stepper) Hold(on bool) {
 			close(r.release)
 		}
 		s.events, s.reqs, s.open = nil, nil, nil
+		clear(s.pre)
 	}
 	s.broadcast()
 }
@@ -143,11 +153,12 @@ func (s *Stepper) inScope(ns, name string) bool {
 
 // Admit implements Controller.
 func (s *Stepper) Admit(ctx context.Context, r *Request) error {
-	if !held(r) {
+	discovery := gcDiscovery(r)
+	if !held(r) && !discovery {
 		return nil
 	}
 	s.mu.Lock()
-	if !s.holding || !s.inScope(r.Namespace, r.Name) {
+	if !s.holding || (discovery && s.syncing) || (!discovery && !s.inScope(r.Namespace, r.Name)) {
 		s.mu.Unlock()
 		return nil
 	}
@@ -180,6 +191,7 @@ func (s *Stepper) Deliver(ctx context.Context, stream *Request, ev *Delivery) (V
 		if ev.InitialEventsEnd {
 			s.mu.Lock()
 			s.listed[informerKey(stream)] = stream.ID
+			delete(s.relisting, informerKey(stream))
 			s.broadcast()
 			s.mu.Unlock()
 		}
@@ -192,6 +204,10 @@ func (s *Stepper) Deliver(ctx context.Context, stream *Request, ev *Delivery) (V
 	unchanged := (ev.Type == "MODIFIED" || ev.Initial && ev.Type == "ADDED") && ev.Shape != "" && s.shapes[shapeKey(stream, ev)] == ev.Shape
 	if !s.holding || unchanged || !s.inScope(ev.Namespace, ev.Name) {
 		s.handedOn(stream, ev)
+		s.mu.Unlock()
+		return Pass, nil
+	}
+	if s.firstList(stream, ev) {
 		s.mu.Unlock()
 		return Pass, nil
 	}
@@ -325,6 +341,9 @@ func (s *Stepper) ReleaseControllerEvent(ctx context.Context, bound time.Duratio
 }
 
 func (s *Stepper) releaseEvent(ctx context.Context, bound time.Duration, process, group, resource, namespace, name string) error {
+	if listed, err := s.listedBefore(process, group, resource, namespace, name); listed || err != nil {
+		return err
+	}
 	h, err := s.head(ctx, bound, process, group, resource, namespace, name, "")
 	if err != nil {
 		return err

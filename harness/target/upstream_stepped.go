@@ -78,6 +78,27 @@ const StepBound = 10 * time.Second
 // coalesce one informer in quick succession wait longer each time.
 const RelistBound = 65 * time.Second
 
+// SyncBound bounds a `gc sync`: the garbage collector's discovery sync
+// runs on its own 30 s timer (GarbageCollector.Sync's period), and its
+// discovery requests wait at the proxy for the step, so the next one may
+// be 30 s off, and the monitors it starts must list.
+const SyncBound = 45 * time.Second
+
+// monitorStarts are the resources of the custom kinds whose monitors the
+// model's sync started: monitored in next, not in prev.
+func monitorStarts(prev, next *model.State) []proxy.Call {
+	var out []proxy.Call
+	for i := range model.Kinds {
+		k := model.KindID(i)
+		if bit := uint32(1) << k; next.GC.Monitored&bit != 0 && prev.GC.Monitored&bit == 0 {
+			info := k.Info()
+			gv, _ := schema.ParseGroupVersion(info.APIVersion)
+			out = append(out, proxy.Call{Group: gv.Group, Resource: info.Resource})
+		}
+	}
+	return out
+}
+
 // DeliverPause is how long a `gc deliver` waits after handing an event
 // on: the informer's handler and the graph builder take it in without any
 // IO, so nothing at the proxy says when they have. Informers of different
@@ -95,7 +116,6 @@ const QuietWindow = 400 * time.Millisecond
 var UnsteppableOps = map[string]string{
 	"gc deliver-virtual": "a virtual delete event goes from an attemptToDelete worker to the graph builder inside the GC's process (enqueueVirtualDeleteEvent), with no IO the proxy could hold",
 	"gc lose":            "it is the lost-first-update bug of client-go's informer, which the real binary does not have switched on",
-	"gc sync":            "the GC's discovery sync runs on its own 30 s timer; the proxy could hold its discovery requests, which is not implemented yet",
 	"apiextensions":      "a CRD's cleanup is kube-apiextensions-apiserver's, inside kube-apiserver, behind no proxy",
 }
 
@@ -107,7 +127,7 @@ func unsteppable(tr *traces.Trace) string {
 			if c.Settle || c.Step.Actor == model.ActorClient {
 				continue
 			}
-			if c.Step.Target.Kind == model.NoKind {
+			if c.Step.Target.Kind == model.NoKind && c.Step.Op != model.OpSync {
 				return fmt.Sprintf("its step %q names an object of a kind nobody serves: the GC's work item for it fails its REST mapping without any IO the proxy could hold", c.Text)
 			}
 			f := strings.Fields(c.Text)
@@ -212,6 +232,14 @@ func isWrite(r proxy.Request) bool {
 func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next *model.State, want model.Result) (model.Result, error) {
 	if why := unsteppable(&traces.Trace{Stanzas: []traces.Stanza{{Commands: []traces.Command{{Text: st.String(), Step: st}}}}}); why != "" {
 		return model.Result{}, errors.New(why)
+	}
+	if st.Op == model.OpSync {
+		err := u.st.Sync(ctx, SyncBound, monitorStarts(prev, next))
+		var div *proxy.Divergence
+		if errors.As(err, &div) {
+			div.Step = st.String()
+		}
+		return model.Result{Code: 200}, err
 	}
 	o, err := u.object(st)
 	if err != nil {
@@ -463,7 +491,10 @@ func upstreamSteppedSkip(tr *traces.Trace) string {
 	if why := unsteppable(tr); why != "" {
 		return why
 	}
-	return scalesPods(tr)
+	if why := scalesPods(tr); why != "" {
+		return why
+	}
+	return syncAfterUnmappedItem(tr)
 }
 
 // holdFor starts holding the traffic about d's objects once the proxy is

@@ -187,6 +187,42 @@ func (u upstreamStepped) release(ctx context.Context, dep, owner object) (model.
 // creates Pods, held until that settle on upstream-stepped), while the
 // model's controller only adopts and releases.
 func scalesPods(tr *traces.Trace) string {
+	return walkModel(tr, func(c traces.Command, prev, next *model.State) string {
+		if !c.Settle {
+			return ""
+		}
+		if why := misscaled(next); why != "" {
+			return fmt.Sprintf("at its settle on line %d, %s; the real controller scales its Pods to spec.replicas (deleting or creating Pods), the model's controller only adopts and releases", c.Line, why)
+		}
+		return ""
+	})
+}
+
+// syncAfterUnmappedItem says why the real GC would not settle a trace as
+// the model does ("" when it would): at a `gc sync` that starts a
+// monitor, a work item of that custom kind waits in attemptToDelete. The
+// real GC's REST mapper learns the kind only at that sync, so the item
+// fails its mapping without IO and is retried with exponential back-off
+// (5 ms doubling, per item); by the sync, up to 30 s later, its next try
+// is tens of seconds off, after the settle that follows has ended.
+func syncAfterUnmappedItem(tr *traces.Trace) string {
+	return walkModel(tr, func(c traces.Command, prev, next *model.State) string {
+		if c.Settle || c.Step.Op != model.OpSync {
+			return ""
+		}
+		for _, id := range prev.GC.AttemptToDelete {
+			k, ok := model.KindByName(id.Kind)
+			if ok && k.Info().Custom && next.GC.Monitored&(1<<k) != 0 && prev.GC.Monitored&(1<<k) == 0 {
+				return fmt.Sprintf("at its %q on line %d, the GC's work item for %s/%s waits in attemptToDelete for that sync: the real GC's REST mapping of %s fails until the sync, and the item's exponential retry back-off puts its next try after the settle that follows", c.Text, c.Line, id.Kind, id.Name, id.Kind)
+			}
+		}
+		return ""
+	})
+}
+
+// walkModel runs tr on the model, calling f with each command and the
+// states before and after it, and returns the first reason f gives.
+func walkModel(tr *traces.Trace, f func(c traces.Command, prev, next *model.State) string) string {
 	m, err := tr.Model()
 	if err != nil {
 		return ""
@@ -194,20 +230,18 @@ func scalesPods(tr *traces.Trace) string {
 	s := model.NewState()
 	for _, st := range tr.Stanzas {
 		for _, c := range st.Commands {
-			if !c.Settle {
-				if n, _, err := m.Apply(s, c.Step); err == nil {
-					s = n
+			next := s
+			if c.Settle {
+				if n, _, err := m.Settle(s); err == nil {
+					next = n
 				}
-				continue
+			} else if n, _, err := m.Apply(s, c.Step); err == nil {
+				next = n
 			}
-			n, _, err := m.Settle(s)
-			if err != nil {
-				return ""
+			if why := f(c, s, next); why != "" {
+				return why
 			}
-			s = n
-			if why := misscaled(s); why != "" {
-				return fmt.Sprintf("at its settle on line %d, %s; the real controller scales its Pods to spec.replicas (deleting or creating Pods), the model's controller only adopts and releases", c.Line, why)
-			}
+			s = next
 		}
 	}
 	return ""

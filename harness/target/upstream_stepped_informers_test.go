@@ -66,3 +66,22 @@ secret/owner live
 		}
 	}
 }
+
+// `gc sync` on the real GC: its discovery requests wait at the proxy
+// until the step, which lets them through and waits for the monitors the
+// model's sync starts to list. The list holds what existed at the step
+// (widget/d) and is handed on with it; a Widget created after the step
+// comes as an event of its own, held for its `gc deliver`.
+func TestGCSyncStartsMonitorsAtTheStep(t *testing.T) {
+	tg := startUpstreamStepped(t)
+	for _, name := range []string{"scenario/crd-sync-lists-before-next-create", "scenario/crd-initial-list-in-any-order"} {
+		tr := embedded(t, name)
+		outs, skip, err := tg.ReplayTrace(context.Background(), tr)
+		if skip != "" || err != nil {
+			t.Fatalf("%s: skip %q, err %v", name, skip, err)
+		}
+		if err := replay.Diff(tr, UpstreamStepped, outs); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}
