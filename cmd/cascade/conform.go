@@ -153,11 +153,13 @@ Targets:
                 trace's objects until the trace's gc and controller steps
                 release them: the traces of upstream and impl with GC or
                 controller steps and no bug; gc coalesce ends a watch so
-                that the informer lists again. A trace whose step the proxy
-                cannot produce (gc deliver-virtual, gc sync), or whose
-                ReplicaSet the real controller would scale, is skipped
-                naming it. A step whose IO does not come within 10s (a
-                relist 65s), or differs from the model's, is a divergence
+                that the informer lists again, gc sync waits for the GC's
+                next discovery sync (a 30s timer). A trace whose step the
+                proxy cannot produce (gc deliver-virtual, apiextensions
+                cleanup), or whose ReplicaSet the real controller would
+                scale, is skipped naming it. A step whose IO does not come
+                within 10s (a relist 65s, a sync 45s), or differs from the
+                model's, is a divergence
   kubeconfig    the cluster of --kubeconfig/--context. cascade works only in
                 namespaces it creates (cascade-<run>-*, labelled cascade.dev/run)
                 and touches only objects it created; it creates the cascade.dev

@@ -11,11 +11,15 @@ import (
 
 // Stepper is the Controller of the stepped upstream target
 // (upstream-stepped): while it holds, no watch event about an object in
-// its scope reaches kube-controller-manager and no read or write of the
-// garbage collector about such an object reaches kube-apiserver until a
-// step releases it. Traffic about other objects (other runs, system
-// objects, the GC's own Events) and every request of other clients pass
-// at once, so the controller manager's informers stay synced.
+// its scope reaches either kube-controller-manager process (the GC's, and
+// the workload controllers', WorkloadsProcess), and no read or write of
+// the garbage collector (GCHeld) or of a workload controller
+// (ControllerHeld) about such an object, and no discovery request of the
+// GC (Sync), reaches kube-apiserver until a step releases it. Traffic
+// about other objects (other runs, system objects, the GC's own Events),
+// every request of other clients, and events that change nothing the
+// model has (Delivery.Shape) pass at once, so the controller managers'
+// informers stay synced.
 //
 // Each informer stream's events stay in order: the event a step can
 // release is the head of an informer's stream (the model's watch queues
