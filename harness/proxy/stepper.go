@@ -51,7 +51,9 @@ type Stepper struct {
 	relisting map[string]bool
 	// syncing lets the GC's discovery requests pass (Sync)
 	syncing bool
-	changed chan struct{} // closed and replaced on every change
+	// discovered is when the GC last sent a discovery request
+	discovered time.Time
+	changed    chan struct{} // closed and replaced on every change
 }
 
 type heldEvent struct {
@@ -162,6 +164,10 @@ func (s *Stepper) Admit(ctx context.Context, r *Request) error {
 		return nil
 	}
 	s.mu.Lock()
+	if discovery {
+		s.discovered = time.Now()
+		s.broadcast()
+	}
 	if !s.holding || (discovery && s.syncing) || (!discovery && !s.inScope(r.Namespace, r.Name)) {
 		s.mu.Unlock()
 		return nil
@@ -203,9 +209,12 @@ func (s *Stepper) Deliver(ctx context.Context, stream *Request, ev *Delivery) (V
 	}
 	s.mu.Lock()
 	// an event that changes nothing the model has of its object (a
-	// status update's MODIFIED; a relist's ADDED of an object the
-	// informer holds as it is) is no event of the model's: it passes
-	unchanged := (ev.Type == "MODIFIED" || ev.Initial && ev.Type == "ADDED") && ev.Shape != "" && s.shapes[shapeKey(stream, ev)] == ev.Shape
+	// workload controller's status update's MODIFIED; a relist's ADDED
+	// of an object the informer holds as it is) is no event of the
+	// model's: it passes. A CRD's status writes (apiextensions' naming
+	// and establishing controllers) are the model's events.
+	unchanged := (ev.Type == "MODIFIED" || ev.Initial && ev.Type == "ADDED") && ev.Shape != "" &&
+		stream.Group != "apiextensions.k8s.io" && s.shapes[shapeKey(stream, ev)] == ev.Shape
 	if !s.holding || unchanged || !s.inScope(ev.Namespace, ev.Name) {
 		s.handedOn(stream, ev)
 		s.mu.Unlock()

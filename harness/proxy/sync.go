@@ -110,6 +110,20 @@ func (s *Stepper) Sync(ctx context.Context, bound time.Duration, starts []Call) 
 		Observed: "no list within " + bound.String() + heldSummary(s.HeldRequests())}
 }
 
+// AwaitDiscovery waits, at most bound, for a discovery request of the
+// garbage collector sent after it was called (its next Sync, on a 30 s
+// timer), then DiscoveryPause for that sync to start and stop monitors
+// as the resources served now say; it reports whether one came. Call it
+// while not holding, so the request passes.
+func (s *Stepper) AwaitDiscovery(ctx context.Context, bound time.Duration) (bool, error) {
+	start := time.Now()
+	ok, err := s.await(ctx, bound, func() bool { return s.discovered.After(start) })
+	if ok && err == nil {
+		time.Sleep(DiscoveryPause)
+	}
+	return ok, err
+}
+
 // DiscoveryPause is how long a Sync that starts no monitor lets the
 // garbage collector's discovery requests pass.
 const DiscoveryPause = 400 * time.Millisecond

@@ -318,6 +318,9 @@ type Target struct {
 	Proxy *proxy.Proxy
 	// stepper is the proxy's Controller on upstream-stepped
 	stepper *proxy.Stepper
+	// customUsed: the last trace on upstream-stepped named custom kinds
+	// (holdFor waits for the GC's next discovery sync)
+	customUsed bool
 
 	// GCTap records the impl GC's writes that get no answer, on impl
 	// with a restart fault (Spec.RestartAPIServer, Spec.RestartGC), and

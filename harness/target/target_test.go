@@ -66,6 +66,7 @@ func TestSpecSkip(t *testing.T) {
 		{Spec{Name: UpstreamStepped}, "race/relist-uid-change", ""},
 		{Spec{Name: UpstreamStepped}, "scenario/crd-sync-lists-before-next-create", ""},
 		{Spec{Name: UpstreamStepped}, "scenario/crd-initial-list-in-any-order", ""},
+		{Spec{Name: UpstreamStepped}, "scenario/crd-status-events", ""},
 		{Spec{Name: UpstreamStepped}, "scenario/crd-monitor-sync", "work item for Widget/owner waits in attemptToDelete for that sync"},
 		{Spec{Name: UpstreamStepped}, "race/kubernetes-115570-relist", ""},
 		{Spec{Name: UpstreamStepped}, "race/kubernetes-115570", "needs bug lost-first-update"},

@@ -150,13 +150,16 @@ type upstreamStepped struct {
 }
 
 // inScope reports whether an object belongs to the driver's run: a
-// namespace of the run's, or a cluster-scoped name with its prefix.
+// namespace of the run's, a cluster-scoped name with its prefix, or the
+// CRD of one of cascade's custom kinds (its name is the kind's plural
+// and group, widgets.cascade.dev, which no prefix can change; a trace
+// that names one creates it, and one trace runs at a time).
 func inScope(prefix string) func(ns, name string) bool {
 	return func(ns, name string) bool {
 		if ns != "" {
 			return strings.HasPrefix(ns, prefix+"-")
 		}
-		return strings.HasPrefix(name, prefix+"-")
+		return strings.HasPrefix(name, prefix+"-") || slices.ContainsFunc(model.Kinds, func(k model.KindInfo) bool { return k.CRDName == name && name != "" })
 	}
 }
 
@@ -497,6 +500,18 @@ func upstreamSteppedSkip(tr *traces.Trace) string {
 	return syncAfterUnmappedItem(tr)
 }
 
+// usesCustomKinds: the trace names a CRD or a custom resource, so the
+// GC's discovery syncs may have started monitors the model's next trace
+// does not have.
+func usesCustomKinds(tr *traces.Trace) bool {
+	custom := func(k model.KindID) bool {
+		return k != model.NoKind && (k.Info().Custom || k.Info().Short == "crd")
+	}
+	return anyCommand(tr, func(c traces.Command) bool {
+		return !c.Settle && (custom(c.Step.Target.Kind) || (c.Step.By.Name != "" && custom(c.Step.By.Kind)))
+	})
+}
+
 // holdFor starts holding the traffic about d's objects once the proxy is
 // idle (the namespaces the driver made before the trace are behind the
 // GC, as the model has no events for them).
@@ -505,6 +520,17 @@ func (t *Target) holdFor(ctx context.Context, d *driver.Driver) (upstreamStepped
 	t.stepper.Hold(false)
 	if err := settle.Settle(ctx, d); err != nil {
 		return upstreamStepped{}, err
+	}
+	// the model starts with no monitor of a custom kind: after a trace
+	// that made CRDs, let the GC's next discovery sync stop the monitors
+	// of those its cleanup deleted
+	if t.customUsed {
+		if ok, err := t.stepper.AwaitDiscovery(ctx, SyncBound); err != nil {
+			return upstreamStepped{}, err
+		} else if !ok {
+			return upstreamStepped{}, fmt.Errorf("the GC sent no discovery request within %s (its sync runs every 30 s)", SyncBound)
+		}
+		t.customUsed = false
 	}
 	t.stepper.SetScope(inScope(d.Prefix()))
 	t.stepper.Hold(true)
