@@ -146,14 +146,20 @@ Targets:
                 trace's '# bug:' header (and --inject): the traces with GC or
                 controller steps, or with a bug
   upstream-stepped
-                envtest + kube-controller-manager's garbage collector only,
-                behind cascade's API proxy, which holds its watch events and
-                its GETs and writes about a trace's objects until the trace's
-                gc steps release them: the traces of upstream and impl with
-                GC steps and no bug; a trace whose step the proxy cannot
-                produce (controller steps, gc deliver-virtual, gc sync, gc
-                coalesce) is skipped naming it. A step whose IO does not come
-                within 10s, or differs from the model's, is a divergence
+                envtest + kube-controller-manager's garbage collector, and
+                a second kube-controller-manager (deployment, replicaset,
+                replicationcontroller), behind cascade's API proxy, which
+                holds their watch events and their GETs and writes about a
+                trace's objects until the trace's gc and controller steps
+                release them: the traces of upstream and impl with GC or
+                controller steps and no bug; gc coalesce ends a watch so
+                that the informer lists again, gc sync waits for the GC's
+                next discovery sync (a 30s timer). A trace whose step the
+                proxy cannot produce (gc deliver-virtual, apiextensions
+                cleanup), or whose ReplicaSet the real controller would
+                scale, is skipped naming it. A step whose IO does not come
+                within 10s (a relist 65s, a sync 45s), or differs from the
+                model's, is a divergence
   kubeconfig    the cluster of --kubeconfig/--context. cascade works only in
                 namespaces it creates (cascade-<run>-*, labelled cascade.dev/run)
                 and touches only objects it created; it creates the cascade.dev

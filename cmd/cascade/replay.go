@@ -183,8 +183,9 @@ Targets (see 'cascade conform --help' for what each one runs):
   impl-stepped  envtest + cascade's GC stepped by the trace's gc and
                 controller steps; a trace's '# bug:' header applies its bugs
   upstream-stepped
-                envtest + kube-controller-manager's garbage collector stepped
-                by the trace's gc steps through cascade's API proxy
+                envtest + kube-controller-manager's garbage collector and
+                workload controllers stepped by the trace's gc and controller
+                steps through cascade's API proxy
   kubeconfig    the cluster of --kubeconfig/--context
 
 TRACE is a file, or the name of a trace built into cascade (race/orphan-adoption,

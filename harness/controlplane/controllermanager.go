@@ -123,17 +123,40 @@ current-context: proxy
 `, url))
 }
 
+// writeWorkloadKubeconfig writes the kubeconfig of the workload
+// controllers' kube-controller-manager (Options.WorkloadControllers): one
+// naming the URL via returns, or, without via, the first process's.
+func writeWorkloadKubeconfig(cp *ControlPlane, via func() (string, error)) (string, error) {
+	if via == nil {
+		return cp.kcmKubeconfig, nil
+	}
+	url, err := via()
+	if err != nil {
+		return "", fmt.Errorf("controlplane: proxy for the workload controllers' kube-controller-manager: %w", err)
+	}
+	path := filepath.Join(cp.dir, WorkloadControllerManagerName+".kubeconfig")
+	if err := os.WriteFile(path, proxyKubeconfig(url), 0o600); err != nil {
+		return "", fmt.Errorf("controlplane: %w", err)
+	}
+	return path, nil
+}
+
+// WorkloadControllerManagerName names the second kube-controller-manager
+// process (Options.WorkloadControllers) in its log's and kubeconfig's
+// file names and in Processes.
+const WorkloadControllerManagerName = "kube-controller-manager-workloads"
+
 // ProxiedArgs are the flags kube-controller-manager runs with in addition
 // when it talks through the API proxy: JSON request bodies, which the
 // proxy reads (harness/proxy explains why JSON).
 var ProxiedArgs = []string{"--kube-api-content-type=application/json"}
 
-// startControllerManager starts the process with the kubeconfig
-// writeControllerManagerKubeconfig wrote. It does not wait for
-// readiness.
-func startControllerManager(cp *ControlPlane, controllers []string) (*controllerManager, error) {
-	kcPath := cp.kcmKubeconfig
-	m := &controllerManager{logPath: filepath.Join(cp.dir, "kube-controller-manager.log"), done: make(chan struct{})}
+// startControllerManager starts a process with the kubeconfig at kcPath
+// (the one writeControllerManagerKubeconfig wrote, or the workload
+// controllers' one), logging to logName in the working directory. It does
+// not wait for readiness.
+func startControllerManager(cp *ControlPlane, kcPath, logName string, controllers []string) (*controllerManager, error) {
+	m := &controllerManager{logPath: filepath.Join(cp.dir, logName), done: make(chan struct{})}
 	// a restarted controller manager appends to its predecessor's log
 	logFile, err := os.OpenFile(m.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {

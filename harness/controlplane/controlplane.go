@@ -69,6 +69,17 @@ type Options struct {
 	// own and JSON request bodies (ProxiedArgs).
 	ControllerManagerVia func(identity *rest.Config) (url string, err error)
 
+	// WorkloadControllers, when set with ControllerManager, runs a second
+	// kube-controller-manager process with these --controllers
+	// (upstream-stepped runs its garbage collector in the first and the
+	// workload controllers here, so that their informers are separate
+	// watch streams). Its kubeconfig names the URL WorkloadControllersVia
+	// returns (a further listener of the same proxy), or, when that is
+	// nil, is the first process's. RestartControllerManager restarts the
+	// first process only.
+	WorkloadControllers    []string
+	WorkloadControllersVia func() (url string, err error)
+
 	// Audit enables the kube-apiserver audit log (JSON lines, blocking
 	// mode) with the policy described at AuditPolicy; read it with
 	// AuditRecords or FollowAudit.
@@ -104,7 +115,8 @@ type ControlPlane struct {
 	keepDir bool
 	audit   string // audit log path, "" when disabled
 	kcm     *controllerManager
-	kine    *kine // nil on etcd
+	kcm2    *controllerManager // the workload controllers' (Options.WorkloadControllers)
+	kine    *kine              // nil on etcd
 	// kcmKubeconfig is the controller manager's kubeconfig, and proxied
 	// says it names a proxy (Options.ControllerManagerVia)
 	kcmKubeconfig string
@@ -276,11 +288,22 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 			return nil, err
 		}
 		cp.kcmControllers = controllers
-		cp.kcm, err = startControllerManager(cp, controllers)
+		cp.kcm, err = startControllerManager(cp, cp.kcmKubeconfig, "kube-controller-manager.log", controllers)
 		if err != nil {
 			return nil, err
 		}
 		cp.procs = append(cp.procs, Process{Name: ControllerManagerBinary, PID: cp.kcm.cmd.Process.Pid})
+		if len(opts.WorkloadControllers) > 0 {
+			kc, err := writeWorkloadKubeconfig(cp, opts.WorkloadControllersVia)
+			if err != nil {
+				return nil, err
+			}
+			cp.kcm2, err = startControllerManager(cp, kc, WorkloadControllerManagerName+".log", opts.WorkloadControllers)
+			if err != nil {
+				return nil, err
+			}
+			cp.procs = append(cp.procs, Process{Name: WorkloadControllerManagerName, PID: cp.kcm2.cmd.Process.Pid})
+		}
 		// Without its garbage collector (the impl target runs cascade's
 		// own) there is nothing to probe; the workload controllers start
 		// with the process.
@@ -352,9 +375,11 @@ func (p Process) String() string { return fmt.Sprintf("%s (pid %d)", p.Name, p.P
 func (cp *ControlPlane) Stop() error {
 	cp.stopOnce.Do(func() {
 		var errs []error
-		if cp.kcm != nil {
-			if err := cp.kcm.stop(); err != nil {
-				errs = append(errs, err)
+		for _, m := range []*controllerManager{cp.kcm2, cp.kcm} {
+			if m != nil {
+				if err := m.stop(); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 		if cp.env != nil {

@@ -89,7 +89,7 @@ func (cp *ControlPlane) RestartControllerManager(ctx context.Context, timeout ti
 	if err := cp.kcm.kill(); err != nil {
 		return err
 	}
-	m, err := startControllerManager(cp, cp.kcmControllers)
+	m, err := startControllerManager(cp, cp.kcmKubeconfig, "kube-controller-manager.log", cp.kcmControllers)
 	if err != nil {
 		return err
 	}

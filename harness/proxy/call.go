@@ -100,6 +100,15 @@ func (c Call) Informer(client string) string {
 	return s
 }
 
+// processClient is the client name with its process (Request.Process)
+// in front when that is not the proxy's first: "workloads:shared-informers".
+func (r *Request) processClient() string {
+	if r.Process == "" {
+		return r.Client
+	}
+	return r.Process + ":" + r.Client
+}
+
 // parseCall reads what req asks.
 func parseCall(req *http.Request) Call {
 	q := req.URL.Query()

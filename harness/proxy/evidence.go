@@ -26,6 +26,11 @@ type Request struct {
 	Client string `json:"client"`
 	// UserAgent is the whole user agent, as passed on.
 	UserAgent string `json:"userAgent"`
+	// Process is the kube-controller-manager process that sent it: ""
+	// for the one of the proxy's URL, else the name given to Listen
+	// (WorkloadsProcess on upstream-stepped). Two processes run the same
+	// binary with the same identity, so their user agents are the same.
+	Process string `json:"process,omitempty"`
 	Call
 	// Received is when the proxy got the request, Sent when it passed it
 	// on (later than Received when a Controller held it) and Answered
@@ -48,6 +53,9 @@ type Request struct {
 	// DELETE's Status's details.uid), and for
 	// a create Name is filled from the answer when the request had none.
 	UID string `json:"uid,omitempty"`
+	// Deleting is true when the answered object has a deletionTimestamp
+	// (a GET's answer: what a controller's RecheckDeletionTimestamp saw).
+	Deleting bool `json:"deleting,omitempty"`
 	// Items is the number of items a LIST answered.
 	Items int `json:"items,omitempty"`
 	// Err says why there is no answer: the request was refused by the
@@ -88,6 +96,13 @@ type Delivery struct {
 	// Fault names the fault that ended the stream instead of handing the
 	// event on ("relist"), "" for none.
 	Fault string `json:"fault,omitempty"`
+	// Shape is what the model has of the event's object (uid,
+	// generation, labels, ownerReferences, finalizers,
+	// deletionTimestamp), not recorded: a MODIFIED event of the same
+	// shape as the object's last on its stream changed only what the
+	// model does not have (a controller's status update), and the
+	// Stepper hands it on unheld.
+	Shape string `json:"-"`
 }
 
 // Held is how long the proxy held the event.

@@ -105,7 +105,16 @@ type Proxy struct {
 	held    atomic.Int64
 	closed  chan struct{}
 	serving sync.WaitGroup
+	// others are the servers of Listen's further listeners
+	mu     sync.Mutex
+	others []*http.Server
 }
+
+// WorkloadsProcess is the process name (Request.Process) of the second
+// kube-controller-manager of upstream-stepped, which runs the workload
+// controllers (harness/target: SteppedWorkloadControllers) and talks to
+// the proxy through a listener of its own (Listen).
+const WorkloadsProcess = "workloads"
 
 // New starts a proxy on a free port of 127.0.0.1 forwarding to
 // opts.Upstream.
@@ -132,13 +141,41 @@ func New(opts Options) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy: listen: %w", err)
 	}
 	p := &Proxy{opts: opts, upstream: rt, host: host, lis: lis, closed: make(chan struct{})}
-	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	p.srv = p.serve(lis, p)
+	return p, nil
+}
+
+func (p *Proxy) serve(lis net.Listener, h http.Handler) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	p.serving.Add(1)
 	go func() {
 		defer p.serving.Done()
-		_ = p.srv.Serve(lis)
+		_ = srv.Serve(lis)
 	}()
-	return p, nil
+	return srv
+}
+
+// Listen starts serving a further kube-controller-manager process on a
+// free port of 127.0.0.1 and returns the URL its kubeconfig names. Its
+// requests and watch streams are the proxy's like the first process's,
+// with the same upstream identity, and carry Request.Process = process,
+// so that a Controller can hold one process's events and not the
+// other's, and the evidence tells them apart (its informers are named
+// "process:client/resource").
+func (p *Proxy) Listen(process string) (string, error) {
+	if process == "" {
+		return "", errors.New("proxy: a further listener needs a process name")
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("proxy: listen: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.others = append(p.others, p.serve(lis, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		p.serveProcess(w, req, process)
+	})))
+	return "http://" + lis.Addr().String(), nil
 }
 
 // URL is the address kube-controller-manager's kubeconfig names.
@@ -174,18 +211,27 @@ func (p *Proxy) Close() error {
 	close(p.closed)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := p.srv.Shutdown(ctx)
-	if err != nil {
-		err = p.srv.Close()
+	p.mu.Lock()
+	srvs := append([]*http.Server{p.srv}, p.others...)
+	p.mu.Unlock()
+	var errs []error
+	for _, srv := range srvs {
+		if err := srv.Shutdown(ctx); err != nil {
+			errs = append(errs, srv.Close())
+		}
 	}
 	p.serving.Wait()
-	return err
+	return errors.Join(errs...)
 }
 
 // ServeHTTP passes one request of kube-controller-manager on.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	p.serveProcess(w, req, "")
+}
+
+func (p *Proxy) serveProcess(w http.ResponseWriter, req *http.Request, process string) {
 	ua := req.Header.Get("User-Agent")
-	r := &Request{ID: p.ids.Add(1), Client: clientName(ua), UserAgent: ua, Call: parseCall(req), Received: time.Now()}
+	r := &Request{ID: p.ids.Add(1), Client: clientName(ua), UserAgent: ua, Process: process, Call: parseCall(req), Received: time.Now()}
 	if c := p.opts.Controller; c != nil {
 		p.held.Add(1)
 		err := c.Admit(req.Context(), r)

@@ -11,11 +11,15 @@ import (
 
 // Stepper is the Controller of the stepped upstream target
 // (upstream-stepped): while it holds, no watch event about an object in
-// its scope reaches kube-controller-manager and no read or write of the
-// garbage collector about such an object reaches kube-apiserver until a
-// step releases it. Traffic about other objects (other runs, system
-// objects, the GC's own Events) and every request of other clients pass
-// at once, so the controller manager's informers stay synced.
+// its scope reaches either kube-controller-manager process (the GC's, and
+// the workload controllers', WorkloadsProcess), and no read or write of
+// the garbage collector (GCHeld) or of a workload controller
+// (ControllerHeld) about such an object, and no discovery request of the
+// GC (Sync), reaches kube-apiserver until a step releases it. Traffic
+// about other objects (other runs, system objects, the GC's own Events),
+// every request of other clients, and events that change nothing the
+// model has (Delivery.Shape) pass at once, so the controller managers'
+// informers stay synced.
 //
 // Each informer stream's events stay in order: the event a step can
 // release is the head of an informer's stream (the model's watch queues
@@ -32,13 +36,31 @@ type Stepper struct {
 	reqs    []*heldRequest // GC requests, held, oldest first
 	open    *Window
 	answers map[int64]Request
-	changed chan struct{} // closed and replaced on every change
+	// shapes are the Shape of each object's last event handed to each
+	// informer (shapeKey)
+	shapes map[string]string
+	// listed is, per informer (informerKey), the ID of the last stream
+	// whose initial events ended (a WatchList's bookmark handed on)
+	listed map[string]int64
+	// pre are, per informer, the objects of its first list's events,
+	// handed on with the list while holding and not yet named by a
+	// step (Sync)
+	pre map[string][]string
+	// relisting are the informers Relist broke and that have not listed
+	// again yet
+	relisting map[string]bool
+	// syncing lets the GC's discovery requests pass (Sync)
+	syncing bool
+	// discovered is when the GC last sent a discovery request
+	discovered time.Time
+	changed    chan struct{} // closed and replaced on every change
 }
 
 type heldEvent struct {
 	stream  *Request
 	ev      Delivery
 	release chan struct{}
+	verdict Verdict // what Deliver answers once released
 }
 
 type heldRequest struct {
@@ -56,7 +78,7 @@ type Window struct {
 
 // NewStepper returns a Stepper that lets everything through until Hold.
 func NewStepper() *Stepper {
-	return &Stepper{answers: map[int64]Request{}, changed: make(chan struct{})}
+	return &Stepper{answers: map[int64]Request{}, shapes: map[string]string{}, listed: map[string]int64{}, pre: map[string][]string{}, relisting: map[string]bool{}, changed: make(chan struct{})}
 }
 
 // GCHeld reports whether a request is one a holding Stepper holds when
@@ -73,6 +95,30 @@ func GCHeld(r *Request) bool {
 	}
 	return false
 }
+
+// ControllerHeld reports whether a request is one a holding Stepper
+// holds when its object is in scope: a GET, CREATE, PATCH or DELETE of a
+// workload controller of the second kube-controller-manager
+// (WorkloadsProcess), other than of Events: its recheck GET of an owner
+// before adopting (RecheckDeletionTimestamp), its adoption and release
+// PATCHes, and the Pods a ReplicaSet controller would create or delete.
+// Its informers' LISTs and WATCHes pass, and so do its UPDATEs: the
+// workload controllers update only what the model does not have (status,
+// the Deployment controller's revision annotations), and an UPDATE held
+// would hold every later sync of its object (a work queue never syncs
+// one key twice at once). Their watch events pass unheld too (Shape).
+func ControllerHeld(r *Request) bool {
+	if r.Process != WorkloadsProcess || r.Resource == "events" {
+		return false
+	}
+	switch r.Verb {
+	case VerbGet, VerbCreate, VerbPatch, VerbDelete:
+		return true
+	}
+	return false
+}
+
+func held(r *Request) bool { return GCHeld(r) || ControllerHeld(r) }
 
 func (s *Stepper) broadcast() {
 	close(s.changed)
@@ -95,12 +141,14 @@ func (s *Stepper) Hold(on bool) {
 	s.holding = on
 	if !on {
 		for _, e := range s.events {
+			s.handedOn(e.stream, &e.ev)
 			close(e.release)
 		}
 		for _, r := range s.reqs {
 			close(r.release)
 		}
 		s.events, s.reqs, s.open = nil, nil, nil
+		clear(s.pre)
 	}
 	s.broadcast()
 }
@@ -111,15 +159,21 @@ func (s *Stepper) inScope(ns, name string) bool {
 
 // Admit implements Controller.
 func (s *Stepper) Admit(ctx context.Context, r *Request) error {
-	if !GCHeld(r) {
+	discovery := gcDiscovery(r)
+	if !held(r) && !discovery {
 		return nil
 	}
 	s.mu.Lock()
-	if !s.holding || !s.inScope(r.Namespace, r.Name) {
+	if discovery {
+		s.discovered = time.Now()
+		s.broadcast()
+	}
+	if !s.holding || (discovery && s.syncing) || (!discovery && !s.inScope(r.Namespace, r.Name)) {
 		s.mu.Unlock()
 		return nil
 	}
-	if s.open != nil && s.open.Admits != nil && s.open.Admits(*r) {
+	// a window is a GC step's: it admits none of the controllers' requests
+	if s.open != nil && s.open.Admits != nil && GCHeld(r) && s.open.Admits(*r) {
 		s.open.Admitted = append(s.open.Admitted, *r)
 		s.broadcast()
 		s.mu.Unlock()
@@ -144,10 +198,29 @@ func (s *Stepper) Admit(ctx context.Context, r *Request) error {
 // Deliver implements Controller.
 func (s *Stepper) Deliver(ctx context.Context, stream *Request, ev *Delivery) (Verdict, error) {
 	if ev.Type == "BOOKMARK" || ev.Type == "ERROR" || stream.Resource == "events" {
+		if ev.InitialEventsEnd {
+			s.mu.Lock()
+			s.listed[informerKey(stream)] = stream.ID
+			delete(s.relisting, informerKey(stream))
+			s.broadcast()
+			s.mu.Unlock()
+		}
 		return Pass, nil
 	}
 	s.mu.Lock()
-	if !s.holding || !s.inScope(ev.Namespace, ev.Name) {
+	// an event that changes nothing the model has of its object (a
+	// workload controller's status update's MODIFIED; a relist's ADDED
+	// of an object the informer holds as it is) is no event of the
+	// model's: it passes. A CRD's status writes (apiextensions' naming
+	// and establishing controllers) are the model's events.
+	unchanged := (ev.Type == "MODIFIED" || ev.Initial && ev.Type == "ADDED") && ev.Shape != "" &&
+		stream.Group != "apiextensions.k8s.io" && s.shapes[shapeKey(stream, ev)] == ev.Shape
+	if !s.holding || unchanged || !s.inScope(ev.Namespace, ev.Name) {
+		s.handedOn(stream, ev)
+		s.mu.Unlock()
+		return Pass, nil
+	}
+	if s.firstList(stream, ev) {
 		s.mu.Unlock()
 		return Pass, nil
 	}
@@ -157,7 +230,7 @@ func (s *Stepper) Deliver(ctx context.Context, stream *Request, ev *Delivery) (V
 	s.mu.Unlock()
 	select {
 	case <-h.release:
-		return Pass, nil
+		return h.verdict, nil
 	case <-ctx.Done():
 		s.mu.Lock()
 		s.events = slices.DeleteFunc(s.events, func(x *heldEvent) bool { return x == h })
@@ -172,7 +245,7 @@ func (s *Stepper) Ended(*Request) {}
 
 // Answered implements Observer.
 func (s *Stepper) Answered(r Request) {
-	if !GCHeld(&r) {
+	if !held(&r) {
 		return
 	}
 	s.mu.Lock()
@@ -266,37 +339,63 @@ func DescribeRequest(r Request) string {
 	return s
 }
 
-// ReleaseEvent hands on the held head event of the informer of resource
-// (and group), which must be about namespace/name, waiting at most bound
-// for it to be held; a different object's event at the head, or none, is
-// a *Divergence (Step left for the caller to fill).
+// ReleaseEvent hands on the held head event of the garbage collector's
+// informer of resource (and group), which must be about namespace/name,
+// waiting at most bound for it to be held; a different object's event at
+// the head, or none, is a *Divergence (Step left for the caller to fill).
 func (s *Stepper) ReleaseEvent(ctx context.Context, bound time.Duration, group, resource, namespace, name string) error {
+	return s.releaseEvent(ctx, bound, "", group, resource, namespace, name)
+}
+
+// ReleaseControllerEvent is ReleaseEvent for the informer of the
+// workload controllers' kube-controller-manager (WorkloadsProcess).
+func (s *Stepper) ReleaseControllerEvent(ctx context.Context, bound time.Duration, group, resource, namespace, name string) error {
+	return s.releaseEvent(ctx, bound, WorkloadsProcess, group, resource, namespace, name)
+}
+
+func (s *Stepper) releaseEvent(ctx context.Context, bound time.Duration, process, group, resource, namespace, name string) error {
+	if listed, err := s.listedBefore(process, group, resource, namespace, name); listed || err != nil {
+		return err
+	}
+	h, err := s.head(ctx, bound, process, group, resource, namespace, name, "")
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.events = slices.DeleteFunc(s.events, func(x *heldEvent) bool { return x == h })
+	s.handedOn(h.stream, &h.ev)
+	close(h.release)
+	s.broadcast()
+	s.mu.Unlock()
+	return nil
+}
+
+// head waits at most bound for the held head event of a process's
+// informer of resource (and group) and returns it; a different object's
+// event at the head, or none, is a *Divergence expecting an event of
+// namespace/name (for what: "" or " to skip by a relist").
+func (s *Stepper) head(ctx context.Context, bound time.Duration, process, group, resource, namespace, name, what string) (*heldEvent, error) {
 	var h *heldEvent
 	ok, err := s.await(ctx, bound, func() bool {
 		for _, e := range s.events {
-			if e.stream.Resource == resource && e.stream.Group == group {
+			if e.stream.Process == process && e.stream.Resource == resource && e.stream.Group == group {
 				h = e
 				return true
 			}
 		}
 		return false
 	})
-	want := fmt.Sprintf("an event of %s", objectKey(Call{Group: group, Resource: resource}, namespace, name))
+	want := fmt.Sprintf("an event of %s%s", objectKey(Call{Group: group, Resource: resource}, namespace, name), what)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !ok {
-		return &Divergence{Expected: want, Observed: "no event held for that informer within " + bound.String() + heldSummary(s.HeldEvents())}
+		return nil, &Divergence{Expected: want, Observed: "no event held for that informer within " + bound.String() + heldSummary(s.HeldEvents())}
 	}
 	if h.ev.Namespace != namespace || h.ev.Name != name {
-		return &Divergence{Expected: want + " at the head of its informer", Observed: describeEvent(h.stream, h.ev)}
+		return nil, &Divergence{Expected: want + " at the head of its informer", Observed: describeEvent(h.stream, h.ev)}
 	}
-	s.mu.Lock()
-	s.events = slices.DeleteFunc(s.events, func(x *heldEvent) bool { return x == h })
-	close(h.release)
-	s.broadcast()
-	s.mu.Unlock()
-	return nil
+	return h, nil
 }
 
 func heldSummary(held []string) string {

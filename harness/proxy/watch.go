@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -19,6 +20,13 @@ type objectMeta struct {
 		UID             string            `json:"uid"`
 		ResourceVersion string            `json:"resourceVersion"`
 		Annotations     map[string]string `json:"annotations"`
+		// DeletionTimestamp is set on an object being deleted
+		DeletionTimestamp string `json:"deletionTimestamp"`
+		// what else the model has of an object (modelShape)
+		Generation      int64             `json:"generation"`
+		Labels          map[string]string `json:"labels"`
+		OwnerReferences json.RawMessage   `json:"ownerReferences"`
+		Finalizers      []string          `json:"finalizers"`
 	} `json:"metadata"`
 	Items []json.RawMessage `json:"items"`
 	// Details are a Status's (a DELETE's answer when the object is gone
@@ -42,6 +50,7 @@ func (p *Proxy) answer(w http.ResponseWriter, r *Request, resp *http.Response) {
 	var m objectMeta
 	if json.Unmarshal(body, &m) == nil {
 		r.ResourceVersion, r.UID, r.Items = m.Metadata.ResourceVersion, m.Metadata.UID, len(m.Items)
+		r.Deleting = m.Metadata.DeletionTimestamp != ""
 		if r.UID == "" {
 			r.UID = m.Details.UID
 		}
@@ -79,6 +88,17 @@ type queued struct {
 }
 
 // watchEvent is one event of a JSON watch stream (metav1.WatchEvent).
+// modelShape is what the model has of the object, as one string: its
+// uid, generation (which every spec change and the deletion bump),
+// labels, ownerReferences, finalizers and deletionTimestamp. Two events
+// of an object with the same shape differ only in what the model does
+// not have: status, annotations, managed fields.
+func (m objectMeta) modelShape() string {
+	md := m.Metadata
+	labels, _ := json.Marshal(md.Labels) // map keys sorted
+	return fmt.Sprintf("%s|%d|%s|%s|%q|%s", md.UID, md.Generation, labels, md.OwnerReferences, md.Finalizers, md.DeletionTimestamp)
+}
+
 type watchEvent struct {
 	Type   string          `json:"type"`
 	Object json.RawMessage `json:"object"`
@@ -188,7 +208,7 @@ func (p *Proxy) read(s *stream, r *Request, body io.Reader) {
 		default:
 		}
 	}()
-	informer := r.Informer(r.Client)
+	informer := r.Informer(r.processClient())
 	initial := r.InitialEvents
 	dec := json.NewDecoder(body)
 	for {
@@ -210,6 +230,7 @@ func (p *Proxy) read(s *stream, r *Request, body io.Reader) {
 				md := m.Metadata
 				ev.Namespace, ev.Name, ev.UID, ev.ResourceVersion = md.Namespace, md.Name, md.UID, md.ResourceVersion
 				ev.InitialEventsEnd = we.Type == "BOOKMARK" && md.Annotations[initialEventsEnd] == "true"
+				ev.Shape = m.modelShape()
 			}
 		}
 		ev.Initial = initial

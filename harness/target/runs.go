@@ -221,6 +221,7 @@ func (t *Target) replayTrace(ctx context.Context, tr *traces.Trace) (outs [][]st
 			return nil, "", nil, err
 		}
 		defer t.stepper.Hold(false)
+		t.customUsed = usesCustomKinds(tr)
 		settler = u
 	}
 	var rec *auditTail

@@ -318,6 +318,9 @@ type Target struct {
 	Proxy *proxy.Proxy
 	// stepper is the proxy's Controller on upstream-stepped
 	stepper *proxy.Stepper
+	// customUsed: the last trace on upstream-stepped named custom kinds
+	// (holdFor waits for the GC's next discovery sync)
+	customUsed bool
 
 	// GCTap records the impl GC's writes that get no answer, on impl
 	// with a restart fault (Spec.RestartAPIServer, Spec.RestartGC), and
@@ -377,8 +380,11 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ")"
 	case UpstreamStepped:
 		opts.ControllerManager, opts.Controllers = true, SteppedControllers
-		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ") behind cascade's API proxy, stepped"
+		opts.WorkloadControllers = SteppedWorkloadControllers
+		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ") and a second one (" +
+			strings.Join(opts.WorkloadControllers, ",") + ") behind cascade's API proxy, stepped"
 		opts.ControllerManagerVia = t.startProxy
+		opts.WorkloadControllersVia = func() (string, error) { return t.Proxy.Listen(proxy.WorkloadsProcess) }
 	}
 	need := []string{controlplane.EtcdBinary, controlplane.APIServerBinary}
 	if opts.KinePath != "" {

@@ -18,11 +18,13 @@ import (
 )
 
 // The stepped upstream target (upstream-stepped) runs the real, unmodified
-// kube-controller-manager, its garbage collector only
-// (SteppedControllers), behind the API proxy with a proxy.Stepper: while
-// a trace runs, no watch event about the trace's objects reaches the
-// controller manager and no GET or write of its GC about them reaches
-// kube-apiserver until a step of the trace releases it.
+// kube-controller-manager in two processes, its garbage collector
+// (SteppedControllers) in one and its workload controllers
+// (SteppedWorkloadControllers, whose steps upstream_stepped_controller.go
+// maps) in the other, behind the API proxy with a proxy.Stepper: while a
+// trace runs, no watch event about the trace's objects reaches either
+// process and no GET or write of the GC about them reaches kube-apiserver
+// until a step of the trace releases it.
 //
 //	gc deliver KEY          hands the head event of KEY's informer on
 //	                        (it must be about KEY), then waits
@@ -39,6 +41,12 @@ import (
 //	gc attemptToOrphan KEY  lets the GC's requests through until its write
 //	                        of KEY (the orphan finalizer's removal) is
 //	                        answered
+//	gc coalesce KEY         ends the watch of KEY's informer at its held
+//	                        head event, which must be about KEY, with a
+//	                        410 Expired, and waits for the informer's
+//	                        relist (proxy.Stepper.Relist): the events held
+//	                        behind it are skipped, the relist's events of
+//	                        changed objects held for the next steps
 //	settle                  lets everything through until the cluster and
 //	                        the proxy are quiet, then holds again
 //
@@ -53,15 +61,43 @@ import (
 // set lets it; with one worker the work queue's FIFO order would decide,
 // and a trace that processes a later item first could not be produced.
 // The workqueue never hands one item to two workers at once, so each held
-// GET names one work item. No workload controller runs: their writes are
-// not GC steps and their informers share the GC's streams, so events
-// held for the GC would hold them too (controller steps are not supported
-// yet; UnsteppableOps).
+// GET names one work item. The workload controllers do not run in the
+// GC's process: there their informers would share the GC's streams, so
+// events held for the GC would hold them too.
 var SteppedControllers = []string{"garbagecollector"}
 
 // StepBound bounds the wait for an IO the model expects of
 // kube-controller-manager in a step.
 const StepBound = 10 * time.Second
+
+// RelistBound bounds the wait for an informer's relist after a `gc
+// coalesce` or `controller coalesce` ended its watch: client-go's
+// reflector waits out its back-off before it lists again, 0.8 s doubling
+// to 30 s, with as much again of jitter, and resets it only after 2
+// minutes without a relist (proxy.RelistCooldown), so replays that
+// coalesce one informer in quick succession wait longer each time.
+const RelistBound = 65 * time.Second
+
+// SyncBound bounds a `gc sync`: the garbage collector's discovery sync
+// runs on its own 30 s timer (GarbageCollector.Sync's period), and its
+// discovery requests wait at the proxy for the step, so the next one may
+// be 30 s off, and the monitors it starts must list.
+const SyncBound = 45 * time.Second
+
+// monitorStarts are the resources of the custom kinds whose monitors the
+// model's sync started: monitored in next, not in prev.
+func monitorStarts(prev, next *model.State) []proxy.Call {
+	var out []proxy.Call
+	for i := range model.Kinds {
+		k := model.KindID(i)
+		if bit := uint32(1) << k; next.GC.Monitored&bit != 0 && prev.GC.Monitored&bit == 0 {
+			info := k.Info()
+			gv, _ := schema.ParseGroupVersion(info.APIVersion)
+			out = append(out, proxy.Call{Group: gv.Group, Resource: info.Resource})
+		}
+	}
+	return out
+}
 
 // DeliverPause is how long a `gc deliver` waits after handing an event
 // on: the informer's handler and the graph builder take it in without any
@@ -80,9 +116,6 @@ const QuietWindow = 400 * time.Millisecond
 var UnsteppableOps = map[string]string{
 	"gc deliver-virtual": "a virtual delete event goes from an attemptToDelete worker to the graph builder inside the GC's process (enqueueVirtualDeleteEvent), with no IO the proxy could hold",
 	"gc lose":            "it is the lost-first-update bug of client-go's informer, which the real binary does not have switched on",
-	"gc coalesce":        "a relist that skips exactly the held event needs the stream broken and the list held; not implemented yet",
-	"gc sync":            "the GC's discovery sync runs on its own 30 s timer; the proxy could hold its discovery requests, which is not implemented yet",
-	"controller":         "the workload controllers do not run on upstream-stepped: in kube-controller-manager they read the same shared informer, one watch stream per resource, as the GC, so the proxy can hand an event to both or to neither, while the model's GC and controller take it each in its own step (gc deliver, controller deliver); mapping controller steps onto the proxy is not implemented yet",
 	"apiextensions":      "a CRD's cleanup is kube-apiextensions-apiserver's, inside kube-apiserver, behind no proxy",
 }
 
@@ -94,7 +127,7 @@ func unsteppable(tr *traces.Trace) string {
 			if c.Settle || c.Step.Actor == model.ActorClient {
 				continue
 			}
-			if c.Step.Target.Kind == model.NoKind {
+			if c.Step.Target.Kind == model.NoKind && c.Step.Op != model.OpSync {
 				return fmt.Sprintf("its step %q names an object of a kind nobody serves: the GC's work item for it fails its REST mapping without any IO the proxy could hold", c.Text)
 			}
 			f := strings.Fields(c.Text)
@@ -117,13 +150,16 @@ type upstreamStepped struct {
 }
 
 // inScope reports whether an object belongs to the driver's run: a
-// namespace of the run's, or a cluster-scoped name with its prefix.
+// namespace of the run's, a cluster-scoped name with its prefix, or the
+// CRD of one of cascade's custom kinds (its name is the kind's plural
+// and group, widgets.cascade.dev, which no prefix can change; a trace
+// that names one creates it, and one trace runs at a time).
 func inScope(prefix string) func(ns, name string) bool {
 	return func(ns, name string) bool {
 		if ns != "" {
 			return strings.HasPrefix(ns, prefix+"-")
 		}
-		return strings.HasPrefix(name, prefix+"-")
+		return strings.HasPrefix(name, prefix+"-") || slices.ContainsFunc(model.Kinds, func(k model.KindInfo) bool { return k.CRDName == name && name != "" })
 	}
 }
 
@@ -154,7 +190,13 @@ func (o object) String() string {
 	return res + "/" + o.ns + "/" + o.name
 }
 
+// is reports whether r is a GC request (proxy.GCHeld) about o.
 func (o object) is(r proxy.Request) bool {
+	return proxy.GCHeld(&r) && o.names(r)
+}
+
+// names reports whether r is about o, whoever sent it.
+func (o object) names(r proxy.Request) bool {
 	return r.Resource == o.resource && r.Group == o.group && r.Namespace == o.ns && r.Name == o.name
 }
 
@@ -163,9 +205,14 @@ func (u upstreamStepped) object(st model.Step) (object, error) {
 	if err != nil {
 		return object{}, err
 	}
-	f := strings.Fields(line)
-	parts := strings.Split(f[2], "/")
-	info := st.Target.Kind.Info()
+	return objectOf(strings.Fields(line)[2], st.Target.Kind)
+}
+
+// objectOf is the real object of a real key (the driver's, as RealLine
+// writes it) of kind k.
+func objectOf(key string, k model.KindID) (object, error) {
+	parts := strings.Split(key, "/")
+	info := k.Info()
 	gv, err := schema.ParseGroupVersion(info.APIVersion)
 	if err != nil {
 		return object{}, err
@@ -189,9 +236,20 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 	if why := unsteppable(&traces.Trace{Stanzas: []traces.Stanza{{Commands: []traces.Command{{Text: st.String(), Step: st}}}}}); why != "" {
 		return model.Result{}, errors.New(why)
 	}
+	if st.Op == model.OpSync {
+		err := u.st.Sync(ctx, SyncBound, monitorStarts(prev, next))
+		var div *proxy.Divergence
+		if errors.As(err, &div) {
+			div.Step = st.String()
+		}
+		return model.Result{Code: 200}, err
+	}
 	o, err := u.object(st)
 	if err != nil {
 		return model.Result{}, err
+	}
+	if st.Actor == model.ActorController {
+		return u.controllerStep(ctx, st, o)
 	}
 	var res model.Result
 	switch st.Op {
@@ -208,6 +266,9 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 		res, err = u.send(ctx, st, o, next, want)
 	case model.OpAttemptToOrphan:
 		err = u.attemptToOrphan(ctx, o, prev)
+		res = model.Result{Code: 200}
+	case model.OpCoalesce:
+		err = u.st.Relist(ctx, RelistBound, "", o.group, o.resource, o.ns, o.name)
 		res = model.Result{Code: 200}
 	default:
 		err = fmt.Errorf("upstream-stepped cannot take %q", st.String())
@@ -397,7 +458,7 @@ func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, prev *mo
 		return false
 	}
 	u.st.ReleaseAll(func(r proxy.Request) bool {
-		return !inFlight(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
+		return proxy.GCHeld(&r) && !inFlight(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
 	})
 	// removeFinalizer ends the item: its write of the owner, or its GET
 	// finding the owner gone
@@ -430,7 +491,25 @@ func upstreamSteppedSkip(tr *traces.Trace) string {
 	if !NeedsSteps(tr) {
 		return "it takes no GC step: it runs on upstream"
 	}
-	return unsteppable(tr)
+	if why := unsteppable(tr); why != "" {
+		return why
+	}
+	if why := scalesPods(tr); why != "" {
+		return why
+	}
+	return syncAfterUnmappedItem(tr)
+}
+
+// usesCustomKinds: the trace names a CRD or a custom resource, so the
+// GC's discovery syncs may have started monitors the model's next trace
+// does not have.
+func usesCustomKinds(tr *traces.Trace) bool {
+	custom := func(k model.KindID) bool {
+		return k != model.NoKind && (k.Info().Custom || k.Info().Short == "crd")
+	}
+	return anyCommand(tr, func(c traces.Command) bool {
+		return !c.Settle && (custom(c.Step.Target.Kind) || (c.Step.By.Name != "" && custom(c.Step.By.Kind)))
+	})
 }
 
 // holdFor starts holding the traffic about d's objects once the proxy is
@@ -441,6 +520,17 @@ func (t *Target) holdFor(ctx context.Context, d *driver.Driver) (upstreamStepped
 	t.stepper.Hold(false)
 	if err := settle.Settle(ctx, d); err != nil {
 		return upstreamStepped{}, err
+	}
+	// the model starts with no monitor of a custom kind: after a trace
+	// that made CRDs, let the GC's next discovery sync stop the monitors
+	// of those its cleanup deleted
+	if t.customUsed {
+		if ok, err := t.stepper.AwaitDiscovery(ctx, SyncBound); err != nil {
+			return upstreamStepped{}, err
+		} else if !ok {
+			return upstreamStepped{}, fmt.Errorf("the GC sent no discovery request within %s (its sync runs every 30 s)", SyncBound)
+		}
+		t.customUsed = false
 	}
 	t.stepper.SetScope(inScope(d.Prefix()))
 	t.stepper.Hold(true)
