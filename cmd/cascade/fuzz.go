@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +45,16 @@ concurrent runs, history.html (porcupine's view of the recorded history).
                          impl takes each in lockstep with the model, and after
                          every step the real state must equal the model's, the
                          answers must agree and the safety properties hold.
+  --target upstream-stepped
+                         stepped runs on the real kube-controller-manager's
+                         garbage collector behind cascade's API proxy: each
+                         GC step rapid draws is taken by releasing held watch
+                         events and requests (README "The stepped upstream
+                         target"). Rapid draws only the steps the proxy can
+                         produce (gc deliver, attemptToDelete, delete, patch,
+                         unblock, attemptToOrphan, settle; no controller,
+                         coalesce, sync or deliver-virtual step) and no
+                         custom kind (their CRDs need the GC's discovery sync).
   --target upstream|impl|kubeconfig
                          concurrent runs: --clients driver clients send their
                          steps at once while the GC runs by itself. The
@@ -164,7 +175,7 @@ decide some run's history, 130 interrupted.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runFuzz(cmd, f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.target, "target", "", "upstream, impl, impl-stepped or kubeconfig (required)")
+	fl.StringVar(&f.target, "target", "", "upstream, impl, impl-stepped, upstream-stepped or kubeconfig (required)")
 	fl.StringSliceVar(&f.inject, "inject", nil, "bug to switch on in impl ('cascade check --list-bugs'); repeatable")
 	fl.Uint64Var(&f.seed, "seed", 0, "rapid's seed (0: random; the summary prints the one to reproduce with)")
 	fl.IntVar(&f.checks, "checks", 20, "number of random runs")
@@ -203,13 +214,10 @@ func (f *fuzzFlags) spec(inject bugs.Set, log io.Writer) target.Spec {
 
 func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if f.target == "" {
-		return usageErr("fuzz needs --target (upstream, impl, impl-stepped or kubeconfig)")
+		return usageErr("fuzz needs --target (upstream, impl, impl-stepped, upstream-stepped or kubeconfig)")
 	}
 	if f.target == target.Model {
-		return usageErr("the model is fuzzing's oracle, not a target: use upstream, impl, impl-stepped or kubeconfig")
-	}
-	if f.target == target.UpstreamStepped {
-		return usageErr("lockstep fuzzing on upstream-stepped is not implemented yet: replay traces on it (cascade replay, cascade conform)")
+		return usageErr("the model is fuzzing's oracle, not a target: use upstream, impl, impl-stepped, upstream-stepped or kubeconfig")
 	}
 	if f.checks <= 0 || f.steps <= 0 || f.clients <= 0 {
 		return usageErr("--checks, --steps and --clients must be positive")
@@ -221,6 +229,14 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	quietLogs()
 	u := fuzz.DefaultUniverse
 	u.Kinds = f.kinds
+	if f.target == target.UpstreamStepped {
+		// CRDs need the GC's discovery sync, which the proxy cannot step
+		custom := slices.DeleteFunc(slices.Clone(f.kinds), func(k string) bool { return slices.Contains(fuzz.UpstreamSteppedKinds(f.kinds), k) })
+		if cmd.Flags().Changed("kinds") && len(custom) > 0 {
+			return usageErr("upstream-stepped cannot fuzz custom kinds (%s): their CRDs need the GC's discovery sync, which the API proxy cannot step", strings.Join(custom, ", "))
+		}
+		u.Kinds = fuzz.UpstreamSteppedKinds(f.kinds)
+	}
 	if err := u.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
@@ -488,9 +504,6 @@ func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
 	}
 	if env.target.Spec.Name == target.Model {
 		return nil // the model is fuzzing's oracle, not a target
-	}
-	if env.target.Spec.Name == target.UpstreamStepped {
-		return nil // lockstep fuzzing on the stepped upstream target is not implemented yet
 	}
 	env.planned = 1
 	cfg := fuzz.Config{Checks: conformFuzz.checks, Steps: conformFuzz.steps, Clients: conformFuzz.clients, Seed: conformFuzz.seed,
