@@ -342,6 +342,8 @@ type fuzzSummary struct {
 	Runs   int `json:"runs"`
 	Passed int `json:"runs_passed"`
 	Steps  int `json:"steps"`
+	// InternalSteps are the internal steps the target took (stepped runs).
+	InternalSteps int `json:"internal_steps"`
 	// HistoryOps are the history operations checked (concurrent runs).
 	HistoryOps int      `json:"history_ops"`
 	Known      []string `json:"known_races"`
@@ -394,7 +396,7 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 		s.Result = summaryPass
 	}
 	out := fuzzSummary{summary: s, Mode: rep.Mode, Inject: append([]string{}, rep.Inject...), Runs: rep.Runs, Passed: rep.Checks,
-		Steps: rep.Steps, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...), ExcusedRuns: rep.Excused, DeliveryRecordRuns: rep.Delivered, Inconclusive: append([]string{}, rep.Undecided...),
+		Steps: rep.Steps, InternalSteps: rep.InternalSteps, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...), ExcusedRuns: rep.Excused, DeliveryRecordRuns: rep.Delivered, Inconclusive: append([]string{}, rep.Undecided...),
 		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied}
 	if f := rep.Failure; f != nil {
 		out.Failure = &fuzzFailure{Kind: f.Kind, Summary: f.Summary, Steps: f.Steps, Run: f.Run, FoundAfter: f.FoundAfter.Seconds(),
@@ -433,6 +435,9 @@ func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
 		fmt.Fprintf(w, " of %d", rep.Runs)
 	}
 	fmt.Fprintf(w, ", %d steps", rep.Steps)
+	if rep.Mode == "stepped" {
+		fmt.Fprintf(w, " (%d internal steps taken by the target)", rep.InternalSteps)
+	}
 	if rep.Ops > 0 {
 		fmt.Fprintf(w, ", %d history operations checked", rep.Ops)
 	}

@@ -98,9 +98,16 @@ func (r *steppedRun) actions(t *rapid.T, g *gen) map[string]func(*rapid.T) {
 	}
 	// the GC catching up on everything: deep cascades in one action,
 	// between client steps that race with the GC one step at a time
-	actions["settle"] = func(t *rapid.T) {
-		if !r.settleSteps() {
-			r.client(create(t))
+	// Not on upstream-stepped, whose settle opens the proxy: an item
+	// the settle leaves failing (a delete the webhook denies) keeps
+	// retrying on the real GC's own back-off timer, and a retry whose GET
+	// passed before the proxy held again has its write held with no step
+	// of the model's to account for it.
+	if r.env.Hold == nil {
+		actions["settle"] = func(t *rapid.T) {
+			if !r.settleSteps() {
+				r.client(create(t))
+			}
 		}
 	}
 	return actions

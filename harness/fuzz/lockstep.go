@@ -56,6 +56,8 @@ type lockstep struct {
 	// send; a write impl made where the model made none shows at the
 	// next compare.
 	dirty bool
+	// internals counts the internal steps the system took.
+	internals int
 }
 
 // client takes one client step on both. A step the model cannot take
@@ -133,6 +135,11 @@ func (l *lockstep) take(st model.Step) {
 // internal takes on the system an internal step the model has taken.
 func (l *lockstep) internal(st model.Step, line string, want model.Result, next *model.State) {
 	if !l.sys.takes(st) {
+		if ea, ok := l.sys.(eagerSystem); ok && ea.eager(st) {
+			// the system took it by itself within the step before: the
+			// trace names it, so that it replays on the model
+			l.done = append(l.done, traces.Written{Commands: []string{line}, Output: output(line, want, next)})
+		}
 		l.s = next
 		return
 	}
@@ -150,6 +157,7 @@ func (l *lockstep) internal(st model.Step, line string, want model.Result, next 
 	if err != nil {
 		l.fail("error", fmt.Sprintf("%s: %v", line, err))
 	}
+	l.internals++
 	l.taken(st, line, want, got, next)
 }
 

@@ -264,7 +264,8 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 		if counted && len(r.done) > 0 {
 			cfg.Coverage.record(r.lines())
 			rep.Checks++
-			progress(cfg, "run %d/%d: %d steps agree with the model (%s; %s in all)", n, cfg.Checks, len(r.done),
+			rep.InternalSteps += r.internals
+			progress(cfg, "run %d/%d: %d steps (%d internal, taken by %s) agree with the model (%s; %s in all)", n, cfg.Checks, len(r.done), r.internals, env.Target,
 				time.Since(runStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		}
 	}
