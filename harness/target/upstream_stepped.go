@@ -278,9 +278,7 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners [
 	}
 	before := u.st.HeldIDs()
 	immediate := !slices.Equal(prev.Dump(), next.Dump())
-	w := &proxy.Window{Admits: func(r proxy.Request) bool {
-		return (r.Verb == proxy.VerbGet && slices.ContainsFunc(owners, func(ow object) bool { return ow.is(r) })) || (immediate && o.is(r))
-	}}
+	w := &proxy.Window{Admits: attemptWindow(o, owners, immediate)}
 	u.st.Open(w)
 	defer u.st.CloseWindow()
 	if _, err := u.st.Release(ctx, StepBound, get.ID); err != nil {
@@ -320,6 +318,15 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners [
 		return &proxy.Divergence{Expected: "no write of " + o.String(), Observed: proxy.DescribeRequest(r) + " held"}
 	}
 	return nil
+}
+
+// attemptWindow admits, while o's attemptToDelete step lasts, the GETs
+// of o's owners, and o's requests when the step changes o at once (the
+// foregroundDeletion finalizer's removal).
+func attemptWindow(o object, owners []object, immediate bool) func(proxy.Request) bool {
+	return func(r proxy.Request) bool {
+		return (r.Verb == proxy.VerbGet && slices.ContainsFunc(owners, func(ow object) bool { return ow.is(r) })) || (immediate && o.is(r))
+	}
 }
 
 // inFlightFor is the write the step put in flight: the first write of an
