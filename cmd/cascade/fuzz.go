@@ -493,7 +493,7 @@ func init() {
 	conformPhases = append(conformPhases, conformPhase{
 		name: "fuzz",
 		flags: func(fl *pflag.FlagSet) {
-			fl.IntVar(&conformFuzz.checks, "fuzz-checks", 10, "random runs after the traces (0: none)")
+			fl.IntVar(&conformFuzz.checks, "fuzz-checks", 10, "random runs after the traces (0: none; none on upstream-stepped)")
 			fl.IntVar(&conformFuzz.steps, "fuzz-steps", 20, "average steps per random run")
 			fl.IntVar(&conformFuzz.clients, "fuzz-clients", 4, "concurrent driver clients of a random run")
 			fl.Uint64Var(&conformFuzz.seed, "fuzz-seed", 1, "rapid's seed for the random runs (0: random)")
