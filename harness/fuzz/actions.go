@@ -80,7 +80,7 @@ func (r *steppedRun) actions(t *rapid.T, g *gen) map[string]func(*rapid.T) {
 		for range 40 {
 			var internal []model.Step
 			for _, st := range r.m.Enabled(r.s, model.Options{}) {
-				if st.Internal() && (st.Actor != model.ActorController || len(r.env.AdopterKinds) > 0) && r.env.steppable(st) {
+				if st.Internal() && (st.Actor != model.ActorController || len(r.env.AdopterKinds) > 0) && r.steppable(st) {
 					internal = append(internal, st)
 				}
 			}
@@ -139,7 +139,7 @@ func (r *steppedRun) repeat(t *rapid.T, actions map[string]func(*rapid.T)) {
 func (r *steppedRun) drawInternal(t *rapid.T, match func(model.Step) bool) bool {
 	var enabled []model.Step
 	for _, st := range r.m.Enabled(r.s, r.opts) {
-		if match(st) && r.env.steppable(st) {
+		if match(st) && r.steppable(st) {
 			enabled = append(enabled, st)
 		}
 	}

@@ -104,6 +104,15 @@ func (env SteppedEnv) steppable(st model.Step) bool {
 	return env.Steppable == nil || env.Steppable(st)
 }
 
+// steppable reports whether the run's system can take the enabled
+// internal step st now.
+func (r *steppedRun) steppable(st model.Step) bool {
+	if us, ok := r.sys.(upstreamSystem); ok && !us.retryable(st) {
+		return false
+	}
+	return r.env.steppable(st)
+}
+
 // steppedRun is one rapid check of a stepped run: a lockstep judge over
 // impl, whose steps rapid draws.
 type steppedRun struct {

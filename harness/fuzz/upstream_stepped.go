@@ -48,6 +48,41 @@ func steppable(st model.Step) bool { return target.Unsteppable(st) == "" }
 type upstreamSystem struct {
 	r *steppedRun
 	h *target.UpstreamHold
+	// failures counts, per work item step ("gc attemptToDelete KEY"),
+	// the passes in a row that ended in a requeue: the real GC's work
+	// queues retry an item after 5 ms doubling with each failure
+	// (workqueue.DefaultTypedControllerRateLimiter), where the model's
+	// retry is enabled at once.
+	failures map[string]int
+}
+
+// MaxRetries bounds the passes in a row of one work item that end in a
+// requeue: the real GC sends the next pass's GET only after its back-off,
+// 5 ms·2^(n-1) after the n-th failure, and beyond 10 that is more than
+// 2.5 s, on the way to target.StepBound's 10 s. The generator takes no
+// further pass of such an item; the final settle lets the real GC retry
+// it on its own timer.
+const MaxRetries = 10
+
+// retryable reports whether the generator may take st on the real GC:
+// not a pass of an item whose back-off has grown past MaxRetries.
+func (us upstreamSystem) retryable(st model.Step) bool {
+	return us.failures[st.String()] < MaxRetries
+}
+
+// count records how a pass of a work item ended: a requeue (the item is
+// queued again in next) or not.
+func (us upstreamSystem) count(st model.Step, next *model.State) {
+	if st.Op != model.OpAttemptToDelete && st.Op != model.OpAttemptToOrphan {
+		return
+	}
+	line := st.String()
+	requeued := slices.ContainsFunc(us.r.m.Enabled(next, us.r.opts), func(e model.Step) bool { return e.String() == line })
+	if requeued {
+		us.failures[line]++
+	} else {
+		delete(us.failures, line)
+	}
 }
 
 func (us upstreamSystem) name() string { return target.UpstreamStepped }
@@ -65,6 +100,7 @@ func (us upstreamSystem) internal(model.Step, string) (model.Result, error, erro
 // step's notEnabled.
 func (us upstreamSystem) internalWith(st model.Step, prev, next *model.State, want model.Result) (model.Result, error, error) {
 	res, err := us.h.StepWith(us.r.ctx, st, prev, next, want)
+	us.count(st, next)
 	var div *proxy.Divergence
 	if errors.As(err, &div) {
 		return model.Result{}, div, nil
@@ -108,6 +144,6 @@ func (r *steppedRun) beginUpstream() error {
 		return fmt.Errorf("hold kube-controller-manager's traffic: %w", err)
 	}
 	r.hold = h
-	r.sys = upstreamSystem{r: r, h: h}
+	r.sys = upstreamSystem{r: r, h: h, failures: map[string]int{}}
 	return nil
 }
