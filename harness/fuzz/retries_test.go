@@ -1,0 +1,68 @@
+package fuzz
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// On upstream-stepped the generator takes at most MaxRetries passes in a
+// row of a work item that requeues (here: an owner of a kind nobody
+// serves, a restMappingError retried for ever), since the real GC's
+// back-off between them doubles from 5 ms; a pass that does not requeue
+// resets the count.
+func TestUpstreamSteppedRetriesAreBounded(t *testing.T) {
+	r := &steppedRun{env: SteppedEnv{Steppable: steppable}}
+	r.lockstep = lockstep{m: &model.Model{}, s: model.NewState()}
+	us := upstreamSystem{r: r, failures: map[string]int{}}
+	r.sys = us
+	apply := func(line string) (model.Step, *model.State) {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, _, err := r.m.Apply(r.s, st)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		r.s = next
+		return st, next
+	}
+	// pod/b names an absent owner (a stale uid) and one of an unserved
+	// kind: once the virtual owner's delete event reaches the graph, pod/b
+	// is queued, and each pass fails on the unserved kind
+	apply("create pod/a")
+	apply("create pod/b owner=pod/a,uid=ghost-a owner=Frob/a,uid=frob")
+	const pass = "gc attemptToDelete pod/b"
+	for range 20 {
+		en := r.m.Enabled(r.s, r.opts)
+		if slices.ContainsFunc(en, func(st model.Step) bool { return st.String() == pass }) {
+			break
+		}
+		i := slices.IndexFunc(en, func(st model.Step) bool { return st.Internal() })
+		if i < 0 {
+			t.Fatalf("nothing queues pod/b")
+		}
+		apply(en[i].String())
+	}
+	for i := range MaxRetries {
+		st, err := model.ParseStep(pass)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.steppable(st) {
+			t.Fatalf("pass %d of pod/b refused before %d requeues", i+1, MaxRetries)
+		}
+		st, next := apply(pass)
+		us.count(st, next)
+	}
+	st, _ := model.ParseStep(pass)
+	if r.steppable(st) {
+		t.Fatalf("after %d requeues in a row pod/b's next pass is still drawn", MaxRetries)
+	}
+	other, _ := model.ParseStep("gc attemptToDelete pod/c")
+	if !r.steppable(other) {
+		t.Fatal("another item's pass is refused")
+	}
+}
