@@ -15,6 +15,7 @@ type eagerModel struct{ *modelSystem }
 
 func (e eagerModel) takes(st model.Step) bool { return st.Op != model.OpDeliverVirtual }
 func (e eagerModel) eager(st model.Step) bool { return st.Op == model.OpDeliverVirtual }
+
 // internal takes st and then, by itself, the virtual delete events it
 // queued.
 func (e eagerModel) internal(st model.Step, line string) (model.Result, error, error) {
