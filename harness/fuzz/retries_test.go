@@ -66,3 +66,40 @@ func TestUpstreamSteppedRetriesAreBounded(t *testing.T) {
 		t.Fatal("another item's pass is refused")
 	}
 }
+
+// A pass the real GC takes without a request the proxy could hold is not
+// drawn on upstream-stepped: that of a namespaced owner named by a
+// cluster-scoped object (no namespace to GET it in), and that of an
+// object being deleted in the background.
+func TestUpstreamSteppedDrawsNoSilentPass(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		steps []string
+		pass  string
+	}{
+		{"namespaced owner of a cluster-scoped object", []string{"create cronjob/b", "create ns/b owner=cronjob/b", "gc deliver ns/b"}, "gc attemptToDelete cronjob//b"},
+		{"being deleted in the background", []string{"create cm/a", "create pod/b finalizers=cascade.dev/hold owner=cm/a", "gc deliver cm/a", "gc deliver pod/b", "delete pod/b", "gc deliver pod/b", "delete cm/a", "gc deliver cm/a"}, "gc attemptToDelete pod/b"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &steppedRun{env: SteppedEnv{Steppable: steppable}}
+			r.lockstep = lockstep{m: &model.Model{}, s: model.NewState()}
+			r.sys = upstreamSystem{r: r, failures: map[string]int{}}
+			for _, line := range c.steps {
+				st, err := model.ParseStep(line)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.s, _, err = r.m.Apply(r.s, st); err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+			}
+			i := slices.IndexFunc(r.m.Enabled(r.s, r.opts), func(st model.Step) bool { return st.String() == c.pass })
+			if i < 0 {
+				t.Fatalf("the model does not offer %q", c.pass)
+			}
+			if r.steppable(r.m.Enabled(r.s, r.opts)[i]) {
+				t.Fatalf("%q is drawn on upstream-stepped", c.pass)
+			}
+		})
+	}
+}

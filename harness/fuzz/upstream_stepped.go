@@ -67,7 +67,29 @@ const MaxRetries = 10
 // retryable reports whether the generator may take st on the real GC:
 // not a pass of an item whose back-off has grown past MaxRetries.
 func (us upstreamSystem) retryable(st model.Step) bool {
-	return us.failures[st.String()] < MaxRetries
+	return us.failures[st.String()] < MaxRetries && !silentPass(us.r.s, st)
+}
+
+// silentPass reports whether st is a pass of a work item that sends no
+// request the proxy could hold, so that the real GC takes it by itself
+// and it cannot be stepped: a namespaced kind without a namespace (a
+// namespaced owner of a cluster-scoped object, where getObject answers
+// namespacedOwnerOfClusterScopedObjectErr without a GET), or a node
+// being deleted without foreground (attemptToDeleteItem returns at once:
+// "being deleted is an one-way trip").
+func silentPass(s *model.State, st model.Step) bool {
+	if st.Op != model.OpAttemptToDelete {
+		return false
+	}
+	if st.Target.Kind.Info().Namespaced && st.Target.Namespace == "" {
+		return true
+	}
+	for _, n := range s.GC.Nodes {
+		if n.Kind == st.Target.Kind.Info().Kind && n.Namespace == st.Target.Namespace && n.Name == st.Target.Name {
+			return n.BeingDeleted && !n.DeletingDependents
+		}
+	}
+	return false
 }
 
 // count records how a pass of a work item ended: a requeue (the item is
