@@ -78,6 +78,7 @@ func TestUpstreamSteppedDrawsNoSilentPass(t *testing.T) {
 		pass  string
 	}{
 		{"namespaced owner of a cluster-scoped object", []string{"create cronjob/b", "create ns/b owner=cronjob/b", "gc deliver ns/b"}, "gc attemptToDelete cronjob//b"},
+		{"an owner of a kind nobody serves", []string{"create pod/b owner=Frob/a,uid=frob", "gc deliver pod/b"}, "gc attemptToDelete Frob/default/a"},
 		{"being deleted in the background", []string{"create cm/a", "create pod/b finalizers=cascade.dev/hold owner=cm/a", "gc deliver cm/a", "gc deliver pod/b", "delete pod/b", "gc deliver pod/b", "delete cm/a", "gc deliver cm/a"}, "gc attemptToDelete pod/b"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -107,10 +107,11 @@ func (env SteppedEnv) steppable(st model.Step) bool {
 // steppable reports whether the run's system can take the enabled
 // internal step st now.
 func (r *steppedRun) steppable(st model.Step) bool {
-	if us, ok := r.sys.(upstreamSystem); ok && !us.retryable(st) {
+	if !r.env.steppable(st) {
 		return false
 	}
-	return r.env.steppable(st)
+	us, ok := r.sys.(upstreamSystem)
+	return !ok || us.retryable(st)
 }
 
 // steppedRun is one rapid check of a stepped run: a lockstep judge over

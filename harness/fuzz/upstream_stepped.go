@@ -78,7 +78,7 @@ func (us upstreamSystem) retryable(st model.Step) bool {
 // being deleted without foreground (attemptToDeleteItem returns at once:
 // "being deleted is an one-way trip").
 func silentPass(s *model.State, st model.Step) bool {
-	if st.Op != model.OpAttemptToDelete {
+	if st.Op != model.OpAttemptToDelete || st.Target.Kind == model.NoKind {
 		return false
 	}
 	if st.Target.Kind.Info().Namespaced && st.Target.Namespace == "" {
