@@ -79,6 +79,7 @@ func TestUpstreamSteppedDrawsNoSilentPass(t *testing.T) {
 	}{
 		{"namespaced owner of a cluster-scoped object", []string{"create cronjob/b", "create ns/b owner=cronjob/b", "gc deliver ns/b"}, "gc attemptToDelete cronjob//b"},
 		{"an owner of a kind nobody serves", []string{"create pod/b owner=Frob/a,uid=frob", "gc deliver pod/b"}, "gc attemptToDelete Frob/default/a"},
+		{"queued in both work queues", []string{"create job/d owner=rs/c,uid=ghost-c", "create pod/p owner=job/d", "gc deliver job/d", "gc deliver pod/p", "gc attemptToDelete rs/c", "gc deliver-virtual rs/c", "delete job/d propagation=Orphan", "gc deliver job/d"}, "gc attemptToOrphan job/d"},
 		{"being deleted in the background", []string{"create cm/a", "create pod/b finalizers=cascade.dev/hold owner=cm/a", "gc deliver cm/a", "gc deliver pod/b", "delete pod/b", "gc deliver pod/b", "delete cm/a", "gc deliver cm/a"}, "gc attemptToDelete pod/b"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

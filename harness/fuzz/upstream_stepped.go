@@ -70,14 +70,18 @@ func (us upstreamSystem) retryable(st model.Step) bool {
 	return us.failures[st.String()] < MaxRetries && !silentPass(us.r.s, st)
 }
 
-// silentPass reports whether st is a pass of a work item that sends no
-// request the proxy could hold, so that the real GC takes it by itself
-// and it cannot be stepped: a namespaced kind without a namespace (a
+// silentPass reports whether st is a pass the proxy cannot step: one of
+// an object queued in both work queues (bothQueued), or one of a work
+// item that sends no request the proxy could hold, so that the real GC
+// takes it by itself: a namespaced kind without a namespace (a
 // namespaced owner of a cluster-scoped object, where getObject answers
 // namespacedOwnerOfClusterScopedObjectErr without a GET), or a node
 // being deleted without foreground (attemptToDeleteItem returns at once:
 // "being deleted is an one-way trip").
 func silentPass(s *model.State, st model.Step) bool {
+	if bothQueued(s, st) {
+		return true
+	}
 	if st.Op != model.OpAttemptToDelete || st.Target.Kind == model.NoKind {
 		return false
 	}
@@ -90,6 +94,21 @@ func silentPass(s *model.State, st model.Step) bool {
 		}
 	}
 	return false
+}
+
+// bothQueued reports whether st is a pass of an object queued in both
+// work queues: the attemptToDelete worker's first GET of it and the
+// attemptToOrphan worker's GET (removeFinalizer) are the same request at
+// the proxy, so neither pass can be told from the other and neither is
+// drawn; the final settle takes them.
+func bothQueued(s *model.State, st model.Step) bool {
+	if (st.Op != model.OpAttemptToDelete && st.Op != model.OpAttemptToOrphan) || st.Target.Kind == model.NoKind {
+		return false
+	}
+	is := func(id model.Identity) bool {
+		return id.Kind == st.Target.Kind.Info().Kind && id.Namespace == st.Target.Namespace && id.Name == st.Target.Name
+	}
+	return slices.ContainsFunc(s.GC.AttemptToDelete, is) && slices.ContainsFunc(s.GC.AttemptToOrphan, is)
 }
 
 // count records how a pass of a work item ended: a requeue (the item is
