@@ -64,32 +64,3 @@ func TestAttemptToDeleteAdmitsOnlyOwnerGETs(t *testing.T) {
 		}
 	}
 }
-
-// An attemptToOrphan step of o does not release the GET of o that an
-// attemptToDelete worker sent before the step, when the model has o
-// queued for attemptToDelete: that GET waits for o's own step. (It used
-// to be released with o's other requests, so the real GC took o's
-// attemptToDelete pass inside the orphan step and the model's later
-// pass found no GET.) The orphan worker's own GET, sent during the step,
-// and the dependents' PATCHes pass.
-func TestOrphanStepKeepsDeleteWorkersGET(t *testing.T) {
-	o := object{group: "batch", resource: "jobs", ns: "cascade-t1-default", name: "d"}
-	get := proxy.Request{ID: 7, Call: proxy.Call{Verb: proxy.VerbGet, Group: "batch", Resource: "jobs", Namespace: "cascade-t1-default", Name: "d"}}
-	patch := proxy.Request{ID: 8, Call: proxy.Call{Verb: proxy.VerbPatch, Resource: "pods", Namespace: "cascade-t1-default", Name: "p"}}
-	none := func(proxy.Request) bool { return false }
-	release := orphanRelease(o, none, true, []int64{7, 8})
-	if release(get) {
-		t.Error("the attemptToDelete worker's held GET of o is released by o's orphan step")
-	}
-	if !release(patch) {
-		t.Error("a dependent's held PATCH is not released")
-	}
-	later := get
-	later.ID = 9
-	if !release(later) {
-		t.Error("the orphan worker's own GET of o, sent during the step, is not released")
-	}
-	if !orphanRelease(o, none, false, []int64{7})(get) {
-		t.Error("o's held GET is kept although o is not queued for attemptToDelete")
-	}
-}

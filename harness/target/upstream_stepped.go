@@ -207,7 +207,7 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 	case model.OpSend:
 		res, err = u.send(ctx, st, o, next, want)
 	case model.OpAttemptToOrphan:
-		err = u.attemptToOrphan(ctx, o, prev, queuedToDelete(prev, st))
+		err = u.attemptToOrphan(ctx, o, prev)
 		res = model.Result{Code: 200}
 	default:
 		err = fmt.Errorf("upstream-stepped cannot take %q", st.String())
@@ -419,12 +419,7 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 // flight names, and its requests about the owner), and those it sends
 // now, until its write of the owner, the orphan finalizer's removal, is
 // answered.
-//
-// When o is also queued for attemptToDelete, the GET of o held before the
-// step is that worker's first GET, which waits for o's own
-// attemptToDelete step: it is not released here.
-func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, prev *model.State, deleteQueued bool) error {
-	heldBefore := u.st.HeldIDs()
+func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, prev *model.State) error {
 	since := time.Now()
 	u.st.Open(&proxy.Window{Admits: func(proxy.Request) bool { return true }})
 	defer u.st.CloseWindow()
@@ -438,7 +433,9 @@ func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, prev *mo
 		}
 		return false
 	}
-	u.st.ReleaseAll(orphanRelease(o, inFlight, deleteQueued, heldBefore))
+	u.st.ReleaseAll(func(r proxy.Request) bool {
+		return !inFlight(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
+	})
 	// removeFinalizer ends the item: its write of the owner, or its GET
 	// finding the owner gone
 	_, ok, err := u.st.AwaitAnswer(ctx, StepBound, since, func(r proxy.Request) bool {
@@ -452,27 +449,6 @@ func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, prev *mo
 	}
 	_, err = u.st.Quiet(ctx, QuietWindow, StepBound)
 	return err
-}
-
-// orphanRelease picks the held requests an attemptToOrphan step of o
-// releases: o's and the PATCHes of dependents, but not a write another
-// worker decided (inFlight), nor, when o is queued for attemptToDelete,
-// the GET of o held before the step (that worker's first GET).
-func orphanRelease(o object, inFlight func(proxy.Request) bool, deleteQueued bool, heldBefore []int64) func(proxy.Request) bool {
-	return func(r proxy.Request) bool {
-		if deleteQueued && r.Verb == proxy.VerbGet && o.is(r) && slices.Contains(heldBefore, r.ID) {
-			return false
-		}
-		return !inFlight(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
-	}
-}
-
-// queuedToDelete reports whether st's object is queued for attemptToDelete
-// in s.
-func queuedToDelete(s *model.State, st model.Step) bool {
-	return slices.ContainsFunc(s.GC.AttemptToDelete, func(id model.Identity) bool {
-		return id.Kind == st.Target.Kind.Info().Kind && id.Namespace == st.Target.Namespace && id.Name == st.Target.Name
-	})
 }
 
 // upstreamSteppedSkip says why a trace cannot run on upstream-stepped: it
