@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cascade-k8s/cascade/traces"
+
 	"github.com/cascade-k8s/cascade/model"
 )
 
@@ -103,5 +105,39 @@ func TestUpstreamSteppedDrawsNoSilentPass(t *testing.T) {
 				t.Fatalf("%q is drawn on upstream-stepped", c.pass)
 			}
 		})
+	}
+}
+
+// Two work items of one key, a virtual owner named by a UID from another
+// namespace and the object of that name, are not drawn on
+// upstream-stepped: their workers' first GETs are one request at the
+// proxy. The run is the one `cascade fuzz --target upstream-stepped
+// --seed 2` diverged on before (testdata/upstream-stepped-same-key.trace,
+// its last step the pass).
+func TestUpstreamSteppedDrawsNoPassOfASharedKey(t *testing.T) {
+	tr, err := traces.ParseFile("testdata/upstream-stepped-same-key.trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &steppedRun{env: SteppedEnv{Steppable: steppable}}
+	r.lockstep = lockstep{m: &model.Model{}, s: model.NewState()}
+	r.sys = upstreamSystem{r: r, failures: map[string]int{}}
+	var last model.Step
+	for i, st := range tr.Stanzas {
+		for _, c := range st.Commands {
+			if i == len(tr.Stanzas)-1 {
+				last = c.Step
+				continue
+			}
+			if next, _, err := r.m.Apply(r.s, c.Step); err == nil {
+				r.s = next
+			}
+		}
+	}
+	if !slices.ContainsFunc(r.m.Enabled(r.s, r.opts), func(st model.Step) bool { return st.String() == last.String() }) {
+		t.Fatalf("the model does not offer %q", last)
+	}
+	if r.steppable(last) {
+		t.Fatalf("%q is drawn on upstream-stepped", last)
 	}
 }
