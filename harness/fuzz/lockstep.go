@@ -127,7 +127,7 @@ func (l *lockstep) take(st model.Step) {
 	}
 	l.steps = append(l.steps, line)
 	l.internal(st, line, want, next)
-	if l.sys.takes(st) {
+	if _, eager := l.sys.(eagerSystem); eager && l.sys.takes(st) {
 		l.takeEager()
 	}
 }
