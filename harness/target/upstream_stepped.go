@@ -202,7 +202,7 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 		}
 		res = model.Result{Code: 200}
 	case model.OpAttemptToDelete:
-		err = u.attemptToDelete(ctx, o, prev, next)
+		err = u.attemptToDelete(ctx, o, u.owners(st, prev), prev, next)
 		res = model.Result{Code: 200}
 	case model.OpSend:
 		res, err = u.send(ctx, st, o, next, want)
@@ -238,7 +238,37 @@ func writeVerb(op model.WriteOp) string {
 	return proxy.VerbPatch
 }
 
-func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, prev, next *model.State) error {
+// owners are the real objects the owner references of st's object name
+// in prev, those of served kinds: what attemptToDeleteItem's isDangling
+// may GET. An unserved kind fails its REST mapping without a request.
+func (u upstreamStepped) owners(st model.Step, prev *model.State) []object {
+	obj := prev.Lookup(st.Target.Kind, st.Target.Namespace, st.Target.Name)
+	if obj == nil {
+		return nil // a virtual node: no object, no references
+	}
+	var out []object
+	for _, ref := range obj.Owners {
+		kind, ok := model.KindByName(ref.Kind)
+		if !ok {
+			continue
+		}
+		ns := ""
+		if kind.Info().Namespaced {
+			ns = st.Target.Namespace
+		}
+		if o, err := u.object(model.Step{Actor: model.ActorGC, Op: model.OpAttemptToDelete, Target: model.Target{Kind: kind, Namespace: ns, Name: ref.Name}}); err == nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// attemptToDelete releases the held first GET of o's worker and lets
+// through, while the step lasts, the GETs of o's owners (isDangling) and
+// no other: another item's worker retrying on its back-off timer sends
+// its first GET whenever the timer fires, and that GET waits for the
+// item's own step.
+func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners []object, prev, next *model.State) error {
 	get, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && o.is(r) })
 	if err != nil {
 		return err
@@ -248,9 +278,7 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, prev, ne
 	}
 	before := u.st.HeldIDs()
 	immediate := !slices.Equal(prev.Dump(), next.Dump())
-	w := &proxy.Window{Admits: func(r proxy.Request) bool {
-		return (r.Verb == proxy.VerbGet && !o.is(r)) || (immediate && o.is(r))
-	}}
+	w := &proxy.Window{Admits: attemptWindow(o, owners, immediate)}
 	u.st.Open(w)
 	defer u.st.CloseWindow()
 	if _, err := u.st.Release(ctx, StepBound, get.ID); err != nil {
@@ -290,6 +318,15 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, prev, ne
 		return &proxy.Divergence{Expected: "no write of " + o.String(), Observed: proxy.DescribeRequest(r) + " held"}
 	}
 	return nil
+}
+
+// attemptWindow admits, while o's attemptToDelete step lasts, the GETs
+// of o's owners, and o's requests when the step changes o at once (the
+// foregroundDeletion finalizer's removal).
+func attemptWindow(o object, owners []object, immediate bool) func(proxy.Request) bool {
+	return func(r proxy.Request) bool {
+		return (r.Verb == proxy.VerbGet && slices.ContainsFunc(owners, func(ow object) bool { return ow.is(r) })) || (immediate && o.is(r))
+	}
 }
 
 // inFlightFor is the write the step put in flight: the first write of an

@@ -1,0 +1,143 @@
+package fuzz
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/cascade-k8s/cascade/traces"
+
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// On upstream-stepped the generator takes at most MaxRetries passes in a
+// row of a work item that requeues (here: an owner of a kind nobody
+// serves, a restMappingError retried for ever), since the real GC's
+// back-off between them doubles from 5 ms; a pass that does not requeue
+// resets the count.
+func TestUpstreamSteppedRetriesAreBounded(t *testing.T) {
+	r := &steppedRun{env: SteppedEnv{Steppable: steppable}}
+	r.lockstep = lockstep{m: &model.Model{}, s: model.NewState()}
+	us := upstreamSystem{r: r, failures: map[string]int{}}
+	r.sys = us
+	apply := func(line string) (model.Step, *model.State) {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, _, err := r.m.Apply(r.s, st)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		r.s = next
+		return st, next
+	}
+	// pod/b names an absent owner (a stale uid) and one of an unserved
+	// kind: once the virtual owner's delete event reaches the graph, pod/b
+	// is queued, and each pass fails on the unserved kind
+	apply("create pod/a")
+	apply("create pod/b owner=pod/a,uid=ghost-a owner=Frob/a,uid=frob")
+	const pass = "gc attemptToDelete pod/b"
+	for range 20 {
+		en := r.m.Enabled(r.s, r.opts)
+		if slices.ContainsFunc(en, func(st model.Step) bool { return st.String() == pass }) {
+			break
+		}
+		i := slices.IndexFunc(en, func(st model.Step) bool { return st.Internal() })
+		if i < 0 {
+			t.Fatalf("nothing queues pod/b")
+		}
+		apply(en[i].String())
+	}
+	for i := range MaxRetries {
+		st, err := model.ParseStep(pass)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.steppable(st) {
+			t.Fatalf("pass %d of pod/b refused before %d requeues", i+1, MaxRetries)
+		}
+		st, next := apply(pass)
+		us.count(st, next)
+	}
+	st, _ := model.ParseStep(pass)
+	if r.steppable(st) {
+		t.Fatalf("after %d requeues in a row pod/b's next pass is still drawn", MaxRetries)
+	}
+	other, _ := model.ParseStep("gc attemptToDelete pod/c")
+	if !r.steppable(other) {
+		t.Fatal("another item's pass is refused")
+	}
+}
+
+// A pass the real GC takes without a request the proxy could hold is not
+// drawn on upstream-stepped: that of a namespaced owner named by a
+// cluster-scoped object (no namespace to GET it in), and that of an
+// object being deleted in the background.
+func TestUpstreamSteppedDrawsNoSilentPass(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		steps []string
+		pass  string
+	}{
+		{"namespaced owner of a cluster-scoped object", []string{"create cronjob/b", "create ns/b owner=cronjob/b", "gc deliver ns/b"}, "gc attemptToDelete cronjob//b"},
+		{"an owner of a kind nobody serves", []string{"create pod/b owner=Frob/a,uid=frob", "gc deliver pod/b"}, "gc attemptToDelete Frob/default/a"},
+		{"queued in both work queues", []string{"create job/d owner=rs/c,uid=ghost-c", "create pod/p owner=job/d", "gc deliver job/d", "gc deliver pod/p", "gc attemptToDelete rs/c", "gc deliver-virtual rs/c", "delete job/d propagation=Orphan", "gc deliver job/d"}, "gc attemptToOrphan job/d"},
+		{"being deleted in the background", []string{"create cm/a", "create pod/b finalizers=cascade.dev/hold owner=cm/a", "gc deliver cm/a", "gc deliver pod/b", "delete pod/b", "gc deliver pod/b", "delete cm/a", "gc deliver cm/a"}, "gc attemptToDelete pod/b"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &steppedRun{env: SteppedEnv{Steppable: steppable}}
+			r.lockstep = lockstep{m: &model.Model{}, s: model.NewState()}
+			r.sys = upstreamSystem{r: r, failures: map[string]int{}}
+			for _, line := range c.steps {
+				st, err := model.ParseStep(line)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.s, _, err = r.m.Apply(r.s, st); err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+			}
+			i := slices.IndexFunc(r.m.Enabled(r.s, r.opts), func(st model.Step) bool { return st.String() == c.pass })
+			if i < 0 {
+				t.Fatalf("the model does not offer %q", c.pass)
+			}
+			if r.steppable(r.m.Enabled(r.s, r.opts)[i]) {
+				t.Fatalf("%q is drawn on upstream-stepped", c.pass)
+			}
+		})
+	}
+}
+
+// Two work items of one key, a virtual owner named by a UID from another
+// namespace and the object of that name, are not drawn on
+// upstream-stepped: their workers' first GETs are one request at the
+// proxy. The run is the one `cascade fuzz --target upstream-stepped
+// --seed 2` diverged on before (testdata/upstream-stepped-same-key.trace,
+// its last step the pass).
+func TestUpstreamSteppedDrawsNoPassOfASharedKey(t *testing.T) {
+	tr, err := traces.ParseFile("testdata/upstream-stepped-same-key.trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &steppedRun{env: SteppedEnv{Steppable: steppable}}
+	r.lockstep = lockstep{m: &model.Model{}, s: model.NewState()}
+	r.sys = upstreamSystem{r: r, failures: map[string]int{}}
+	var last model.Step
+	for i, st := range tr.Stanzas {
+		for _, c := range st.Commands {
+			if i == len(tr.Stanzas)-1 {
+				last = c.Step
+				continue
+			}
+			if next, _, err := r.m.Apply(r.s, c.Step); err == nil {
+				r.s = next
+			}
+		}
+	}
+	if !slices.ContainsFunc(r.m.Enabled(r.s, r.opts), func(st model.Step) bool { return st.String() == last.String() }) {
+		t.Fatalf("the model does not offer %q", last)
+	}
+	if r.steppable(last) {
+		t.Fatalf("%q is drawn on upstream-stepped", last)
+	}
+}

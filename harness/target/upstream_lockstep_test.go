@@ -1,0 +1,66 @@
+package target
+
+import (
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/cascade-k8s/cascade/harness/driver"
+	"github.com/cascade-k8s/cascade/harness/proxy"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// While one item's attemptToDelete step lasts, the proxy lets through
+// the GETs of its owners (isDangling) and not another item's first GET:
+// a worker retrying on its back-off timer sends that GET whenever the
+// timer fires, and it must wait for its own item's step. (The window used
+// to admit every GET but the item's own, and a retry that slipped through
+// left the model's next attemptToDelete of that item with no GET to
+// release.)
+func TestAttemptToDeleteAdmitsOnlyOwnerGETs(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, s := &model.Model{}, model.NewState()
+	for _, line := range []string{"create deploy/a", "create pv/p", "create deploy/b owner=deploy/a owner=pv/p owner=Frob/x,uid=frob", "create sts/c"} {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _, err = m.Apply(s, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := upstreamStepped{d: d}
+	st, err := model.ParseStep("gc attemptToDelete deploy/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := u.object(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := u.owners(st, s)
+	if len(owners) != 2 {
+		t.Fatalf("owners of deploy/b: want deploy/a and pv/p (Frob is unserved), got %v", owners)
+	}
+	admits := attemptWindow(o, owners, false)
+	get := func(group, resource, ns, name string) proxy.Request {
+		return proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Group: group, Resource: resource, Namespace: ns, Name: name}}
+	}
+	for _, c := range []struct {
+		r    proxy.Request
+		want bool
+	}{
+		{get("apps", "deployments", "cascade-t1-default", "a"), true},
+		{get("", "persistentvolumes", "", "cascade-t1-p"), true},
+		{get("apps", "statefulsets", "cascade-t1-default", "c"), false},
+		{get("apps", "deployments", "cascade-t1-default", "b"), false},
+		{proxy.Request{Call: proxy.Call{Verb: proxy.VerbDelete, Group: "apps", Resource: "deployments", Namespace: "cascade-t1-default", Name: "a"}}, false},
+	} {
+		if got := admits(c.r); got != c.want {
+			t.Errorf("%s: admitted %v, want %v", proxy.DescribeRequest(c.r), got, c.want)
+		}
+	}
+}
