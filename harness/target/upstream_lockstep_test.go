@@ -64,3 +64,49 @@ func TestAttemptToDeleteAdmitsOnlyOwnerGETs(t *testing.T) {
 		}
 	}
 }
+
+// A virtual owner's attemptToDelete step lets no GET through: the real
+// worker's GET of the owner's key finds another object (or none), it
+// queues a virtual delete event and sends nothing else. When the virtual
+// owner names its own dependent's key (an ownerReference to cm/c with
+// another UID, on cm/c), that dependent is queued by the virtual delete
+// event within the step, and its worker's first GET, of the same key,
+// must wait for the dependent's own step. (The window used to admit the
+// GETs of the owners of the object of the step's key, here cm/c itself:
+// the dependent's pass slipped through and its DELETE was held where the
+// model expects no write; testdata/open/seed1-run7.trace of harness/fuzz.)
+func TestVirtualOwnerAttemptAdmitsNoGET(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, s := &model.Model{}, model.NewState()
+	for _, line := range []string{"create cm/c", "gc deliver cm/c", "add-owner cm/c cm/c,block,uid=ghost-c", "gc deliver cm/c"} {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _, err = m.Apply(s, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ghost, ok := s.UIDBySymbol("ghost-c"); !ok || len(s.GC.AttemptToDelete) != 1 || s.GC.AttemptToDelete[0].UID != ghost {
+		t.Fatalf("the model's attemptToDelete queue: want the virtual owner ghost-c alone, got %v", s.GC.AttemptToDelete)
+	}
+	u := upstreamStepped{d: d}
+	st, err := model.ParseStep("gc attemptToDelete cm/c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := u.object(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if owners := u.owners(st, s); len(owners) != 0 {
+		t.Fatalf("owners GETs of the virtual owner's pass: want none, got %v", owners)
+	}
+	dependentGET := proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Resource: "configmaps", Namespace: "cascade-t1-default", Name: "c"}}
+	if attemptWindow(o, u.owners(st, s), false)(dependentGET) {
+		t.Errorf("the virtual owner's pass admits %s, the dependent's first GET", proxy.DescribeRequest(dependentGET))
+	}
+}

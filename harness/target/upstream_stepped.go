@@ -238,13 +238,21 @@ func writeVerb(op model.WriteOp) string {
 	return proxy.VerbPatch
 }
 
-// owners are the real objects the owner references of st's object name
-// in prev, those of served kinds: what attemptToDeleteItem's isDangling
-// may GET. An unserved kind fails its REST mapping without a request.
+// owners are the real objects the owner references of st's work item
+// name in prev, those of served kinds: what attemptToDeleteItem's
+// isDangling may GET. An unserved kind fails its REST mapping without a
+// request. When the worker's GET of the item's key finds no object with
+// the item's UID (a virtual owner, or an object deleted and made again),
+// the worker queues a virtual delete event and GETs nothing more: no
+// owners, although the key may name a live object with references (a
+// virtual owner named by its own dependent's key).
 func (u upstreamStepped) owners(st model.Step, prev *model.State) []object {
 	obj := prev.Lookup(st.Target.Kind, st.Target.Namespace, st.Target.Name)
 	if obj == nil {
 		return nil // a virtual node: no object, no references
+	}
+	if item, ok := queuedItem(prev, st); ok && item.UID != obj.UID {
+		return nil
 	}
 	var out []object
 	for _, ref := range obj.Owners {
@@ -261,6 +269,21 @@ func (u upstreamStepped) owners(st model.Step, prev *model.State) []object {
 		}
 	}
 	return out
+}
+
+// queuedItem is the work item st passes in prev's attemptToDelete queue
+// (ok false: none of its key is queued).
+func queuedItem(prev *model.State, st model.Step) (model.Identity, bool) {
+	ns := st.Target.Namespace
+	if !st.Target.Kind.Info().Namespaced {
+		ns = ""
+	}
+	for _, id := range prev.GC.AttemptToDelete {
+		if id.Kind == st.Target.Kind.Info().Kind && id.Namespace == ns && id.Name == st.Target.Name {
+			return id, true
+		}
+	}
+	return model.Identity{}, false
 }
 
 // attemptToDelete releases the held first GET of o's worker and lets
