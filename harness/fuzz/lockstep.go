@@ -115,6 +115,29 @@ type stateSystem interface {
 // deliver-virtual cannot be taken through the proxy one at a time).
 type selfSettler interface{ settlesAlone() bool }
 
+// settleFirstSystem is a system whose own settle starts with work it
+// has begun already: the model takes those steps, on both, before its
+// settle path (upstream-stepped: the orphan worker's passes, whose
+// dependents the real worker read when it took the owner).
+type settleFirstSystem interface{ settleFirst(st model.Step) bool }
+
+// takeFirst takes, before a settle, the steps the system has begun
+// (settleFirstSystem), one at a time, until none is enabled.
+func (l *lockstep) takeFirst() {
+	sf, ok := l.sys.(settleFirstSystem)
+	if !ok {
+		return
+	}
+	for {
+		en := l.m.Enabled(l.s, l.opts)
+		i := slices.IndexFunc(en, sf.settleFirst)
+		if i < 0 {
+			return
+		}
+		l.take(en[i])
+	}
+}
+
 // namedSystem is a system with a name of its own for reports.
 type namedSystem interface{ name() string }
 
@@ -253,6 +276,7 @@ func (l *lockstep) settlesAlone() bool {
 // system must have nothing left to do, the states must agree, and the
 // model's quiescent properties must hold.
 func (l *lockstep) settle() {
+	l.takeFirst()
 	end, path, err := l.m.Settle(l.s)
 	if err != nil {
 		l.fail("error", fmt.Sprintf("model settle: %v", err))

@@ -67,7 +67,50 @@ const MaxRetries = 10
 // retryable reports whether the generator may take st on the real GC:
 // not a pass of an item whose back-off has grown past MaxRetries.
 func (us upstreamSystem) retryable(st model.Step) bool {
-	return us.failures[st.String()] < MaxRetries && !silentPass(us.r.s, st)
+	return us.failures[st.String()] < MaxRetries && !silentPass(us.r.s, st) && !pastOrphanSnapshot(us.r.m, us.r.s, st)
+}
+
+// pastOrphanSnapshot reports whether st is a delivery that changes the
+// dependents of an owner queued for attemptToOrphan. The real GC's
+// attemptToOrphanWorker copies the owner's dependents from its graph
+// when it takes the owner from the queue, which with idle workers is the
+// moment the graph builder queues it; the proxy holds only the requests
+// it sends after that. The model's attemptToOrphan step reads the
+// dependents when it is taken, so a delivery between that adds a
+// dependent (or removes one) has the model orphan a different set than
+// the real GC, which the proxy cannot produce. The model has the real
+// outcome all the same: its orphan step before the delivery.
+func pastOrphanSnapshot(m *model.Model, s *model.State, st model.Step) bool {
+	if st.Op != model.OpDeliver || len(s.GC.AttemptToOrphan) == 0 {
+		return false
+	}
+	next, _, err := m.Apply(s, st)
+	if err != nil {
+		return false
+	}
+	for _, id := range s.GC.AttemptToOrphan {
+		if !slices.Equal(orphanDependents(s, id.UID), orphanDependents(next, id.UID)) {
+			return true
+		}
+	}
+	return false
+}
+
+// orphanDependents are the dependents attemptToOrphanWorker would orphan
+// for the owner uid: its node's, or those removeNode left it when it was
+// removed from the graph while queued (model.GC.Detached).
+func orphanDependents(s *model.State, uid model.UID) []model.UID {
+	for _, n := range s.GC.Nodes {
+		if n.UID == uid {
+			return n.Dependents
+		}
+	}
+	for _, d := range s.GC.Detached {
+		if d.UID == uid {
+			return d.Dependents
+		}
+	}
+	return nil
 }
 
 // silentPass reports whether st is a pass the proxy cannot step: one of
@@ -172,6 +215,13 @@ func (us upstreamSystem) takes(st model.Step) bool {
 func (us upstreamSystem) eager(st model.Step) bool { return st.Op == model.OpDeliverVirtual }
 
 func (us upstreamSystem) settlesAlone() bool { return true }
+
+// settleFirst: a queued orphan pass, whose dependents the real worker
+// read when the owner was queued (pastOrphanSnapshot), is taken before
+// the model's settle path, which might deliver a new dependent first.
+func (us upstreamSystem) settleFirst(st model.Step) bool {
+	return st.Op == model.OpAttemptToOrphan && us.retryable(st)
+}
 
 func (us upstreamSystem) dump() ([]string, error) { return us.r.d.Dump(us.r.ctx) }
 
