@@ -115,20 +115,28 @@ type stateSystem interface {
 // deliver-virtual cannot be taken through the proxy one at a time).
 type selfSettler interface{ settlesAlone() bool }
 
-// settleFirstSystem is a system whose own settle starts with work it
-// has begun already: the model takes those steps, on both, before its
-// settle path (upstream-stepped: the orphan worker's passes, whose
-// dependents the real worker read when it took the owner).
+// settleFirstSystem is a system that settles by itself, in an order of
+// its own, after it has taken in lockstep, in the model's canonical
+// order, the internal steps settleFirst names (upstream-stepped: every
+// step the proxy can produce). Where the outcome of a settle depends on
+// the order (a known race such as the stale graph's unblock putting back
+// a reference the orphaning removed), two settles in their own orders
+// can end apart; taking the steps in lockstep first leaves the system
+// only the steps the model cannot step it through.
 type settleFirstSystem interface{ settleFirst(st model.Step) bool }
 
-// takeFirst takes, before a settle, the steps the system has begun
-// (settleFirstSystem), one at a time, until none is enabled.
+// MaxSettleFirst bounds the steps takeFirst takes before a settle.
+const MaxSettleFirst = 500
+
+// takeFirst takes, before a settle, the enabled steps the system names
+// (settleFirstSystem), the first in the model's canonical order each
+// time, until none is enabled.
 func (l *lockstep) takeFirst() {
 	sf, ok := l.sys.(settleFirstSystem)
 	if !ok {
 		return
 	}
-	for {
+	for range MaxSettleFirst {
 		en := l.m.Enabled(l.s, l.opts)
 		i := slices.IndexFunc(en, sf.settleFirst)
 		if i < 0 {

@@ -70,8 +70,9 @@ func (orphanFirst) settlesAlone() bool { return true }
 
 func (o orphanFirst) settleFirst(st model.Step) bool { return st.Op == model.OpAttemptToOrphan }
 
-// A run's final settle on upstream-stepped takes the queued orphan passes
-// first, on the model and the target, and then the model's settle path:
+// A run's final settle on upstream-stepped takes the steps the proxy can
+// produce first, in lockstep, the queued orphan passes among them, and
+// then the model's settle path:
 // the real worker orphans the dependents it read when sts/a was queued
 // (none), and cm/a, delivered after, names an owner that is gone and is
 // deleted. The model's settle path alone delivers cm/a first and orphans
@@ -82,8 +83,24 @@ func TestUpstreamSteppedSettleTakesBegunOrphanPassesFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.sys.(upstreamSystem).settleFirst(st) {
+	us := r.sys.(upstreamSystem)
+	if !us.settleFirst(st) {
 		t.Fatal("upstream-stepped does not take the queued orphan pass of sts/a first at a settle")
+	}
+	// every other step the proxy can produce is taken in lockstep too, in
+	// the model's order, rather than in the real GC's own (a settle of
+	// seed 2 ended apart from the model's: the real GC's unblock of pod/a,
+	// built from a graph that had not seen the orphaning, put back the
+	// reference the orphaning removed, the known stale-graph race, where
+	// the model's order left it removed)
+	for line, want := range map[string]bool{"gc deliver pod/b": true, "gc deliver cm/a": false} {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if us.settleFirst(st) != want {
+			t.Errorf("%q taken in lockstep before the settle: %v, want %v", line, !want, want)
+		}
 	}
 	alone, _, err := r.m.Settle(r.s)
 	if err != nil {

@@ -216,11 +216,14 @@ func (us upstreamSystem) eager(st model.Step) bool { return st.Op == model.OpDel
 
 func (us upstreamSystem) settlesAlone() bool { return true }
 
-// settleFirst: a queued orphan pass, whose dependents the real worker
-// read when the owner was queued (pastOrphanSnapshot), is taken before
-// the model's settle path, which might deliver a new dependent first.
+// settleFirst: at a settle, the model takes every internal step the
+// proxy can produce, on both, before the real GC settles by itself: a
+// queued orphan pass, whose dependents the real worker read when the
+// owner was queued (pastOrphanSnapshot), before the model's settle path
+// could deliver a new dependent, and every other step in the model's
+// order, not the real GC's own.
 func (us upstreamSystem) settleFirst(st model.Step) bool {
-	return st.Op == model.OpAttemptToOrphan && us.retryable(st)
+	return st.Internal() && us.takes(st) && us.r.steppable(st)
 }
 
 func (us upstreamSystem) dump() ([]string, error) { return us.r.d.Dump(us.r.ctx) }
