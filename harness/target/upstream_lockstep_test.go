@@ -1,7 +1,10 @@
 package target
 
 import (
+	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -108,5 +111,54 @@ func TestVirtualOwnerAttemptAdmitsNoGET(t *testing.T) {
 	dependentGET := proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Resource: "configmaps", Namespace: "cascade-t1-default", Name: "c"}}
 	if attemptWindow(o, u.owners(st, s), false)(dependentGET) {
 		t.Errorf("the virtual owner's pass admits %s, the dependent's first GET", proxy.DescribeRequest(dependentGET))
+	}
+}
+
+// A `gc unblock|patch|delete` step releases the write its attemptToDelete
+// step saw held, not another worker's write of the same object and verb
+// held beside it: the orphan worker PATCHes the dependents of an owner
+// whose orphan deletion reached the graph builder at once, and the proxy
+// holds that PATCH too. (The step used to release the first held PATCH
+// of the object, the orphan worker's, and then waited in vain for the
+// DELETE that follows the unblock; seed 2 at its final settle.)
+func TestSendReleasesTheDecidedWrite(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := proxy.NewStepper()
+	st.SetScope(func(string, string) bool { return true })
+	st.Hold(true)
+	defer st.Hold(false)
+	ctx := context.Background()
+	// the GC's client: each request waits at the Stepper, then is answered
+	gc := func(id int64) {
+		r := proxy.Request{ID: id, Client: proxy.GarbageCollectorClient, Call: proxy.Call{Verb: proxy.VerbPatch, Resource: "pods", Namespace: "cascade-t1-default", Name: "a"}}
+		go func() {
+			if err := st.Admit(ctx, &r); err == nil {
+				r.Code = 200
+				st.Answered(r)
+			}
+		}()
+		if _, ok, err := st.WaitRequest(ctx, time.Second, func(q proxy.Request) bool { return q.ID == id }); err != nil || !ok {
+			t.Fatalf("request %d not held: %v", id, err)
+		}
+	}
+	gc(1) // the orphan worker's PATCH of pod/a
+	gc(2) // the attemptToDelete worker's unblock PATCH of pod/a
+	u := upstreamStepped{st: st, d: d, decided: decided{"pods/cascade-t1-default/a": 2}}
+	step, err := model.ParseStep("gc unblock pod/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := u.object(step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.send(ctx, step, o, model.NewState(), model.Result{Code: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if held := st.HeldIDs(); !slices.Equal(held, []int64{1}) {
+		t.Errorf("held after the unblock step: %v, want the orphan worker's PATCH (1) alone", held)
 	}
 }

@@ -114,6 +114,28 @@ type upstreamStepped struct {
 	st     *proxy.Stepper
 	d      *driver.Driver
 	settle replay.Target
+	// decided are the GC writes attemptToDelete steps decided and the
+	// proxy holds, by object: the request each object's next `gc
+	// delete|patch|unblock` releases
+	decided decided
+}
+
+// decided maps an object (object.String()) to the ID of the GC's write
+// of it an attemptToDelete step, or the send before, saw held. Another
+// worker's write of the same object and verb can be held beside it (the
+// orphan worker's PATCH of a dependent, sent when the owner's deletion
+// reached the graph builder), and a send must release the one the
+// model's write stands for.
+type decided map[string]int64
+
+// held reports whether r is a write an attemptToDelete step decided.
+func (d decided) held(r proxy.Request) bool {
+	for _, id := range d {
+		if id == r.ID {
+			return true
+		}
+	}
+	return false
 }
 
 // inScope reports whether an object belongs to the driver's run: a
@@ -207,7 +229,7 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 	case model.OpSend:
 		res, err = u.send(ctx, st, o, next, want)
 	case model.OpAttemptToOrphan:
-		err = u.attemptToOrphan(ctx, o, prev)
+		err = u.attemptToOrphan(ctx, o)
 		res = model.Result{Code: 200}
 	default:
 		err = fmt.Errorf("upstream-stepped cannot take %q", st.String())
@@ -312,7 +334,7 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners [
 	case writes:
 		// held writes of o from before the step are another worker's
 		// (attemptToOrphan's PATCH of a dependent)
-		_, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool {
+		w, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool {
 			return r.Verb == writeVerb(want.Op) && o.is(r) && !slices.Contains(before, r.ID)
 		})
 		if err != nil {
@@ -321,6 +343,7 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners [
 		if !ok {
 			return &proxy.Divergence{Expected: fmt.Sprintf("the GC's %s of %s, held", strings.ToUpper(writeVerb(want.Op)), o), Observed: "none within " + StepBound.String() + held(u.st)}
 		}
+		u.decided[o.String()] = w.ID
 		return nil
 	case immediate:
 		// the foregroundDeletion finalizer's removal
@@ -373,7 +396,12 @@ func held(s *proxy.Stepper) string {
 
 func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next *model.State, want model.Result) (model.Result, error) {
 	verb := writeVerb(st.Write)
-	r, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == verb && o.is(r) })
+	mine := func(r proxy.Request) bool { return r.Verb == verb && o.is(r) }
+	if id, ok := u.decided[o.String()]; ok {
+		mine = func(r proxy.Request) bool { return r.ID == id }
+	}
+	delete(u.decided, o.String())
+	r, ok, err := u.st.WaitRequest(ctx, StepBound, mine)
 	if err != nil {
 		return model.Result{}, err
 	}
@@ -426,9 +454,13 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 	// a further write of the model's for the item (an unblock before a
 	// delete) comes without a step between: wait for it to be held
 	if nextWrite, more := firstWrite(next, st); more {
-		if _, ok, err := u.st.WaitRequest(ctx, StepBound, func(q proxy.Request) bool { return q.Verb == writeVerb(nextWrite.Op) && o.is(q) }); err != nil || !ok {
+		w, ok, err := u.st.WaitRequest(ctx, StepBound, func(q proxy.Request) bool {
+			return q.Verb == writeVerb(nextWrite.Op) && o.is(q) && q.ID > r.ID && !u.decided.held(q)
+		})
+		if err != nil || !ok {
 			return model.Result{}, errors.Join(err, &proxy.Divergence{Expected: fmt.Sprintf("the GC's next %s of %s, held", strings.ToUpper(writeVerb(nextWrite.Op)), o), Observed: "none within " + StepBound.String() + held(u.st)})
 		}
+		u.decided[o.String()] = w.ID
 	}
 	if a.Code/100 == 2 {
 		return model.Result{Code: 200}, nil
@@ -438,24 +470,17 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 
 // attemptToOrphan lets the orphan worker's requests through: those it
 // sent when the owner's deletion reached the graph builder and the proxy
-// holds (its PATCHes of dependents, which no write the model has in
-// flight names, and its requests about the owner), and those it sends
-// now, until its write of the owner, the orphan finalizer's removal, is
-// answered.
-func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, prev *model.State) error {
+// holds (its PATCHes of dependents, any held write but those
+// attemptToDelete steps decided, and its requests about the owner), and
+// those it sends now, until its write of the owner, the orphan
+// finalizer's removal, is answered.
+func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object) error {
 	since := time.Now()
 	u.st.Open(&proxy.Window{Admits: func(proxy.Request) bool { return true }})
 	defer u.st.CloseWindow()
 	// a write an attemptToDelete worker decided, held for its `gc
 	// delete|patch|unblock` step
-	inFlight := func(r proxy.Request) bool {
-		for _, f := range prev.GC.InFlight {
-			if w := f.Writes[0]; w.Item.Name == r.Name && writeVerb(w.Op) == r.Verb {
-				return true
-			}
-		}
-		return false
-	}
+	inFlight := u.decided.held
 	u.st.ReleaseAll(func(r proxy.Request) bool {
 		return !inFlight(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
 	})
@@ -504,5 +529,5 @@ func (t *Target) holdFor(ctx context.Context, d *driver.Driver) (upstreamStepped
 	}
 	t.stepper.SetScope(inScope(d.Prefix()))
 	t.stepper.Hold(true)
-	return upstreamStepped{st: t.stepper, d: d, settle: settle}, nil
+	return upstreamStepped{st: t.stepper, d: d, settle: settle, decided: decided{}}, nil
 }
