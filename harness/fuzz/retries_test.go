@@ -71,8 +71,10 @@ func TestUpstreamSteppedRetriesAreBounded(t *testing.T) {
 
 // A pass the real GC takes without a request the proxy could hold is not
 // drawn on upstream-stepped: that of a namespaced owner named by a
-// cluster-scoped object (no namespace to GET it in), and that of an
-// object being deleted in the background.
+// cluster-scoped object (no namespace to GET it in), that of an object
+// being deleted in the background, and that of an item whose node has
+// left the graph (seed 2: the real worker had returned at once, without
+// a GET, when the item was queued, its node being deleted then).
 func TestUpstreamSteppedDrawsNoSilentPass(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -83,6 +85,10 @@ func TestUpstreamSteppedDrawsNoSilentPass(t *testing.T) {
 		{"an owner of a kind nobody serves", []string{"create pod/b owner=Frob/a,uid=frob", "gc deliver pod/b"}, "gc attemptToDelete Frob/default/a"},
 		{"queued in both work queues", []string{"create job/d owner=rs/c,uid=ghost-c", "create pod/p owner=job/d", "gc deliver job/d", "gc deliver pod/p", "gc attemptToDelete rs/c", "gc deliver-virtual rs/c", "delete job/d propagation=Orphan", "gc deliver job/d"}, "gc attemptToOrphan job/d"},
 		{"being deleted in the background", []string{"create cm/a", "create pod/b finalizers=cascade.dev/hold owner=cm/a", "gc deliver cm/a", "gc deliver pod/b", "delete pod/b", "gc deliver pod/b", "delete cm/a", "gc deliver cm/a"}, "gc attemptToDelete pod/b"},
+		// the real worker took cm/a when the blocking reference's removal
+		// queued it, and returned at once (being deleted); the model's
+		// pass finds the node gone from the graph and does nothing
+		{"whose node has left the graph", []string{"create cm/a", "create pod/b owner=cm/a,block", "gc deliver cm/a", "gc deliver pod/b", "delete cm/a propagation=Orphan", "gc deliver cm/a", "gc attemptToOrphan cm/a", "gc deliver pod/b", "gc deliver cm/a"}, "gc attemptToDelete cm/a"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &steppedRun{env: SteppedEnv{Steppable: steppable}}

@@ -118,9 +118,10 @@ func orphanDependents(s *model.State, uid model.UID) []model.UID {
 // item that sends no request the proxy could hold, so that the real GC
 // takes it by itself: a namespaced kind without a namespace (a
 // namespaced owner of a cluster-scoped object, where getObject answers
-// namespacedOwnerOfClusterScopedObjectErr without a GET), or a node
-// being deleted without foreground (attemptToDeleteItem returns at once:
-// "being deleted is an one-way trip").
+// namespacedOwnerOfClusterScopedObjectErr without a GET), a node being
+// deleted without foreground (attemptToDeleteItem returns at once:
+// "being deleted is an one-way trip"), or an item whose node has left
+// the graph.
 func silentPass(s *model.State, st model.Step) bool {
 	if bothQueued(s, st) {
 		return true
@@ -131,8 +132,17 @@ func silentPass(s *model.State, st model.Step) bool {
 	if st.Target.Kind.Info().Namespaced && st.Target.Namespace == "" {
 		return true
 	}
-	for _, n := range s.GC.Nodes {
-		if n.Kind == st.Target.Kind.Info().Kind && n.Namespace == st.Target.Namespace && n.Name == st.Target.Name {
+	for _, id := range s.GC.AttemptToDelete {
+		if id.Kind == st.Target.Kind.Info().Kind && id.Namespace == st.Target.Namespace && id.Name == st.Target.Name {
+			i := slices.IndexFunc(s.GC.Nodes, func(n model.Node) bool { return n.UID == id.UID })
+			if i < 0 {
+				// the node has left the graph: the real worker took the
+				// item when it was queued and returned at once if the
+				// node was being deleted then, or sent a GET the final
+				// settle releases; the model's pass does nothing
+				return true
+			}
+			n := s.GC.Nodes[i]
 			return n.BeingDeleted && !n.DeletingDependents
 		}
 	}
