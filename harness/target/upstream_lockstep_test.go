@@ -162,3 +162,66 @@ func TestSendReleasesTheDecidedWrite(t *testing.T) {
 		t.Errorf("held after the unblock step: %v, want the orphan worker's PATCH (1) alone", held)
 	}
 }
+
+// A `gc delete` step lets the GC's GET of the object through only when
+// its DELETE is answered 409 (deleteObject's GET before its retry
+// without the resourceVersion precondition). A DELETE that succeeds ends
+// the worker's pass, and when the item was queued again meanwhile (a
+// virtual delete event naming it), the next pass's first GET of the same
+// object must wait for the model's next attemptToDelete step. (The step
+// used to admit one GET of the object whatever the answer, and that pass
+// ran unstepped; seed 2, `gc attemptToDelete sts/ns2/d` then found no GET
+// to release.)
+func TestDeleteStepHoldsTheNextPassGET(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := proxy.NewStepper()
+	st.SetScope(func(string, string) bool { return true })
+	st.Hold(true)
+	defer st.Hold(false)
+	ctx := context.Background()
+	call := func(verb string) proxy.Call {
+		return proxy.Call{Verb: verb, Resource: "pods", Namespace: "cascade-t1-default", Name: "a"}
+	}
+	del := proxy.Request{ID: 1, Client: proxy.GarbageCollectorClient, Call: call(proxy.VerbDelete)}
+	get := proxy.Request{ID: 2, Client: proxy.GarbageCollectorClient, Call: call(proxy.VerbGet)}
+	go func() {
+		if st.Admit(ctx, &del) != nil {
+			return
+		}
+		// the worker's next pass sends its GET as the DELETE's answer
+		// comes back
+		admitted := make(chan struct{})
+		go func() {
+			if st.Admit(ctx, &get) == nil {
+				close(admitted)
+			}
+		}()
+		select {
+		case <-admitted:
+		case <-time.After(time.Second):
+		}
+		del.Code = 200
+		st.Answered(del)
+	}()
+	if _, ok, err := st.WaitRequest(ctx, time.Second, func(q proxy.Request) bool { return q.ID == 1 }); err != nil || !ok {
+		t.Fatalf("the DELETE is not held: %v", err)
+	}
+	u := upstreamStepped{st: st, d: d, decided: decided{"pods/cascade-t1-default/a": 1}}
+	step, err := model.ParseStep("gc delete pod/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := u.object(step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.send(ctx, step, o, model.NewState(), model.Result{Code: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if held := st.HeldIDs(); !slices.Equal(held, []int64{2}) {
+		t.Errorf("held after the delete step: %v, want the next pass's GET (2)", held)
+	}
+}

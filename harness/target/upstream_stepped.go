@@ -413,21 +413,10 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 	// resourceVersion precondition (kubernetes#132632), all within the
 	// one write the model sends: let the GET through, and that DELETE
 	// when the model's send succeeded
+	// when the answer is a 409 (only then: a DELETE that succeeds ends
+	// the pass, and the first GET of the item's next pass, queued again
+	// meanwhile, waits for its own step)
 	retry := verb == proxy.VerbDelete
-	gets := 0
-	if retry {
-		u.st.Open(&proxy.Window{Admits: func(q proxy.Request) bool {
-			switch {
-			case q.Verb == proxy.VerbGet && o.is(q) && gets == 0:
-				gets++
-				return true
-			case q.Verb == proxy.VerbDelete && o.is(q) && want.OK():
-				return true
-			}
-			return false
-		}})
-		defer u.st.CloseWindow()
-	}
 	since := time.Now()
 	a, err := u.st.Release(ctx, StepBound, r.ID)
 	if err != nil {
@@ -437,6 +426,22 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 		return model.Result{}, fmt.Errorf("the GC's %s failed on its way: %s", proxy.DescribeRequest(a), a.Err)
 	}
 	if retry && a.Code == 409 {
+		gets := 0
+		admits := func(q proxy.Request) bool {
+			switch {
+			case q.Verb == proxy.VerbGet && o.is(q) && gets == 0:
+				gets++
+				return true
+			case q.Verb == proxy.VerbDelete && o.is(q) && want.OK():
+				return true
+			}
+			return false
+		}
+		u.st.Open(&proxy.Window{Admits: admits})
+		defer u.st.CloseWindow()
+		// what the GC sent between the answer and the window's opening
+		// waits held
+		u.st.ReleaseAll(func(q proxy.Request) bool { return q.ID > r.ID && admits(q) })
 		if _, ok, err := u.st.AwaitAnswer(ctx, StepBound, since, func(q proxy.Request) bool { return q.Verb == proxy.VerbGet && o.is(q) }); err != nil || !ok {
 			return model.Result{}, errors.Join(err, &proxy.Divergence{Expected: "after the 409, the GC's GET of " + o.String(), Observed: "none answered within " + StepBound.String() + held(u.st)})
 		}
