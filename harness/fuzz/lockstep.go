@@ -123,14 +123,24 @@ type selfSettler interface{ settlesAlone() bool }
 // a reference the orphaning removed), two settles in their own orders
 // can end apart; taking the steps in lockstep first leaves the system
 // only the steps the model cannot step it through.
-type settleFirstSystem interface{ settleFirst(st model.Step) bool }
+type settleFirstSystem interface {
+	settleFirst(st model.Step) bool
+	// settleBegun names the steps the system has begun and finishes in
+	// its own settle, unstepped: the model takes them alone after the
+	// settleFirst steps and before its settle path, so that its path
+	// starts where the system's work started (upstream-stepped: an
+	// orphan pass the proxy cannot step, whose dependents the real
+	// worker read when it took the owner).
+	settleBegun(st model.Step) bool
+}
 
 // MaxSettleFirst bounds the steps takeFirst takes before a settle.
 const MaxSettleFirst = 500
 
 // takeFirst takes, before a settle, the enabled steps the system names
 // (settleFirstSystem), the first in the model's canonical order each
-// time, until none is enabled.
+// time, until none is enabled; then, on the model alone, those the
+// system has begun.
 func (l *lockstep) takeFirst() {
 	sf, ok := l.sys.(settleFirstSystem)
 	if !ok {
@@ -140,9 +150,24 @@ func (l *lockstep) takeFirst() {
 		en := l.m.Enabled(l.s, l.opts)
 		i := slices.IndexFunc(en, sf.settleFirst)
 		if i < 0 {
-			return
+			break
 		}
 		l.take(en[i])
+	}
+	for range MaxSettleFirst {
+		en := l.m.Enabled(l.s, l.opts)
+		i := slices.IndexFunc(en, sf.settleBegun)
+		if i < 0 {
+			return
+		}
+		line := en[i].String()
+		next, want, err := l.m.Apply(l.s, en[i])
+		if err != nil {
+			l.fail("error", fmt.Sprintf("the model offered %q and then refused it: %v", line, err))
+		}
+		l.steps = append(l.steps, line)
+		l.done = append(l.done, traces.Written{Commands: []string{line}, Output: output(line, want, next)})
+		l.s = next
 	}
 }
 

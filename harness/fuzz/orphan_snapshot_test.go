@@ -70,6 +70,8 @@ func (orphanFirst) settlesAlone() bool { return true }
 
 func (o orphanFirst) settleFirst(st model.Step) bool { return st.Op == model.OpAttemptToOrphan }
 
+func (o orphanFirst) settleBegun(model.Step) bool { return false }
+
 // A run's final settle on upstream-stepped takes the steps the proxy can
 // produce first, in lockstep, the queued orphan passes among them, and
 // then the model's settle path:
@@ -117,5 +119,66 @@ func TestUpstreamSteppedSettleTakesBegunOrphanPassesFirst(t *testing.T) {
 	}
 	if slices.Contains(l.s.Dump(), "cm/a live") {
 		t.Errorf("after the settle cm/a is live (orphaned): %v", l.s.Dump())
+	}
+}
+
+// begunOrphan is the model standing in for upstream-stepped at a settle,
+// with the orphan passes begun and left to its own settle.
+type begunOrphan struct{ *modelSystem }
+
+func (begunOrphan) settlesAlone() bool { return true }
+
+func (begunOrphan) settleFirst(model.Step) bool { return false }
+
+func (b begunOrphan) settleBegun(st model.Step) bool { return st.Op == model.OpAttemptToOrphan }
+
+// An orphan pass the proxy cannot step (job/d is queued in both work
+// queues) is the real worker's already: at the final settle the model
+// takes it first, on its own, with the dependents the real worker read
+// (pod/p), and cm/n, whose event names job/d but came after, is deleted
+// once job/d is gone, as on the real GC. The model's settle path alone
+// delivers cm/n first and orphans it. (seed 1: rs/ns3/a, live on the
+// model, gone on kube-controller-manager.)
+func TestUpstreamSteppedSettleTakesBegunOrphanPassOnTheModel(t *testing.T) {
+	r := &steppedRun{env: SteppedEnv{Steppable: steppable}}
+	r.lockstep = lockstep{m: &model.Model{}, s: model.NewState()}
+	r.sys = upstreamSystem{r: r, failures: map[string]int{}}
+	for _, line := range []string{"create job/d owner=rs/c,uid=ghost-c", "create pod/p owner=job/d", "gc deliver job/d", "gc deliver pod/p",
+		"gc attemptToDelete rs/c", "gc deliver-virtual rs/c", "delete job/d propagation=Orphan", "gc deliver job/d", "create cm/n owner=job/d"} {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.s, _, err = r.m.Apply(r.s, st); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+	}
+	orphan, err := model.ParseStep("gc attemptToOrphan job/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	us := r.sys.(upstreamSystem)
+	if us.settleFirst(orphan) || !us.settleBegun(orphan) {
+		t.Fatalf("the orphan pass of job/d, queued in both work queues: taken in lockstep %v, begun %v; want false, true", us.settleFirst(orphan), us.settleBegun(orphan))
+	}
+	alone, _, err := r.m.Settle(r.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(alone.Dump(), "cm/n live") {
+		t.Fatalf("the model's settle path alone: want cm/n orphaned and live, got %v", alone.Dump())
+	}
+	ms := &modelSystem{m: r.m, s: r.s, opts: r.opts}
+	l := &lockstep{m: r.m, s: r.s, opts: r.opts, sys: begunOrphan{ms}, fail: func(kind, summary string) { t.Fatalf("%s: %s", kind, summary) }}
+	l.takeFirst()
+	if !slices.Equal(l.steps, []string{"gc attemptToOrphan job/d"}) {
+		t.Errorf("steps before the settle path: %v, want the orphan pass of job/d", l.steps)
+	}
+	end, _, err := r.m.Settle(l.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(end.Dump(), "cm/n gone") || !slices.Contains(end.Dump(), "pod/p live") {
+		t.Errorf("after the settle: want pod/p orphaned and cm/n gone, got %v", end.Dump())
 	}
 }

@@ -236,6 +236,15 @@ func (us upstreamSystem) settleFirst(st model.Step) bool {
 	return st.Internal() && us.takes(st) && us.r.steppable(st)
 }
 
+// settleBegun: an orphan pass the proxy cannot step (its owner queued in
+// both work queues, bothQueued) is the real worker's already, with the
+// dependents it read when it took the owner; the real GC finishes it in
+// its settle, and the model takes it before its settle path, which
+// might deliver a new dependent first.
+func (us upstreamSystem) settleBegun(st model.Step) bool {
+	return st.Op == model.OpAttemptToOrphan && bothQueued(us.r.s, st)
+}
+
 func (us upstreamSystem) dump() ([]string, error) { return us.r.d.Dump(us.r.ctx) }
 
 // redump waits for the GC's Warning events, recorded asynchronously.
