@@ -225,3 +225,57 @@ func TestDeleteStepHoldsTheNextPassGET(t *testing.T) {
 		t.Errorf("held after the delete step: %v, want the next pass's GET (2)", held)
 	}
 }
+
+// The window of an attemptToDelete step admits each owner GET the model's
+// pass makes, once: isDangling GETs the owners in the order of the
+// references, and a reference of a kind nobody serves ends the pass
+// (restMappingError, requeued) before the GETs of the references after
+// it. An object that names itself as its owner gets its own GET
+// admitted once at most, and the first GET of the item's next pass, sent
+// after the real GC's back-off of a few milliseconds, waits for its
+// step. (The window used to admit every GET of an owner's key while the
+// step lasted: with itself and an unserved kind as owners, pod/a's
+// retries slipped through, each one doubling its back-off, until the
+// model's seventh pass found no GET within 10 s; seeds 1 and 2.)
+func TestAttemptWindowAdmitsEachOwnerGETOnce(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, s := &model.Model{}, model.NewState()
+	for _, line := range []string{"create pod/a owner=Frob/x,uid=frob", "add-owner pod/a pod/a,block", "create pod/b", "add-owner pod/b pod/b,block", "add-owner pod/b Frob/x,uid=frob"} {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _, err = m.Apply(s, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := upstreamStepped{d: d}
+	get := func(name string) proxy.Request {
+		return proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Resource: "pods", Namespace: "cascade-t1-default", Name: name}}
+	}
+	for _, c := range []struct {
+		pod  string
+		want []bool // admitted, for two GETs of the pod
+	}{
+		{"a", []bool{false, false}}, // Frob/x first: the pass ends before its own GET as owner
+		{"b", []bool{true, false}},  // itself first: one owner GET, then the next pass's GET waits
+	} {
+		st, err := model.ParseStep("gc attemptToDelete pod/" + c.pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := u.object(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		admits := attemptWindow(o, u.owners(st, s), false)
+		for i, want := range c.want {
+			if got := admits(get(c.pod)); got != want {
+				t.Errorf("pod/%s: GET %d of itself admitted %v, want %v", c.pod, i+1, got, want)
+			}
+		}
+	}
+}

@@ -261,13 +261,16 @@ func writeVerb(op model.WriteOp) string {
 }
 
 // owners are the real objects the owner references of st's work item
-// name in prev, those of served kinds: what attemptToDeleteItem's
-// isDangling may GET. An unserved kind fails its REST mapping without a
-// request. When the worker's GET of the item's key finds no object with
-// the item's UID (a virtual owner, or an object deleted and made again),
-// the worker queues a virtual delete event and GETs nothing more: no
-// owners, although the key may name a live object with references (a
-// virtual owner named by its own dependent's key).
+// name in prev, in their order, one per reference: the GETs
+// attemptToDeleteItem's isDangling sends. A reference the absent owner
+// cache answers sends none; one of a kind without a REST mapping (nobody
+// serves it) or of a namespaced owner of a cluster-scoped object ends
+// the pass without a request, and the references after it are not
+// looked at. When the worker's GET of the item's key finds no object
+// with the item's UID (a virtual owner, or an object deleted and made
+// again), the worker queues a virtual delete event and GETs nothing
+// more: no owners, although the key may name a live object with
+// references (a virtual owner named by its own dependent's key).
 func (u upstreamStepped) owners(st model.Step, prev *model.State) []object {
 	obj := prev.Lookup(st.Target.Kind, st.Target.Namespace, st.Target.Name)
 	if obj == nil {
@@ -278,19 +281,31 @@ func (u upstreamStepped) owners(st model.Step, prev *model.State) []object {
 	}
 	var out []object
 	for _, ref := range obj.Owners {
-		kind, ok := model.KindByName(ref.Kind)
-		if !ok {
+		if absent(prev, ref, obj.Namespace) {
 			continue
 		}
-		ns := ""
-		if kind.Info().Namespaced {
-			ns = st.Target.Namespace
+		kind, ok := model.KindByName(ref.Kind)
+		if !ok || kind.Info().Custom {
+			return out // restMappingError (no custom kind's CRD on upstream-stepped)
+		}
+		ns, ok := model.OwnerScope(kind, obj.Namespace)
+		if !ok {
+			return out // namespacedOwnerOfClusterScopedObjectErr
 		}
 		if o, err := u.object(model.Step{Actor: model.ActorGC, Op: model.OpAttemptToDelete, Target: model.Target{Kind: kind, Namespace: ns, Name: ref.Name}}); err == nil {
 			out = append(out, o)
 		}
 	}
 	return out
+}
+
+// absent reports whether the GC's absentOwnerCache in s holds the owner
+// ref names, as isDangling looks it up: without a namespace, then in
+// the dependent's.
+func absent(s *model.State, ref model.OwnerRef, ns string) bool {
+	return slices.ContainsFunc(s.GC.Absent, func(a model.Identity) bool {
+		return a.UID == ref.UID && a.Kind == ref.Kind && a.Name == ref.Name && (a.Namespace == "" || a.Namespace == ns)
+	})
 }
 
 // queuedItem is the work item st passes in prev's attemptToDelete queue
@@ -366,12 +381,28 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners [
 	return nil
 }
 
-// attemptWindow admits, while o's attemptToDelete step lasts, the GETs
-// of o's owners, and o's requests when the step changes o at once (the
-// foregroundDeletion finalizer's removal).
+// attemptWindow admits, while o's attemptToDelete step lasts, each GET
+// of an owner of o's once (owners has one entry per GET the pass sends),
+// and o's requests when the step changes o at once (the
+// foregroundDeletion finalizer's removal). Admitting a GET of an owner's
+// key more often would let through the first GET of the item's next pass
+// when o names itself as owner: the real GC retries a requeued item after
+// 5 ms, doubling.
 func attemptWindow(o object, owners []object, immediate bool) func(proxy.Request) bool {
+	left := slices.Clone(owners)
 	return func(r proxy.Request) bool {
-		return (r.Verb == proxy.VerbGet && slices.ContainsFunc(owners, func(ow object) bool { return ow.is(r) })) || (immediate && o.is(r))
+		if immediate && o.is(r) {
+			return true
+		}
+		if r.Verb != proxy.VerbGet {
+			return false
+		}
+		i := slices.IndexFunc(left, func(ow object) bool { return ow.is(r) })
+		if i < 0 {
+			return false
+		}
+		left = slices.Delete(left, i, i+1)
+		return true
 	}
 }
 
