@@ -83,6 +83,11 @@ func TestUpstreamSteppedDrawsNoSilentPass(t *testing.T) {
 	}{
 		{"namespaced owner of a cluster-scoped object", []string{"create cronjob/b", "create ns/b owner=cronjob/b", "gc deliver ns/b"}, "gc attemptToDelete cronjob//b"},
 		{"an owner of a kind nobody serves", []string{"create pod/b owner=Frob/a,uid=frob", "gc deliver pod/b"}, "gc attemptToDelete Frob/default/a"},
+		// the virtual owner's identity carries its dependent's namespace,
+		// but its worker GETs the cluster-scoped pv/a, as the orphan
+		// worker does (seed 2)
+		{"queued for orphaning, its cluster-scoped key also a virtual owner's", []string{"create pv/a", "gc deliver pv/a", "create secret/ns3/b owner=pv/a,uid=ghost-c", "gc deliver secret/ns3/b", "delete pv/a propagation=Orphan", "gc deliver pv/a"}, "gc attemptToOrphan pv/a"},
+		{"a virtual owner of a cluster-scoped key also queued for orphaning", []string{"create pv/a", "gc deliver pv/a", "create secret/ns3/b owner=pv/a,uid=ghost-c", "gc deliver secret/ns3/b", "delete pv/a propagation=Orphan", "gc deliver pv/a"}, "gc attemptToDelete pv/ns3/a"},
 		{"queued in both work queues", []string{"create job/d owner=rs/c,uid=ghost-c", "create pod/p owner=job/d", "gc deliver job/d", "gc deliver pod/p", "gc attemptToDelete rs/c", "gc deliver-virtual rs/c", "delete job/d propagation=Orphan", "gc deliver job/d"}, "gc attemptToOrphan job/d"},
 		{"being deleted in the background", []string{"create cm/a", "create pod/b finalizers=cascade.dev/hold owner=cm/a", "gc deliver cm/a", "gc deliver pod/b", "delete pod/b", "gc deliver pod/b", "delete cm/a", "gc deliver cm/a"}, "gc attemptToDelete pod/b"},
 		// the real worker took cm/a when the blocking reference's removal

@@ -158,15 +158,20 @@ func bothQueued(s *model.State, st model.Step) bool {
 	if (st.Op != model.OpAttemptToDelete && st.Op != model.OpAttemptToOrphan) || st.Target.Kind == model.NoKind {
 		return false
 	}
+	// one key at the proxy: a cluster-scoped kind's items are GETs of
+	// the name whatever namespace their identity carries (a virtual
+	// owner's is its dependent's)
+	info := st.Target.Kind.Info()
 	is := func(id model.Identity) bool {
-		return id.Kind == st.Target.Kind.Info().Kind && id.Namespace == st.Target.Namespace && id.Name == st.Target.Name
+		return id.Kind == info.Kind && id.Name == st.Target.Name && (id.Namespace == st.Target.Namespace || !info.Namespaced)
 	}
 	if slices.ContainsFunc(s.GC.AttemptToDelete, is) && slices.ContainsFunc(s.GC.AttemptToOrphan, is) {
 		return true
 	}
 	// two items of one key (a virtual owner named by a UID from another
-	// namespace, and the object of that name): their workers' first GETs
-	// are one request at the proxy too
+	// namespace, and the object of that name; a virtual owner of a
+	// cluster-scoped kind, named from a namespace, and the object):
+	// their workers' first GETs are one request at the proxy too
 	n := 0
 	for _, id := range s.GC.AttemptToDelete {
 		if is(id) {

@@ -311,12 +311,10 @@ func absent(s *model.State, ref model.OwnerRef, ns string) bool {
 // queuedItem is the work item st passes in prev's attemptToDelete queue
 // (ok false: none of its key is queued).
 func queuedItem(prev *model.State, st model.Step) (model.Identity, bool) {
-	ns := st.Target.Namespace
-	if !st.Target.Kind.Info().Namespaced {
-		ns = ""
-	}
 	for _, id := range prev.GC.AttemptToDelete {
-		if id.Kind == st.Target.Kind.Info().Kind && id.Namespace == ns && id.Name == st.Target.Name {
+		// a virtual owner of a cluster-scoped kind carries its
+		// dependent's namespace, as the step does
+		if id.Kind == st.Target.Kind.Info().Kind && id.Namespace == st.Target.Namespace && id.Name == st.Target.Name {
 			return id, true
 		}
 	}
