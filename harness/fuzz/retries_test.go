@@ -152,3 +152,59 @@ func TestUpstreamSteppedDrawsNoPassOfASharedKey(t *testing.T) {
 		t.Fatalf("%q is drawn on upstream-stepped", last)
 	}
 }
+
+// A pass whose write fails (a DELETE the deletion-protection webhook
+// denies) ends in a requeue too, and counts toward MaxRetries: the
+// attemptToDelete step that put the DELETE in flight does not end the
+// pass, the send does. (The count was reset by every attemptToDelete
+// step that decided a write, while the real GC's back-off doubled with
+// each denied DELETE until, after 11, the next pass came later than the
+// step bound; seed 1.)
+func TestUpstreamSteppedRetriesCountFailedWrites(t *testing.T) {
+	r := &steppedRun{env: SteppedEnv{Steppable: steppable}}
+	r.lockstep = lockstep{m: &model.Model{}, s: model.NewState()}
+	us := upstreamSystem{r: r, failures: map[string]int{}}
+	r.sys = us
+	take := func(line string) {
+		t.Helper()
+		i := slices.IndexFunc(r.m.Enabled(r.s, r.opts), func(st model.Step) bool { return st.String() == line })
+		if i < 0 {
+			t.Fatalf("the model does not offer %q", line)
+		}
+		st := r.m.Enabled(r.s, r.opts)[i]
+		if !r.steppable(st) {
+			t.Fatalf("%q is not drawn", line)
+		}
+		next, _, err := r.m.Apply(r.s, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.s = next
+		us.count(st, next)
+	}
+	apply := func(line string) {
+		t.Helper()
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.s, _, err = r.m.Apply(r.s, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply("create pod/a labels=policy.kruise.io/delete-protection=Always owner=cm/x,uid=ghost-x")
+	take("gc deliver pod/a")
+	take("gc attemptToDelete cm/x")
+	apply("gc deliver-virtual cm/x") // the model's eager step
+	for range MaxRetries {
+		take("gc attemptToDelete pod/a")
+		take("gc delete pod/a")
+	}
+	st, err := model.ParseStep("gc attemptToDelete pod/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.steppable(st) {
+		t.Fatalf("after %d denied DELETEs in a row pod/a's next pass is still drawn", MaxRetries)
+	}
+}

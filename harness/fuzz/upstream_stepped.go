@@ -182,18 +182,36 @@ func bothQueued(s *model.State, st model.Step) bool {
 }
 
 // count records how a pass of a work item ended: a requeue (the item is
-// queued again in next) or not.
+// queued again in next) or not. An attemptToDelete pass that decided a
+// write ends with its last write's send (a DELETE the webhook denies is
+// a requeue); until then it has not ended.
 func (us upstreamSystem) count(st model.Step, next *model.State) {
-	if st.Op != model.OpAttemptToDelete && st.Op != model.OpAttemptToOrphan {
+	pass := st
+	switch st.Op {
+	case model.OpAttemptToDelete, model.OpAttemptToOrphan:
+	case model.OpSend:
+		pass = model.Step{Actor: model.ActorGC, Op: model.OpAttemptToDelete, Target: st.Target}
+	default:
 		return
 	}
-	line := st.String()
+	if pass.Op == model.OpAttemptToDelete && inFlight(next, st.Target) {
+		return
+	}
+	line := pass.String()
 	requeued := slices.ContainsFunc(us.r.m.Enabled(next, us.r.opts), func(e model.Step) bool { return e.String() == line })
 	if requeued {
 		us.failures[line]++
 	} else {
 		delete(us.failures, line)
 	}
+}
+
+// inFlight reports whether s has a write of the item t names in flight.
+func inFlight(s *model.State, t model.Target) bool {
+	return slices.ContainsFunc(s.GC.InFlight, func(f model.InFlight) bool {
+		w := f.Writes[0]
+		return w.Item.Kind == t.Kind.Info().Kind && w.Item.Namespace == t.Namespace && w.Item.Name == t.Name
+	})
 }
 
 func (us upstreamSystem) name() string { return target.UpstreamStepped }
