@@ -153,7 +153,9 @@ Targets:
                 GC steps and no bug; a trace whose step the proxy cannot
                 produce (controller steps, gc deliver-virtual, gc sync, gc
                 coalesce) is skipped naming it. A step whose IO does not come
-                within 10s, or differs from the model's, is a divergence
+                within 10s, or differs from the model's, is a divergence.
+                Its fuzz phase is at most 3 lockstep runs (cascade fuzz
+                --target upstream-stepped)
   kubeconfig    the cluster of --kubeconfig/--context. cascade works only in
                 namespaces it creates (cascade-<run>-*, labelled cascade.dev/run)
                 and touches only objects it created; it creates the cascade.dev
