@@ -40,7 +40,8 @@ func orphanQueued(t *testing.T) *steppedRun {
 // owner queued for attemptToOrphan: here cm/a's update that names sts/a.
 // (A run that delivered it diverged at its settle: the model orphaned
 // cm/a, the real GC, which had not seen cm/a as sts/a's dependent,
-// deleted it once sts/a was gone; testdata/open/seed2-run2.trace.)
+// deleted it once sts/a was gone; `cascade fuzz --target upstream-stepped
+// --seed 2`, run 2.)
 // Another object's delivery is drawn.
 func TestUpstreamSteppedDrawsNoDeliveryPastTheOrphanSnapshot(t *testing.T) {
 	r := orphanQueued(t)

@@ -77,7 +77,8 @@ func TestAttemptToDeleteAdmitsOnlyOwnerGETs(t *testing.T) {
 // must wait for the dependent's own step. (The window used to admit the
 // GETs of the owners of the object of the step's key, here cm/c itself:
 // the dependent's pass slipped through and its DELETE was held where the
-// model expects no write; testdata/open/seed1-run7.trace of harness/fuzz.)
+// model expects no write; `cascade fuzz --target upstream-stepped --seed
+// 1`, run 7.)
 func TestVirtualOwnerAttemptAdmitsNoGET(t *testing.T) {
 	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
 	if err != nil {
