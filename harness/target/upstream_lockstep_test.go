@@ -280,3 +280,36 @@ func TestAttemptWindowAdmitsEachOwnerGETOnce(t *testing.T) {
 		}
 	}
 }
+
+// The owners of a virtual node of a cluster-scoped object are looked up
+// in the namespace it borrowed from the dependent it was made from
+// (kubernetes#124378, traces/races/virtual-namespace.trace): pv/a's
+// reference to secret/c is GET in default. (Looked up in pv/a's own
+// namespace, none, the reference ended the pass and the window admitted
+// no GET; the race's replay on upstream-stepped diverged.)
+func TestVirtualClusterScopedNodeOwnersInBorrowedNamespace(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, s := &model.Model{}, model.NewState()
+	for _, line := range []string{"create secret/c finalizers=cascade.dev/hold", "create pv/a owner=secret/c,block", "add-owner secret/c pv/a,block",
+		"delete secret/c propagation=Foreground", "gc deliver secret/c", "gc deliver secret/c", "gc deliver secret/c"} {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _, err = m.Apply(s, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := upstreamStepped{d: d}
+	st, err := model.ParseStep("gc attemptToDelete pv/default/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := u.owners(st, s)
+	if len(owners) != 1 || owners[0].String() != "secrets/cascade-t1-default/c" {
+		t.Fatalf("owner GETs of the virtual pv/default/a: %v, want secrets/cascade-t1-default/c", owners)
+	}
+}

@@ -272,23 +272,31 @@ func writeVerb(op model.WriteOp) string {
 // more: no owners, although the key may name a live object with
 // references (a virtual owner named by its own dependent's key).
 func (u upstreamStepped) owners(st model.Step, prev *model.State) []object {
-	obj := prev.Lookup(st.Target.Kind, st.Target.Namespace, st.Target.Name)
+	ns := st.Target.Namespace
+	if !st.Target.Kind.Info().Namespaced {
+		ns = "" // getObject drops a virtual node's borrowed namespace
+	}
+	obj := prev.Lookup(st.Target.Kind, ns, st.Target.Name)
 	if obj == nil {
 		return nil // a virtual node: no object, no references
 	}
 	if item, ok := queuedItem(prev, st); ok && item.UID != obj.UID {
 		return nil
 	}
+	// isDangling looks owners up in the item's namespace, which a
+	// virtual node of a cluster-scoped object borrows from the dependent
+	// it was made from (kubernetes#124378)
+	itemNS := st.Target.Namespace
 	var out []object
 	for _, ref := range obj.Owners {
-		if absent(prev, ref, obj.Namespace) {
+		if absent(prev, ref, itemNS) {
 			continue
 		}
 		kind, ok := model.KindByName(ref.Kind)
 		if !ok || kind.Info().Custom {
 			return out // restMappingError (no custom kind's CRD on upstream-stepped)
 		}
-		ns, ok := model.OwnerScope(kind, obj.Namespace)
+		ns, ok := model.OwnerScope(kind, itemNS)
 		if !ok {
 			return out // namespacedOwnerOfClusterScopedObjectErr
 		}
