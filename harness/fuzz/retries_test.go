@@ -208,3 +208,42 @@ func TestUpstreamSteppedRetriesCountFailedWrites(t *testing.T) {
 		t.Fatalf("after %d denied DELETEs in a row pod/a's next pass is still drawn", MaxRetries)
 	}
 }
+
+// A delivery that queues again an item already queued for attemptToDelete
+// is not drawn on upstream-stepped: the real GC's idle worker took the
+// item from the queue when it was first queued and waits on its GET at
+// the proxy, so the workqueue marks the item dirty and hands it out once
+// more after the pass, where the model's queue, a set, absorbs the add.
+// The run is `cascade fuzz --target upstream-stepped --seed 1`'s run 18
+// (testdata/upstream-stepped-readd.trace): pod/ns3/b's deletion event
+// queued its dependent pv/a, queued already, and the real GC's second
+// pass of pv/a took the GET the model's next step released.
+func TestUpstreamSteppedDrawsNoDeliveryThatQueuesAgain(t *testing.T) {
+	tr, err := traces.ParseFile("testdata/upstream-stepped-readd.trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &steppedRun{env: SteppedEnv{Steppable: steppable}}
+	r.lockstep = lockstep{m: &model.Model{}, s: model.NewState()}
+	r.sys = upstreamSystem{r: r, failures: map[string]int{}}
+	delivers := 0
+	for _, st := range tr.Stanzas {
+		for _, c := range st.Commands {
+			if c.Text == "gc deliver pod/ns3/b" {
+				if delivers++; delivers == 3 {
+					if !slices.ContainsFunc(r.s.GC.AttemptToDelete, func(id model.Identity) bool { return id.Kind == "PersistentVolume" && id.Name == "a" }) {
+						t.Fatal("pv/a is not queued before pod/ns3/b's deletion event")
+					}
+					if r.steppable(c.Step) {
+						t.Fatalf("%q, which queues pv/a again, is drawn on upstream-stepped", c.Text)
+					}
+					return
+				}
+			}
+			if next, _, err := r.m.Apply(r.s, c.Step); err == nil {
+				r.s = next
+			}
+		}
+	}
+	t.Fatal("the trace has no third delivery of pod/ns3/b")
+}

@@ -67,7 +67,47 @@ const MaxRetries = 10
 // retryable reports whether the generator may take st on the real GC:
 // not a pass of an item whose back-off has grown past MaxRetries.
 func (us upstreamSystem) retryable(st model.Step) bool {
-	return us.failures[st.String()] < MaxRetries && !silentPass(us.r.s, st) && !pastOrphanSnapshot(us.r.m, us.r.s, st)
+	return us.failures[st.String()] < MaxRetries && !silentPass(us.r.s, st) && !pastOrphanSnapshot(us.r.m, us.r.s, st) && !queuesAgain(us.r.m, us.r.s, st)
+}
+
+// queuesAgain reports whether st is a delivery that queues for
+// attemptToDelete an item queued there already (whose pass the proxy
+// can step). The real GC's idle worker took that item from the queue
+// when it was queued and waits on its first GET at the proxy: the
+// workqueue marks it dirty and hands it out again after the pass, one
+// pass more than the model's queue, a set, which absorbs the add. The
+// model has the real outcome with the delivery after the pass. The
+// model's states do not show an absorbed add, so each queued item is
+// taken out of a copy of s and the delivery applied to that.
+func queuesAgain(m *model.Model, s *model.State, st model.Step) bool {
+	if st.Op != model.OpDeliver {
+		return false
+	}
+	for _, id := range s.GC.AttemptToDelete {
+		pass := model.Step{Actor: model.ActorGC, Op: model.OpAttemptToDelete, Target: model.Target{Kind: kindOf(id), Namespace: id.Namespace, Name: id.Name}}
+		if pass.Target.Kind != model.NoKind && silentPass(s, pass) {
+			continue // the real worker returned at once: a new add is a new pass
+		}
+		c := s.Clone()
+		c.GC.AttemptToDelete = slices.DeleteFunc(slices.Clone(c.GC.AttemptToDelete), func(q model.Identity) bool { return q.UID == id.UID })
+		next, _, err := m.Apply(c, st)
+		if err != nil {
+			continue
+		}
+		if slices.ContainsFunc(next.GC.AttemptToDelete, func(q model.Identity) bool { return q.UID == id.UID }) {
+			return true
+		}
+	}
+	return false
+}
+
+// kindOf is the kind an identity names (model.NoKind: none served).
+func kindOf(id model.Identity) model.KindID {
+	k, ok := model.KindByName(id.Kind)
+	if !ok {
+		return model.NoKind
+	}
+	return k
 }
 
 // pastOrphanSnapshot reports whether st is a delivery that changes the
