@@ -79,8 +79,13 @@ func (us upstreamSystem) retryable(st model.Step) bool {
 // model has the real outcome with the delivery after the pass. The
 // model's states do not show an absorbed add, so each queued item is
 // taken out of a copy of s and the delivery applied to that.
+//
+// A pass of a virtual owner counts as the virtual delete event it queues
+// with it, which the model takes right after it (upstreamSystem.eager)
+// and which queues the owner's dependents: one of them queued already
+// makes the same extra pass.
 func queuesAgain(m *model.Model, s *model.State, st model.Step) bool {
-	if st.Op != model.OpDeliver {
+	if st.Op != model.OpDeliver && st.Op != model.OpAttemptToDelete {
 		return false
 	}
 	for _, id := range s.GC.AttemptToDelete {
@@ -88,11 +93,23 @@ func queuesAgain(m *model.Model, s *model.State, st model.Step) bool {
 		if pass.Target.Kind != model.NoKind && silentPass(s, pass) {
 			continue // the real worker returned at once: a new add is a new pass
 		}
+		if st.Op == model.OpAttemptToDelete && pass.String() == st.String() {
+			continue // the pass's own item, requeued or not
+		}
 		c := s.Clone()
 		c.GC.AttemptToDelete = slices.DeleteFunc(slices.Clone(c.GC.AttemptToDelete), func(q model.Identity) bool { return q.UID == id.UID })
 		next, _, err := m.Apply(c, st)
 		if err != nil {
 			continue
+		}
+		for range 10 { // the virtual delete events the pass queued
+			i := slices.IndexFunc(m.Enabled(next, model.Options{}), func(e model.Step) bool { return e.Op == model.OpDeliverVirtual })
+			if i < 0 {
+				break
+			}
+			if next, _, err = m.Apply(next, m.Enabled(next, model.Options{})[i]); err != nil {
+				break
+			}
 		}
 		if slices.ContainsFunc(next.GC.AttemptToDelete, func(q model.Identity) bool { return q.UID == id.UID }) {
 			return true
