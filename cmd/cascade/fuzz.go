@@ -57,9 +57,13 @@ concurrent runs, history.html (porcupine's view of the recorded history).
                          events and requests (README "The stepped upstream
                          target"). Rapid draws only the steps the proxy can
                          produce (gc deliver, attemptToDelete, delete, patch,
-                         unblock, attemptToOrphan, settle; no controller,
-                         coalesce, sync or deliver-virtual step) and no
-                         custom kind (their CRDs need the GC's discovery sync).
+                         unblock, attemptToOrphan; no controller, coalesce,
+                         sync or deliver-virtual step, none the real GC's idle
+                         workers have taken ahead of the model: README
+                         "Lockstep fuzzing on the real binary") and no
+                         custom kind (their CRDs need the GC's discovery
+                         sync). The final settle takes those steps in
+                         lockstep first, then lets the real GC settle.
   --target upstream|impl|kubeconfig
                          concurrent runs: --clients driver clients send their
                          steps at once while the GC runs by itself. The
