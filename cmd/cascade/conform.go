@@ -159,7 +159,9 @@ Targets:
                 cleanup), or whose ReplicaSet the real controller would
                 scale, is skipped naming it. A step whose IO does not come
                 within 10s (a relist 65s, a sync 45s), or differs from the
-                model's, is a divergence
+                model's, is a divergence.
+                Its fuzz phase is at most 3 lockstep runs (cascade fuzz
+                --target upstream-stepped)
   kubeconfig    the cluster of --kubeconfig/--context. cascade works only in
                 namespaces it creates (cascade-<run>-*, labelled cascade.dev/run)
                 and touches only objects it created; it creates the cascade.dev

@@ -50,6 +50,8 @@ func TestTargetUsageErrors(t *testing.T) {
 		{[]string{"conform", "--target", "upstream", "--datastore", "sqlite"}, `unknown datastore "sqlite" (want etcd or kine)`},
 		{[]string{"conform", "--target", "model", "--datastore", "kine"}, "a datastore is chosen for the envtest targets (upstream, impl, impl-stepped), not model"},
 		{[]string{"fuzz", "--target", "impl", "--datastore", "sqlite"}, `unknown datastore "sqlite"`},
+		{[]string{"fuzz", "--target", "upstream-stepped", "--kinds", "cm,herd"}, "upstream-stepped cannot fuzz custom kinds (herd)"},
+		{[]string{"fuzz", "--target", "upstream-stepped", "--inject", "no-cycle-unblock"}, "impl and impl-stepped only"},
 		{[]string{"cluster", "--target", "upstream", "--datastore", "sqlite"}, `unknown datastore "sqlite"`},
 		{[]string{"gc", "--kubeconfig", dead}, `cannot reach the cluster of context "dead" in kubeconfig ` + dead},
 	}

@@ -80,7 +80,7 @@ func (r *steppedRun) actions(t *rapid.T, g *gen) map[string]func(*rapid.T) {
 		for range 40 {
 			var internal []model.Step
 			for _, st := range r.m.Enabled(r.s, model.Options{}) {
-				if st.Internal() && (st.Actor != model.ActorController || len(r.env.AdopterKinds) > 0) {
+				if st.Internal() && (st.Actor != model.ActorController || len(r.env.AdopterKinds) > 0) && r.steppable(st) {
 					internal = append(internal, st)
 				}
 			}
@@ -98,9 +98,16 @@ func (r *steppedRun) actions(t *rapid.T, g *gen) map[string]func(*rapid.T) {
 	}
 	// the GC catching up on everything: deep cascades in one action,
 	// between client steps that race with the GC one step at a time
-	actions["settle"] = func(t *rapid.T) {
-		if !r.settleSteps() {
-			r.client(create(t))
+	// Not on upstream-stepped, whose settle opens the proxy: an item
+	// the settle leaves failing (a delete the webhook denies) keeps
+	// retrying on the real GC's own back-off timer, and a retry whose GET
+	// passed before the proxy held again has its write held with no step
+	// of the model's to account for it.
+	if r.env.Hold == nil {
+		actions["settle"] = func(t *rapid.T) {
+			if !r.settleSteps() {
+				r.client(create(t))
+			}
 		}
 	}
 	return actions
@@ -132,7 +139,7 @@ func (r *steppedRun) repeat(t *rapid.T, actions map[string]func(*rapid.T)) {
 func (r *steppedRun) drawInternal(t *rapid.T, match func(model.Step) bool) bool {
 	var enabled []model.Step
 	for _, st := range r.m.Enabled(r.s, r.opts) {
-		if match(st) {
+		if match(st) && r.steppable(st) {
 			enabled = append(enabled, st)
 		}
 	}

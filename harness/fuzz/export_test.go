@@ -25,3 +25,19 @@ func (env SteppedEnv) BeginRun(ctx context.Context, it *impl.Target) (end func()
 	}
 	return r.end, nil
 }
+
+// ScriptSteps runs steps as one lockstep run on env (its shared impl, or
+// upstream-stepped through env.Hold), begun and ended as every stepped
+// run is, and returns the failure ("" when the target agrees) and the
+// internal steps the target took.
+func (env SteppedEnv) ScriptSteps(ctx context.Context, steps []string) (kind, summary string, internals int) {
+	r := env.newRun(ctx, Config{Universe: DefaultUniverse}, nil)
+	if err := r.begin(); err != nil {
+		return "error", err.Error(), 0
+	}
+	defer r.end()
+	if failed := r.guard(func() { r.script(steps) }); failed != nil {
+		return failed.kind, failed.summary, r.internals
+	}
+	return "", "", r.internals
+}

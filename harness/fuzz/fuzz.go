@@ -125,7 +125,11 @@ type Report struct {
 	Checks int
 	// Steps are the actions Runs took.
 	Steps int
-	Ops   int // history operations checked (concurrent)
+	// InternalSteps are the internal steps (GC and controller) the
+	// target itself took in the passed stepped runs, a settle's included
+	// on targets that follow the model's settle path.
+	InternalSteps int
+	Ops           int // history operations checked (concurrent)
 	// Known lists the known races the passed runs went through, one
 	// line each, "ID (on BASIS): message" (lin.Known.Basis).
 	Known []string

@@ -56,6 +56,8 @@ type lockstep struct {
 	// send; a write impl made where the model made none shows at the
 	// next compare.
 	dirty bool
+	// internals counts the internal steps the system took.
+	internals int
 }
 
 // client takes one client step on both. A step the model cannot take
@@ -75,20 +77,102 @@ func (l *lockstep) client(line string) {
 	}
 	l.steps = append(l.steps, line)
 	l.taken(st, line, want, got, next)
-	l.cleanupCRDs()
+	l.takeEager()
 }
 
-// cleanupCRDs takes, right after a client step, the apiextensions
-// cleanup of every CRD being deleted. A real apiextensions-apiserver
-// deletes a terminating CRD's resources by itself at once and cannot be
-// stepped, so the model takes its step as the next one.
-func (l *lockstep) cleanupCRDs() {
-	for _, st := range l.m.Enabled(l.s, l.opts) {
-		if st.Actor == model.ActorAPIExtensions {
-			l.take(st)
+// takeEager takes, right after a step, the steps the system takes by
+// itself at once, with no step between: the apiextensions cleanup of
+// every CRD being deleted (a real apiextensions-apiserver deletes a
+// terminating CRD's resources by itself and cannot be stepped), and
+// those the system names eager (upstream-stepped's virtual delete
+// events). The model takes each as the next step.
+func (l *lockstep) takeEager() {
+	ea, _ := l.sys.(eagerSystem)
+	for {
+		i := slices.IndexFunc(l.m.Enabled(l.s, l.opts), func(st model.Step) bool {
+			return st.Actor == model.ActorAPIExtensions || (ea != nil && ea.eager(st))
+		})
+		if i < 0 {
+			return
 		}
+		l.take(l.m.Enabled(l.s, l.opts)[i])
 	}
 }
+
+// eagerSystem is a system that takes some internal steps by itself the
+// moment they are enabled.
+type eagerSystem interface{ eager(st model.Step) bool }
+
+// stateSystem is a system that takes an internal step knowing the
+// model's states around it and its result (upstream-stepped, which reads
+// from them what IO the real controller manager is to do).
+type stateSystem interface {
+	internalWith(st model.Step, prev, next *model.State, want model.Result) (res model.Result, notEnabled, err error)
+}
+
+// selfSettler is a system that settles by itself rather than taking the
+// model's settle path step by step (upstream-stepped: steps such as
+// deliver-virtual cannot be taken through the proxy one at a time).
+type selfSettler interface{ settlesAlone() bool }
+
+// settleFirstSystem is a system that settles by itself, in an order of
+// its own, after it has taken in lockstep, in the model's canonical
+// order, the internal steps settleFirst names (upstream-stepped: every
+// step the proxy can produce). Where the outcome of a settle depends on
+// the order (a known race such as the stale graph's unblock putting back
+// a reference the orphaning removed), two settles in their own orders
+// can end apart; taking the steps in lockstep first leaves the system
+// only the steps the model cannot step it through.
+type settleFirstSystem interface {
+	settleFirst(st model.Step) bool
+	// settleBegun names the steps the system has begun and finishes in
+	// its own settle, unstepped: the model takes them alone after the
+	// settleFirst steps and before its settle path, so that its path
+	// starts where the system's work started (upstream-stepped: an
+	// orphan pass the proxy cannot step, whose dependents the real
+	// worker read when it took the owner).
+	settleBegun(st model.Step) bool
+}
+
+// MaxSettleFirst bounds the steps takeFirst takes before a settle.
+const MaxSettleFirst = 500
+
+// takeFirst takes, before a settle, the enabled steps the system names
+// (settleFirstSystem), the first in the model's canonical order each
+// time, until none is enabled; then, on the model alone, those the
+// system has begun.
+func (l *lockstep) takeFirst() {
+	sf, ok := l.sys.(settleFirstSystem)
+	if !ok {
+		return
+	}
+	for range MaxSettleFirst {
+		en := l.m.Enabled(l.s, l.opts)
+		i := slices.IndexFunc(en, sf.settleFirst)
+		if i < 0 {
+			break
+		}
+		l.take(en[i])
+	}
+	for range MaxSettleFirst {
+		en := l.m.Enabled(l.s, l.opts)
+		i := slices.IndexFunc(en, sf.settleBegun)
+		if i < 0 {
+			return
+		}
+		line := en[i].String()
+		next, want, err := l.m.Apply(l.s, en[i])
+		if err != nil {
+			l.fail("error", fmt.Sprintf("the model offered %q and then refused it: %v", line, err))
+		}
+		l.steps = append(l.steps, line)
+		l.done = append(l.done, traces.Written{Commands: []string{line}, Output: output(line, want, next)})
+		l.s = next
+	}
+}
+
+// namedSystem is a system with a name of its own for reports.
+type namedSystem interface{ name() string }
 
 // take takes an internal step the model has enabled on both.
 func (l *lockstep) take(st model.Step) {
@@ -99,15 +183,29 @@ func (l *lockstep) take(st model.Step) {
 	}
 	l.steps = append(l.steps, line)
 	l.internal(st, line, want, next)
+	if _, eager := l.sys.(eagerSystem); eager && l.sys.takes(st) {
+		l.takeEager()
+	}
 }
 
 // internal takes on the system an internal step the model has taken.
 func (l *lockstep) internal(st model.Step, line string, want model.Result, next *model.State) {
 	if !l.sys.takes(st) {
+		if ea, ok := l.sys.(eagerSystem); ok && ea.eager(st) {
+			// the system took it by itself within the step before: the
+			// trace names it, so that it replays on the model
+			l.done = append(l.done, traces.Written{Commands: []string{line}, Output: output(line, want, next)})
+		}
 		l.s = next
 		return
 	}
-	got, notEnabled, err := l.sys.internal(st, line)
+	var got model.Result
+	var notEnabled, err error
+	if ss, ok := l.sys.(stateSystem); ok {
+		got, notEnabled, err = ss.internalWith(st, l.s, next, want)
+	} else {
+		got, notEnabled, err = l.sys.internal(st, line)
+	}
 	if notEnabled != nil {
 		l.done = append(l.done, traces.Written{Commands: []string{line}, Output: output(line, want, next)})
 		l.fail("divergence", fmt.Sprintf("the model takes %q but the %s cannot: %v", line, l.sysName(), notEnabled))
@@ -115,12 +213,16 @@ func (l *lockstep) internal(st model.Step, line string, want model.Result, next 
 	if err != nil {
 		l.fail("error", fmt.Sprintf("%s: %v", line, err))
 	}
+	l.internals++
 	l.taken(st, line, want, got, next)
 }
 
 func (l *lockstep) sysName() string {
 	if _, ok := l.sys.(*modelSystem); ok {
 		return "model with the injected bugs"
+	}
+	if n, ok := l.sys.(namedSystem); ok {
+		return n.name()
 	}
 	return "impl"
 }
@@ -168,9 +270,22 @@ func (l *lockstep) compare() {
 // as a step of the run: the GC catching up in the middle of a run. It
 // reports whether there was anything to take.
 func (l *lockstep) settleSteps() bool {
-	_, path, err := l.m.Settle(l.s)
+	end, path, err := l.m.Settle(l.s)
 	if err != nil {
 		l.fail("error", fmt.Sprintf("model settle: %v", err))
+	}
+	if l.settlesAlone() {
+		if len(path) == 0 {
+			return false
+		}
+		l.steps = append(l.steps, "settle")
+		l.s = end
+		l.done = append(l.done, traces.Written{Commands: []string{"settle"}, Output: l.s.Dump()})
+		if err := l.sys.settle(); err != nil {
+			l.fail("error", fmt.Sprintf("%s settle: %v", l.sysName(), err))
+		}
+		l.dirty = true
+		return true
 	}
 	for _, sd := range path {
 		line := sd.Step.String()
@@ -180,6 +295,13 @@ func (l *lockstep) settleSteps() bool {
 	return len(path) > 0
 }
 
+// settlesAlone reports whether the system settles by itself
+// (selfSettler) rather than along the model's path.
+func (l *lockstep) settlesAlone() bool {
+	s, ok := l.sys.(selfSettler)
+	return ok && s.settlesAlone()
+}
+
 // settle ends a run: the model runs to quiescence and the system takes
 // the same internal steps in the same order (two settles in their own
 // orders could end apart where the outcome is not confluent, such as
@@ -187,12 +309,17 @@ func (l *lockstep) settleSteps() bool {
 // system must have nothing left to do, the states must agree, and the
 // model's quiescent properties must hold.
 func (l *lockstep) settle() {
-	_, path, err := l.m.Settle(l.s)
+	l.takeFirst()
+	end, path, err := l.m.Settle(l.s)
 	if err != nil {
 		l.fail("error", fmt.Sprintf("model settle: %v", err))
 	}
-	for _, sd := range path {
-		l.internal(sd.Step, sd.Step.String(), sd.Result, sd.State)
+	if l.settlesAlone() {
+		l.s = end
+	} else {
+		for _, sd := range path {
+			l.internal(sd.Step, sd.Step.String(), sd.Result, sd.State)
+		}
 	}
 	l.done = append(l.done, traces.Written{Commands: []string{"settle"}, Output: l.s.Dump()})
 	if err := l.sys.settle(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/cascade-k8s/cascade/harness/driver"
+	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/step"
 	"github.com/cascade-k8s/cascade/model"
@@ -49,6 +50,13 @@ type SteppedEnv struct {
 	// a failing run is shrunk against the model with them on standing in
 	// for impl (modelSystem), and the result confirmed on impl.
 	Surrogate model.BugSet
+	// Hold, on upstream-stepped, holds kube-controller-manager's traffic
+	// about a run's objects at the proxy; the run's internal steps
+	// release it (upstreamSystem). Start is nil then.
+	Hold func(ctx context.Context, d *driver.Driver) (*target.UpstreamHold, error)
+	// Steppable, when set, says which enabled internal steps the target
+	// can take: the generator draws no other.
+	Steppable func(model.Step) bool
 }
 
 // internalVerbs are the rapid action keys of internal steps: each takes
@@ -90,6 +98,22 @@ func (env SteppedEnv) offered(verb string) bool {
 	return true
 }
 
+// steppable reports whether the target can take the enabled internal
+// step st (every step, without Steppable).
+func (env SteppedEnv) steppable(st model.Step) bool {
+	return env.Steppable == nil || env.Steppable(st)
+}
+
+// steppable reports whether the run's system can take the enabled
+// internal step st now.
+func (r *steppedRun) steppable(st model.Step) bool {
+	if !r.env.steppable(st) {
+		return false
+	}
+	us, ok := r.sys.(upstreamSystem)
+	return !ok || us.retryable(st)
+}
+
 // steppedRun is one rapid check of a stepped run: a lockstep judge over
 // impl, whose steps rapid draws.
 type steppedRun struct {
@@ -99,6 +123,8 @@ type steppedRun struct {
 	cfg Config
 	it  *impl.Target
 	d   *driver.Driver
+	// hold is the run's hold on upstream-stepped's proxy
+	hold *target.UpstreamHold
 }
 
 // implSystem is a Stepped impl driven through the driver.
@@ -153,10 +179,14 @@ func (is implSystem) takes(st model.Step) bool {
 func (is implSystem) dump() ([]string, error) { return is.r.d.Dump(is.r.ctx) }
 
 // redump waits up to a second for impl's asynchronous events.
-func (is implSystem) redump(want []string) ([]string, error) {
+func (is implSystem) redump(want []string) ([]string, error) { return redumpUntil(is.dump, want) }
+
+// redumpUntil dumps again until the dump equals want or a second has
+// passed, and returns the last dump.
+func redumpUntil(dump func() ([]string, error), want []string) ([]string, error) {
 	deadline := time.Now().Add(time.Second)
 	for {
-		real, err := is.dump()
+		real, err := dump()
 		if err != nil || slices.Equal(want, real) || time.Now().After(deadline) {
 			return real, err
 		}
@@ -248,7 +278,8 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 		if counted && len(r.done) > 0 {
 			cfg.Coverage.record(r.lines())
 			rep.Checks++
-			progress(cfg, "run %d/%d: %d steps agree with the model (%s; %s in all)", cfg.runNo(n), cfg.Checks, len(r.done),
+			rep.InternalSteps += r.internals
+			progress(cfg, "run %d/%d: %d steps (%d internal, taken by %s) agree with the model (%s; %s in all)", cfg.runNo(n), cfg.Checks, len(r.done), r.internals, env.Target,
 				time.Since(runStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		}
 	}
@@ -314,6 +345,9 @@ func (r *steppedRun) prefixer() interface{ Prefix() string } {
 // begin makes the run's driver and its namespaces, and settles the shared
 // impl.
 func (r *steppedRun) begin() error {
+	if r.env.Hold != nil {
+		return r.beginUpstream()
+	}
 	if r.it == nil {
 		return nil
 	}
@@ -382,7 +416,10 @@ func (r *steppedRun) customMonitors() []string {
 // which takes the deletions' events, so that it starts from empty queues:
 // one settle per run, each costing at least impl's quiet wait.
 func (r *steppedRun) end() {
-	if r.it == nil {
+	if r.hold != nil {
+		r.hold.Release() // the cleanup's deletions need the GC
+	}
+	if r.d == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), time.Minute)
@@ -441,7 +478,7 @@ func (r *steppedRun) trace(kind, summary string) string {
 	}
 	headers := []traces.Header{
 		{Key: traces.HeaderFoundBy, Value: "cascade fuzz --target " + r.env.Target},
-		{Key: traces.HeaderTargets, Value: "model,impl"},
+		{Key: traces.HeaderTargets, Value: r.env.traceTargets()},
 	}
 	var modelBugs []string
 	for _, b := range r.env.Bugs.List() {
@@ -454,6 +491,15 @@ func (r *steppedRun) trace(kind, summary string) string {
 		headers = append(headers, traces.Header{Key: traces.HeaderProperty, Value: propertyName(summary)})
 	}
 	return traces.Format(desc, headers, r.done)
+}
+
+// traceTargets is a failing run's targets header: the model and the
+// target the run failed on.
+func (env SteppedEnv) traceTargets() string {
+	if env.Hold != nil {
+		return "model," + target.UpstreamStepped
+	}
+	return "model,impl"
 }
 
 func firstLine(s string) string {

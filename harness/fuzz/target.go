@@ -18,7 +18,7 @@ import (
 )
 
 // OnTarget runs cfg's random runs on a started target: stepped on
-// impl-stepped, concurrent on upstream, impl and kubeconfig. The model
+// impl-stepped and upstream-stepped, concurrent on upstream, impl and kubeconfig. The model
 // target has nothing to fuzz against (it is the oracle).
 func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error) {
 	inject := t.Spec.Inject.Names()
@@ -36,6 +36,10 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 				return t.StartSteppedKinds(ctx, t.Spec.Inject, target.SteppedAdopterKinds, true)
 			},
 		}
+		return RunStepped(ctx, env, cfg)
+	case target.UpstreamStepped:
+		cfg.Universe.Kinds = UpstreamSteppedKinds(cfg.Universe.Kinds)
+		env := SteppedEnv{Target: t.Spec.Name, Admin: t.Admin, Limited: t.Limited, Hold: t.Hold, Steppable: steppable}
 		return RunStepped(ctx, env, cfg)
 	case target.Upstream, target.Impl, target.Kubeconfig:
 		env := ConcurrentEnv{Target: t.Spec.Name, Release: t.Spec.Release, Admin: t.Admin, Limited: t.Limited, Settler: t.Settler(), Inject: inject, LinTimeout: time.Minute,

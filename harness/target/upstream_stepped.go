@@ -147,6 +147,28 @@ type upstreamStepped struct {
 	st     *proxy.Stepper
 	d      *driver.Driver
 	settle replay.Target
+	// decided are the GC writes attemptToDelete steps decided and the
+	// proxy holds, by object: the request each object's next `gc
+	// delete|patch|unblock` releases
+	decided decided
+}
+
+// decided maps an object (object.String()) to the ID of the GC's write
+// of it an attemptToDelete step, or the send before, saw held. Another
+// worker's write of the same object and verb can be held beside it (the
+// orphan worker's PATCH of a dependent, sent when the owner's deletion
+// reached the graph builder), and a send must release the one the
+// model's write stands for.
+type decided map[string]int64
+
+// held reports whether r is a write an attemptToDelete step decided.
+func (d decided) held(r proxy.Request) bool {
+	for _, id := range d {
+		if id == r.ID {
+			return true
+		}
+	}
+	return false
 }
 
 // inScope reports whether an object belongs to the driver's run: a
@@ -260,12 +282,12 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 		}
 		res = model.Result{Code: 200}
 	case model.OpAttemptToDelete:
-		err = u.attemptToDelete(ctx, o, prev, next)
+		err = u.attemptToDelete(ctx, o, u.owners(st, prev), prev, next)
 		res = model.Result{Code: 200}
 	case model.OpSend:
 		res, err = u.send(ctx, st, o, next, want)
 	case model.OpAttemptToOrphan:
-		err = u.attemptToOrphan(ctx, o, prev)
+		err = u.attemptToOrphan(ctx, o)
 		res = model.Result{Code: 200}
 	case model.OpCoalesce:
 		err = u.st.Relist(ctx, RelistBound, "", o.group, o.resource, o.ns, o.name)
@@ -299,7 +321,81 @@ func writeVerb(op model.WriteOp) string {
 	return proxy.VerbPatch
 }
 
-func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, prev, next *model.State) error {
+// owners are the real objects the owner references of st's work item
+// name in prev, in their order, one per reference: the GETs
+// attemptToDeleteItem's isDangling sends. A reference the absent owner
+// cache answers sends none; one of a kind without a REST mapping (nobody
+// serves it) or of a namespaced owner of a cluster-scoped object ends
+// the pass without a request, and the references after it are not
+// looked at. When the worker's GET of the item's key finds no object
+// with the item's UID (a virtual owner, or an object deleted and made
+// again), the worker queues a virtual delete event and GETs nothing
+// more: no owners, although the key may name a live object with
+// references (a virtual owner named by its own dependent's key).
+func (u upstreamStepped) owners(st model.Step, prev *model.State) []object {
+	ns := st.Target.Namespace
+	if !st.Target.Kind.Info().Namespaced {
+		ns = "" // getObject drops a virtual node's borrowed namespace
+	}
+	obj := prev.Lookup(st.Target.Kind, ns, st.Target.Name)
+	if obj == nil {
+		return nil // a virtual node: no object, no references
+	}
+	if item, ok := queuedItem(prev, st); ok && item.UID != obj.UID {
+		return nil
+	}
+	// isDangling looks owners up in the item's namespace, which a
+	// virtual node of a cluster-scoped object borrows from the dependent
+	// it was made from (kubernetes#124378)
+	itemNS := st.Target.Namespace
+	var out []object
+	for _, ref := range obj.Owners {
+		if absent(prev, ref, itemNS) {
+			continue
+		}
+		kind, ok := model.KindByName(ref.Kind)
+		if !ok || kind.Info().Custom {
+			return out // restMappingError (no custom kind's CRD on upstream-stepped)
+		}
+		ns, ok := model.OwnerScope(kind, itemNS)
+		if !ok {
+			return out // namespacedOwnerOfClusterScopedObjectErr
+		}
+		if o, err := u.object(model.Step{Actor: model.ActorGC, Op: model.OpAttemptToDelete, Target: model.Target{Kind: kind, Namespace: ns, Name: ref.Name}}); err == nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// absent reports whether the GC's absentOwnerCache in s holds the owner
+// ref names, as isDangling looks it up: without a namespace, then in
+// the dependent's.
+func absent(s *model.State, ref model.OwnerRef, ns string) bool {
+	return slices.ContainsFunc(s.GC.Absent, func(a model.Identity) bool {
+		return a.UID == ref.UID && a.Kind == ref.Kind && a.Name == ref.Name && (a.Namespace == "" || a.Namespace == ns)
+	})
+}
+
+// queuedItem is the work item st passes in prev's attemptToDelete queue
+// (ok false: none of its key is queued).
+func queuedItem(prev *model.State, st model.Step) (model.Identity, bool) {
+	for _, id := range prev.GC.AttemptToDelete {
+		// a virtual owner of a cluster-scoped kind carries its
+		// dependent's namespace, as the step does
+		if id.Kind == st.Target.Kind.Info().Kind && id.Namespace == st.Target.Namespace && id.Name == st.Target.Name {
+			return id, true
+		}
+	}
+	return model.Identity{}, false
+}
+
+// attemptToDelete releases the held first GET of o's worker and lets
+// through, while the step lasts, the GETs of o's owners (isDangling) and
+// no other: another item's worker retrying on its back-off timer sends
+// its first GET whenever the timer fires, and that GET waits for the
+// item's own step.
+func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners []object, prev, next *model.State) error {
 	get, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && o.is(r) })
 	if err != nil {
 		return err
@@ -309,9 +405,7 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, prev, ne
 	}
 	before := u.st.HeldIDs()
 	immediate := !slices.Equal(prev.Dump(), next.Dump())
-	w := &proxy.Window{Admits: func(r proxy.Request) bool {
-		return (r.Verb == proxy.VerbGet && !o.is(r)) || (immediate && o.is(r))
-	}}
+	w := &proxy.Window{Admits: attemptWindow(o, owners, immediate)}
 	u.st.Open(w)
 	defer u.st.CloseWindow()
 	if _, err := u.st.Release(ctx, StepBound, get.ID); err != nil {
@@ -322,7 +416,7 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, prev, ne
 	case writes:
 		// held writes of o from before the step are another worker's
 		// (attemptToOrphan's PATCH of a dependent)
-		_, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool {
+		w, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool {
 			return r.Verb == writeVerb(want.Op) && o.is(r) && !slices.Contains(before, r.ID)
 		})
 		if err != nil {
@@ -331,6 +425,7 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, prev, ne
 		if !ok {
 			return &proxy.Divergence{Expected: fmt.Sprintf("the GC's %s of %s, held", strings.ToUpper(writeVerb(want.Op)), o), Observed: "none within " + StepBound.String() + held(u.st)}
 		}
+		u.decided[o.String()] = w.ID
 		return nil
 	case immediate:
 		// the foregroundDeletion finalizer's removal
@@ -351,6 +446,31 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, prev, ne
 		return &proxy.Divergence{Expected: "no write of " + o.String(), Observed: proxy.DescribeRequest(r) + " held"}
 	}
 	return nil
+}
+
+// attemptWindow admits, while o's attemptToDelete step lasts, each GET
+// of an owner of o's once (owners has one entry per GET the pass sends),
+// and o's requests when the step changes o at once (the
+// foregroundDeletion finalizer's removal). Admitting a GET of an owner's
+// key more often would let through the first GET of the item's next pass
+// when o names itself as owner: the real GC retries a requeued item after
+// 5 ms, doubling.
+func attemptWindow(o object, owners []object, immediate bool) func(proxy.Request) bool {
+	left := slices.Clone(owners)
+	return func(r proxy.Request) bool {
+		if immediate && o.is(r) {
+			return true
+		}
+		if r.Verb != proxy.VerbGet {
+			return false
+		}
+		i := slices.IndexFunc(left, func(ow object) bool { return ow.is(r) })
+		if i < 0 {
+			return false
+		}
+		left = slices.Delete(left, i, i+1)
+		return true
+	}
 }
 
 // inFlightFor is the write the step put in flight: the first write of an
@@ -374,7 +494,12 @@ func held(s *proxy.Stepper) string {
 
 func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next *model.State, want model.Result) (model.Result, error) {
 	verb := writeVerb(st.Write)
-	r, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == verb && o.is(r) })
+	mine := func(r proxy.Request) bool { return r.Verb == verb && o.is(r) }
+	if id, ok := u.decided[o.String()]; ok {
+		mine = func(r proxy.Request) bool { return r.ID == id }
+	}
+	delete(u.decided, o.String())
+	r, ok, err := u.st.WaitRequest(ctx, StepBound, mine)
 	if err != nil {
 		return model.Result{}, err
 	}
@@ -386,21 +511,10 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 	// resourceVersion precondition (kubernetes#132632), all within the
 	// one write the model sends: let the GET through, and that DELETE
 	// when the model's send succeeded
+	// when the answer is a 409 (only then: a DELETE that succeeds ends
+	// the pass, and the first GET of the item's next pass, queued again
+	// meanwhile, waits for its own step)
 	retry := verb == proxy.VerbDelete
-	gets := 0
-	if retry {
-		u.st.Open(&proxy.Window{Admits: func(q proxy.Request) bool {
-			switch {
-			case q.Verb == proxy.VerbGet && o.is(q) && gets == 0:
-				gets++
-				return true
-			case q.Verb == proxy.VerbDelete && o.is(q) && want.OK():
-				return true
-			}
-			return false
-		}})
-		defer u.st.CloseWindow()
-	}
 	since := time.Now()
 	a, err := u.st.Release(ctx, StepBound, r.ID)
 	if err != nil {
@@ -410,6 +524,22 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 		return model.Result{}, fmt.Errorf("the GC's %s failed on its way: %s", proxy.DescribeRequest(a), a.Err)
 	}
 	if retry && a.Code == 409 {
+		gets := 0
+		admits := func(q proxy.Request) bool {
+			switch {
+			case q.Verb == proxy.VerbGet && o.is(q) && gets == 0:
+				gets++
+				return true
+			case q.Verb == proxy.VerbDelete && o.is(q) && want.OK():
+				return true
+			}
+			return false
+		}
+		u.st.Open(&proxy.Window{Admits: admits})
+		defer u.st.CloseWindow()
+		// what the GC sent between the answer and the window's opening
+		// waits held
+		u.st.ReleaseAll(func(q proxy.Request) bool { return q.ID > r.ID && admits(q) })
 		if _, ok, err := u.st.AwaitAnswer(ctx, StepBound, since, func(q proxy.Request) bool { return q.Verb == proxy.VerbGet && o.is(q) }); err != nil || !ok {
 			return model.Result{}, errors.Join(err, &proxy.Divergence{Expected: "after the 409, the GC's GET of " + o.String(), Observed: "none answered within " + StepBound.String() + held(u.st)})
 		}
@@ -427,9 +557,13 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 	// a further write of the model's for the item (an unblock before a
 	// delete) comes without a step between: wait for it to be held
 	if nextWrite, more := firstWrite(next, st); more {
-		if _, ok, err := u.st.WaitRequest(ctx, StepBound, func(q proxy.Request) bool { return q.Verb == writeVerb(nextWrite.Op) && o.is(q) }); err != nil || !ok {
+		w, ok, err := u.st.WaitRequest(ctx, StepBound, func(q proxy.Request) bool {
+			return q.Verb == writeVerb(nextWrite.Op) && o.is(q) && q.ID > r.ID && !u.decided.held(q)
+		})
+		if err != nil || !ok {
 			return model.Result{}, errors.Join(err, &proxy.Divergence{Expected: fmt.Sprintf("the GC's next %s of %s, held", strings.ToUpper(writeVerb(nextWrite.Op)), o), Observed: "none within " + StepBound.String() + held(u.st)})
 		}
+		u.decided[o.String()] = w.ID
 	}
 	if a.Code/100 == 2 {
 		return model.Result{Code: 200}, nil
@@ -439,24 +573,17 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 
 // attemptToOrphan lets the orphan worker's requests through: those it
 // sent when the owner's deletion reached the graph builder and the proxy
-// holds (its PATCHes of dependents, which no write the model has in
-// flight names, and its requests about the owner), and those it sends
-// now, until its write of the owner, the orphan finalizer's removal, is
-// answered.
-func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, prev *model.State) error {
+// holds (its PATCHes of dependents, any held write but those
+// attemptToDelete steps decided, and its requests about the owner), and
+// those it sends now, until its write of the owner, the orphan
+// finalizer's removal, is answered.
+func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object) error {
 	since := time.Now()
 	u.st.Open(&proxy.Window{Admits: func(proxy.Request) bool { return true }})
 	defer u.st.CloseWindow()
 	// a write an attemptToDelete worker decided, held for its `gc
 	// delete|patch|unblock` step
-	inFlight := func(r proxy.Request) bool {
-		for _, f := range prev.GC.InFlight {
-			if w := f.Writes[0]; w.Item.Name == r.Name && writeVerb(w.Op) == r.Verb {
-				return true
-			}
-		}
-		return false
-	}
+	inFlight := u.decided.held
 	u.st.ReleaseAll(func(r proxy.Request) bool {
 		return proxy.GCHeld(&r) && !inFlight(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
 	})
@@ -534,5 +661,5 @@ func (t *Target) holdFor(ctx context.Context, d *driver.Driver) (upstreamStepped
 	}
 	t.stepper.SetScope(inScope(d.Prefix()))
 	t.stepper.Hold(true)
-	return upstreamStepped{st: t.stepper, d: d, settle: settle}, nil
+	return upstreamStepped{st: t.stepper, d: d, settle: settle, decided: decided{}}, nil
 }

@@ -1,0 +1,354 @@
+package fuzz
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cascade-k8s/cascade/harness/driver"
+	"github.com/cascade-k8s/cascade/harness/proxy"
+	"github.com/cascade-k8s/cascade/harness/target"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// Lockstep runs on upstream-stepped: the real kube-controller-manager's
+// garbage collector, behind the API proxy's Stepper, takes each internal
+// step rapid draws, mapped onto held watch events and held requests as
+// replay maps a trace's (target.UpstreamHold). What it cannot take:
+//
+//   - the steps target.UnsteppableOps names: the generator draws none
+//     (SteppedEnv.Steppable); controller, coalesce and lose are not
+//     offered at all (no adopter, no coalescing, no bug)
+//   - gc deliver-virtual: the real GC hands a virtual delete event to its
+//     graph builder inside attemptToDelete, with no IO between; the model
+//     takes it right after the step that queued it, on the model alone
+//     (upstreamSystem.eager), as it takes apiextensions' cleanup
+//   - custom resources: a CRD's create or delete needs `gc sync`, the
+//     discovery sync on the real GC's own 30 s timer, so the universe
+//     leaves custom kinds out (UpstreamSteppedKinds)
+//
+// A settle is the real GC's own: everything released until the cluster
+// and the proxy are quiet, as replay's settle, while the model takes its
+// settle path; the states are compared after.
+
+// UpstreamSteppedKinds drops the custom kinds from kinds: upstream-stepped
+// cannot step the discovery sync (`gc sync`) that a CRD's create or
+// delete needs.
+func UpstreamSteppedKinds(kinds []string) []string {
+	return slices.DeleteFunc(slices.Clone(kinds), func(k string) bool {
+		kind, _ := model.KindByShort(k)
+		return kind.Info().Custom
+	})
+}
+
+// steppable reports whether upstream-stepped can take st.
+func steppable(st model.Step) bool { return target.Unsteppable(st) == "" }
+
+// upstreamSystem is kube-controller-manager stepped through the proxy.
+type upstreamSystem struct {
+	r *steppedRun
+	h *target.UpstreamHold
+	// failures counts, per work item step ("gc attemptToDelete KEY"),
+	// the passes in a row that ended in a requeue: the real GC's work
+	// queues retry an item after 5 ms doubling with each failure
+	// (workqueue.DefaultTypedControllerRateLimiter), where the model's
+	// retry is enabled at once.
+	failures map[string]int
+}
+
+// MaxRetries bounds the passes in a row of one work item that end in a
+// requeue: the real GC sends the next pass's GET only after its back-off,
+// 5 ms·2^(n-1) after the n-th failure, and beyond 10 that is more than
+// 2.5 s, on the way to target.StepBound's 10 s. The generator takes no
+// further pass of such an item; the final settle lets the real GC retry
+// it on its own timer.
+const MaxRetries = 10
+
+// retryable reports whether the generator may take st on the real GC:
+// not a pass of an item whose back-off has grown past MaxRetries.
+func (us upstreamSystem) retryable(st model.Step) bool {
+	return us.failures[st.String()] < MaxRetries && !silentPass(us.r.s, st) && !pastOrphanSnapshot(us.r.m, us.r.s, st) && !queuesAgain(us.r.m, us.r.s, st)
+}
+
+// queuesAgain reports whether st is a delivery that queues for
+// attemptToDelete an item queued there already (whose pass the proxy
+// can step). The real GC's idle worker took that item from the queue
+// when it was queued and waits on its first GET at the proxy: the
+// workqueue marks it dirty and hands it out again after the pass, one
+// pass more than the model's queue, a set, which absorbs the add. The
+// model has the real outcome with the delivery after the pass. The
+// model's states do not show an absorbed add, so each queued item is
+// taken out of a copy of s and the delivery applied to that.
+//
+// A pass of a virtual owner counts as the virtual delete event it queues
+// with it, which the model takes right after it (upstreamSystem.eager)
+// and which queues the owner's dependents: one of them queued already
+// makes the same extra pass.
+func queuesAgain(m *model.Model, s *model.State, st model.Step) bool {
+	if st.Op != model.OpDeliver && st.Op != model.OpAttemptToDelete {
+		return false
+	}
+	for _, id := range s.GC.AttemptToDelete {
+		pass := model.Step{Actor: model.ActorGC, Op: model.OpAttemptToDelete, Target: model.Target{Kind: kindOf(id), Namespace: id.Namespace, Name: id.Name}}
+		if pass.Target.Kind != model.NoKind && silentPass(s, pass) {
+			continue // the real worker returned at once: a new add is a new pass
+		}
+		if st.Op == model.OpAttemptToDelete && pass.String() == st.String() {
+			continue // the pass's own item, requeued or not
+		}
+		c := s.Clone()
+		c.GC.AttemptToDelete = slices.DeleteFunc(slices.Clone(c.GC.AttemptToDelete), func(q model.Identity) bool { return q.UID == id.UID })
+		next, _, err := m.Apply(c, st)
+		if err != nil {
+			continue
+		}
+		for range 10 { // the virtual delete events the pass queued
+			i := slices.IndexFunc(m.Enabled(next, model.Options{}), func(e model.Step) bool { return e.Op == model.OpDeliverVirtual })
+			if i < 0 {
+				break
+			}
+			if next, _, err = m.Apply(next, m.Enabled(next, model.Options{})[i]); err != nil {
+				break
+			}
+		}
+		if slices.ContainsFunc(next.GC.AttemptToDelete, func(q model.Identity) bool { return q.UID == id.UID }) {
+			return true
+		}
+	}
+	return false
+}
+
+// kindOf is the kind an identity names (model.NoKind: none served).
+func kindOf(id model.Identity) model.KindID {
+	k, ok := model.KindByName(id.Kind)
+	if !ok {
+		return model.NoKind
+	}
+	return k
+}
+
+// pastOrphanSnapshot reports whether st is a delivery that changes the
+// dependents of an owner queued for attemptToOrphan. The real GC's
+// attemptToOrphanWorker copies the owner's dependents from its graph
+// when it takes the owner from the queue, which with idle workers is the
+// moment the graph builder queues it; the proxy holds only the requests
+// it sends after that. The model's attemptToOrphan step reads the
+// dependents when it is taken, so a delivery between that adds a
+// dependent (or removes one) has the model orphan a different set than
+// the real GC, which the proxy cannot produce. The model has the real
+// outcome all the same: its orphan step before the delivery.
+func pastOrphanSnapshot(m *model.Model, s *model.State, st model.Step) bool {
+	if st.Op != model.OpDeliver || len(s.GC.AttemptToOrphan) == 0 {
+		return false
+	}
+	next, _, err := m.Apply(s, st)
+	if err != nil {
+		return false
+	}
+	for _, id := range s.GC.AttemptToOrphan {
+		if !slices.Equal(orphanDependents(s, id.UID), orphanDependents(next, id.UID)) {
+			return true
+		}
+	}
+	return false
+}
+
+// orphanDependents are the dependents attemptToOrphanWorker would orphan
+// for the owner uid: its node's, or those removeNode left it when it was
+// removed from the graph while queued (model.GC.Detached).
+func orphanDependents(s *model.State, uid model.UID) []model.UID {
+	for _, n := range s.GC.Nodes {
+		if n.UID == uid {
+			return n.Dependents
+		}
+	}
+	for _, d := range s.GC.Detached {
+		if d.UID == uid {
+			return d.Dependents
+		}
+	}
+	return nil
+}
+
+// silentPass reports whether st is a pass the proxy cannot step: one of
+// an object queued in both work queues (bothQueued), or one of a work
+// item that sends no request the proxy could hold, so that the real GC
+// takes it by itself: a namespaced kind without a namespace (a
+// namespaced owner of a cluster-scoped object, where getObject answers
+// namespacedOwnerOfClusterScopedObjectErr without a GET), a node being
+// deleted without foreground (attemptToDeleteItem returns at once:
+// "being deleted is an one-way trip"), or an item whose node has left
+// the graph.
+func silentPass(s *model.State, st model.Step) bool {
+	if bothQueued(s, st) {
+		return true
+	}
+	if st.Op != model.OpAttemptToDelete || st.Target.Kind == model.NoKind {
+		return false
+	}
+	if st.Target.Kind.Info().Namespaced && st.Target.Namespace == "" {
+		return true
+	}
+	for _, id := range s.GC.AttemptToDelete {
+		if id.Kind == st.Target.Kind.Info().Kind && id.Namespace == st.Target.Namespace && id.Name == st.Target.Name {
+			i := slices.IndexFunc(s.GC.Nodes, func(n model.Node) bool { return n.UID == id.UID })
+			if i < 0 {
+				// the node has left the graph: the real worker took the
+				// item when it was queued and returned at once if the
+				// node was being deleted then, or sent a GET the final
+				// settle releases; the model's pass does nothing
+				return true
+			}
+			n := s.GC.Nodes[i]
+			return n.BeingDeleted && !n.DeletingDependents
+		}
+	}
+	return false
+}
+
+// bothQueued reports whether st is a pass of an object queued in both
+// work queues: the attemptToDelete worker's first GET of it and the
+// attemptToOrphan worker's GET (removeFinalizer) are the same request at
+// the proxy, so neither pass can be told from the other and neither is
+// drawn; the final settle takes them.
+func bothQueued(s *model.State, st model.Step) bool {
+	if (st.Op != model.OpAttemptToDelete && st.Op != model.OpAttemptToOrphan) || st.Target.Kind == model.NoKind {
+		return false
+	}
+	// one key at the proxy: a cluster-scoped kind's items are GETs of
+	// the name whatever namespace their identity carries (a virtual
+	// owner's is its dependent's)
+	info := st.Target.Kind.Info()
+	is := func(id model.Identity) bool {
+		return id.Kind == info.Kind && id.Name == st.Target.Name && (id.Namespace == st.Target.Namespace || !info.Namespaced)
+	}
+	if slices.ContainsFunc(s.GC.AttemptToDelete, is) && slices.ContainsFunc(s.GC.AttemptToOrphan, is) {
+		return true
+	}
+	// two items of one key (a virtual owner named by a UID from another
+	// namespace, and the object of that name; a virtual owner of a
+	// cluster-scoped kind, named from a namespace, and the object):
+	// their workers' first GETs are one request at the proxy too
+	n := 0
+	for _, id := range s.GC.AttemptToDelete {
+		if is(id) {
+			n++
+		}
+	}
+	return n > 1
+}
+
+// count records how a pass of a work item ended: a requeue (the item is
+// queued again in next) or not. An attemptToDelete pass that decided a
+// write ends with its last write's send (a DELETE the webhook denies is
+// a requeue); until then it has not ended.
+func (us upstreamSystem) count(st model.Step, next *model.State) {
+	pass := st
+	switch st.Op {
+	case model.OpAttemptToDelete, model.OpAttemptToOrphan:
+	case model.OpSend:
+		pass = model.Step{Actor: model.ActorGC, Op: model.OpAttemptToDelete, Target: st.Target}
+	default:
+		return
+	}
+	if pass.Op == model.OpAttemptToDelete && inFlight(next, st.Target) {
+		return
+	}
+	line := pass.String()
+	requeued := slices.ContainsFunc(us.r.m.Enabled(next, us.r.opts), func(e model.Step) bool { return e.String() == line })
+	if requeued {
+		us.failures[line]++
+	} else {
+		delete(us.failures, line)
+	}
+}
+
+// inFlight reports whether s has a write of the item t names in flight.
+func inFlight(s *model.State, t model.Target) bool {
+	return slices.ContainsFunc(s.GC.InFlight, func(f model.InFlight) bool {
+		w := f.Writes[0]
+		return w.Item.Kind == t.Kind.Info().Kind && w.Item.Namespace == t.Namespace && w.Item.Name == t.Name
+	})
+}
+
+func (us upstreamSystem) name() string { return target.UpstreamStepped }
+
+func (us upstreamSystem) client(st model.Step, line string) (model.Result, error) {
+	return us.r.d.Do(us.r.ctx, st, us.r.rvMapper())
+}
+
+func (us upstreamSystem) internal(model.Step, string) (model.Result, error, error) {
+	return model.Result{}, nil, errors.New("upstream-stepped takes internal steps with the model's states only")
+}
+
+// internalWith takes st on the real GC; a divergence at the proxy (an IO
+// the model expects that did not come, or one it does not expect) is the
+// step's notEnabled.
+func (us upstreamSystem) internalWith(st model.Step, prev, next *model.State, want model.Result) (model.Result, error, error) {
+	res, err := us.h.StepWith(us.r.ctx, st, prev, next, want)
+	us.count(st, next)
+	var div *proxy.Divergence
+	if errors.As(err, &div) {
+		return model.Result{}, div, nil
+	}
+	return res, nil, err
+}
+
+// takes: kube-controller-manager runs no workload controller here, and
+// apiextensions and the virtual delete events are not behind the proxy.
+func (us upstreamSystem) takes(st model.Step) bool {
+	return st.Actor != model.ActorController && st.Actor != model.ActorAPIExtensions && st.Op != model.OpDeliverVirtual
+}
+
+// eager: the model takes a virtual delete event as soon as it is queued,
+// as the real GC's graph builder gets it from the worker at once.
+func (us upstreamSystem) eager(st model.Step) bool { return st.Op == model.OpDeliverVirtual }
+
+func (us upstreamSystem) settlesAlone() bool { return true }
+
+// settleFirst: at a settle, the model takes every internal step the
+// proxy can produce, on both, before the real GC settles by itself: a
+// queued orphan pass, whose dependents the real worker read when the
+// owner was queued (pastOrphanSnapshot), before the model's settle path
+// could deliver a new dependent, and every other step in the model's
+// order, not the real GC's own.
+func (us upstreamSystem) settleFirst(st model.Step) bool {
+	return st.Internal() && us.takes(st) && us.r.steppable(st)
+}
+
+// settleBegun: an orphan pass the proxy cannot step (its owner queued in
+// both work queues, bothQueued) is the real worker's already, with the
+// dependents it read when it took the owner; the real GC finishes it in
+// its settle, and the model takes it before its settle path, which
+// might deliver a new dependent first.
+func (us upstreamSystem) settleBegun(st model.Step) bool {
+	return st.Op == model.OpAttemptToOrphan && bothQueued(us.r.s, st)
+}
+
+func (us upstreamSystem) dump() ([]string, error) { return us.r.d.Dump(us.r.ctx) }
+
+// redump waits for the GC's Warning events, recorded asynchronously.
+func (us upstreamSystem) redump(want []string) ([]string, error) {
+	return redumpUntil(us.dump, want)
+}
+
+func (us upstreamSystem) settle() error { return us.h.Settle(us.r.ctx) }
+
+// beginUpstream makes the run's driver and namespaces and holds the
+// proxy for them.
+func (r *steppedRun) beginUpstream() error {
+	var err error
+	if r.d, err = driver.New(r.env.Admin, r.env.Limited, "cascade-"+driver.NewRunID()); err != nil {
+		return err
+	}
+	if err := r.d.EnsureNamespaces(r.ctx, r.cfg.Universe.Namespaces); err != nil {
+		return err
+	}
+	h, err := r.env.Hold(r.ctx, r.d)
+	if err != nil {
+		return fmt.Errorf("hold kube-controller-manager's traffic: %w", err)
+	}
+	r.hold = h
+	r.sys = upstreamSystem{r: r, h: h, failures: map[string]int{}}
+	return nil
+}

@@ -1,0 +1,315 @@
+package target
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/cascade-k8s/cascade/harness/driver"
+	"github.com/cascade-k8s/cascade/harness/proxy"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// While one item's attemptToDelete step lasts, the proxy lets through
+// the GETs of its owners (isDangling) and not another item's first GET:
+// a worker retrying on its back-off timer sends that GET whenever the
+// timer fires, and it must wait for its own item's step. (The window used
+// to admit every GET but the item's own, and a retry that slipped through
+// left the model's next attemptToDelete of that item with no GET to
+// release.)
+func TestAttemptToDeleteAdmitsOnlyOwnerGETs(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, s := &model.Model{}, model.NewState()
+	for _, line := range []string{"create deploy/a", "create pv/p", "create deploy/b owner=deploy/a owner=pv/p owner=Frob/x,uid=frob", "create sts/c"} {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _, err = m.Apply(s, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := upstreamStepped{d: d}
+	st, err := model.ParseStep("gc attemptToDelete deploy/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := u.object(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := u.owners(st, s)
+	if len(owners) != 2 {
+		t.Fatalf("owners of deploy/b: want deploy/a and pv/p (Frob is unserved), got %v", owners)
+	}
+	admits := attemptWindow(o, owners, false)
+	get := func(group, resource, ns, name string) proxy.Request {
+		return proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Group: group, Resource: resource, Namespace: ns, Name: name}}
+	}
+	for _, c := range []struct {
+		r    proxy.Request
+		want bool
+	}{
+		{get("apps", "deployments", "cascade-t1-default", "a"), true},
+		{get("", "persistentvolumes", "", "cascade-t1-p"), true},
+		{get("apps", "statefulsets", "cascade-t1-default", "c"), false},
+		{get("apps", "deployments", "cascade-t1-default", "b"), false},
+		{proxy.Request{Call: proxy.Call{Verb: proxy.VerbDelete, Group: "apps", Resource: "deployments", Namespace: "cascade-t1-default", Name: "a"}}, false},
+	} {
+		if got := admits(c.r); got != c.want {
+			t.Errorf("%s: admitted %v, want %v", proxy.DescribeRequest(c.r), got, c.want)
+		}
+	}
+}
+
+// A virtual owner's attemptToDelete step lets no GET through: the real
+// worker's GET of the owner's key finds another object (or none), it
+// queues a virtual delete event and sends nothing else. When the virtual
+// owner names its own dependent's key (an ownerReference to cm/c with
+// another UID, on cm/c), that dependent is queued by the virtual delete
+// event within the step, and its worker's first GET, of the same key,
+// must wait for the dependent's own step. (The window used to admit the
+// GETs of the owners of the object of the step's key, here cm/c itself:
+// the dependent's pass slipped through and its DELETE was held where the
+// model expects no write; `cascade fuzz --target upstream-stepped --seed
+// 1`, run 7.)
+func TestVirtualOwnerAttemptAdmitsNoGET(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, s := &model.Model{}, model.NewState()
+	for _, line := range []string{"create cm/c", "gc deliver cm/c", "add-owner cm/c cm/c,block,uid=ghost-c", "gc deliver cm/c"} {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _, err = m.Apply(s, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ghost, ok := s.UIDBySymbol("ghost-c"); !ok || len(s.GC.AttemptToDelete) != 1 || s.GC.AttemptToDelete[0].UID != ghost {
+		t.Fatalf("the model's attemptToDelete queue: want the virtual owner ghost-c alone, got %v", s.GC.AttemptToDelete)
+	}
+	u := upstreamStepped{d: d}
+	st, err := model.ParseStep("gc attemptToDelete cm/c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := u.object(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if owners := u.owners(st, s); len(owners) != 0 {
+		t.Fatalf("owners GETs of the virtual owner's pass: want none, got %v", owners)
+	}
+	dependentGET := proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Resource: "configmaps", Namespace: "cascade-t1-default", Name: "c"}}
+	if attemptWindow(o, u.owners(st, s), false)(dependentGET) {
+		t.Errorf("the virtual owner's pass admits %s, the dependent's first GET", proxy.DescribeRequest(dependentGET))
+	}
+}
+
+// A `gc unblock|patch|delete` step releases the write its attemptToDelete
+// step saw held, not another worker's write of the same object and verb
+// held beside it: the orphan worker PATCHes the dependents of an owner
+// whose orphan deletion reached the graph builder at once, and the proxy
+// holds that PATCH too. (The step used to release the first held PATCH
+// of the object, the orphan worker's, and then waited in vain for the
+// DELETE that follows the unblock; seed 2 at its final settle.)
+func TestSendReleasesTheDecidedWrite(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := proxy.NewStepper()
+	st.SetScope(func(string, string) bool { return true })
+	st.Hold(true)
+	defer st.Hold(false)
+	ctx := context.Background()
+	// the GC's client: each request waits at the Stepper, then is answered
+	gc := func(id int64) {
+		r := proxy.Request{ID: id, Client: proxy.GarbageCollectorClient, Call: proxy.Call{Verb: proxy.VerbPatch, Resource: "pods", Namespace: "cascade-t1-default", Name: "a"}}
+		go func() {
+			if err := st.Admit(ctx, &r); err == nil {
+				r.Code = 200
+				st.Answered(r)
+			}
+		}()
+		if _, ok, err := st.WaitRequest(ctx, time.Second, func(q proxy.Request) bool { return q.ID == id }); err != nil || !ok {
+			t.Fatalf("request %d not held: %v", id, err)
+		}
+	}
+	gc(1) // the orphan worker's PATCH of pod/a
+	gc(2) // the attemptToDelete worker's unblock PATCH of pod/a
+	u := upstreamStepped{st: st, d: d, decided: decided{"pods/cascade-t1-default/a": 2}}
+	step, err := model.ParseStep("gc unblock pod/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := u.object(step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.send(ctx, step, o, model.NewState(), model.Result{Code: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if held := st.HeldIDs(); !slices.Equal(held, []int64{1}) {
+		t.Errorf("held after the unblock step: %v, want the orphan worker's PATCH (1) alone", held)
+	}
+}
+
+// A `gc delete` step lets the GC's GET of the object through only when
+// its DELETE is answered 409 (deleteObject's GET before its retry
+// without the resourceVersion precondition). A DELETE that succeeds ends
+// the worker's pass, and when the item was queued again meanwhile (a
+// virtual delete event naming it), the next pass's first GET of the same
+// object must wait for the model's next attemptToDelete step. (The step
+// used to admit one GET of the object whatever the answer, and that pass
+// ran unstepped; seed 2, `gc attemptToDelete sts/ns2/d` then found no GET
+// to release.)
+func TestDeleteStepHoldsTheNextPassGET(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := proxy.NewStepper()
+	st.SetScope(func(string, string) bool { return true })
+	st.Hold(true)
+	defer st.Hold(false)
+	ctx := context.Background()
+	call := func(verb string) proxy.Call {
+		return proxy.Call{Verb: verb, Resource: "pods", Namespace: "cascade-t1-default", Name: "a"}
+	}
+	del := proxy.Request{ID: 1, Client: proxy.GarbageCollectorClient, Call: call(proxy.VerbDelete)}
+	get := proxy.Request{ID: 2, Client: proxy.GarbageCollectorClient, Call: call(proxy.VerbGet)}
+	go func() {
+		if st.Admit(ctx, &del) != nil {
+			return
+		}
+		// the worker's next pass sends its GET as the DELETE's answer
+		// comes back
+		admitted := make(chan struct{})
+		go func() {
+			if st.Admit(ctx, &get) == nil {
+				close(admitted)
+			}
+		}()
+		select {
+		case <-admitted:
+		case <-time.After(time.Second):
+		}
+		del.Code = 200
+		st.Answered(del)
+	}()
+	if _, ok, err := st.WaitRequest(ctx, time.Second, func(q proxy.Request) bool { return q.ID == 1 }); err != nil || !ok {
+		t.Fatalf("the DELETE is not held: %v", err)
+	}
+	u := upstreamStepped{st: st, d: d, decided: decided{"pods/cascade-t1-default/a": 1}}
+	step, err := model.ParseStep("gc delete pod/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := u.object(step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.send(ctx, step, o, model.NewState(), model.Result{Code: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if held := st.HeldIDs(); !slices.Equal(held, []int64{2}) {
+		t.Errorf("held after the delete step: %v, want the next pass's GET (2)", held)
+	}
+}
+
+// The window of an attemptToDelete step admits each owner GET the model's
+// pass makes, once: isDangling GETs the owners in the order of the
+// references, and a reference of a kind nobody serves ends the pass
+// (restMappingError, requeued) before the GETs of the references after
+// it. An object that names itself as its owner gets its own GET
+// admitted once at most, and the first GET of the item's next pass, sent
+// after the real GC's back-off of a few milliseconds, waits for its
+// step. (The window used to admit every GET of an owner's key while the
+// step lasted: with itself and an unserved kind as owners, pod/a's
+// retries slipped through, each one doubling its back-off, until the
+// model's seventh pass found no GET within 10 s; seeds 1 and 2.)
+func TestAttemptWindowAdmitsEachOwnerGETOnce(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, s := &model.Model{}, model.NewState()
+	for _, line := range []string{"create pod/a owner=Frob/x,uid=frob", "add-owner pod/a pod/a,block", "create pod/b", "add-owner pod/b pod/b,block", "add-owner pod/b Frob/x,uid=frob"} {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _, err = m.Apply(s, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := upstreamStepped{d: d}
+	get := func(name string) proxy.Request {
+		return proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Resource: "pods", Namespace: "cascade-t1-default", Name: name}}
+	}
+	for _, c := range []struct {
+		pod  string
+		want []bool // admitted, for two GETs of the pod
+	}{
+		{"a", []bool{false, false}}, // Frob/x first: the pass ends before its own GET as owner
+		{"b", []bool{true, false}},  // itself first: one owner GET, then the next pass's GET waits
+	} {
+		st, err := model.ParseStep("gc attemptToDelete pod/" + c.pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := u.object(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		admits := attemptWindow(o, u.owners(st, s), false)
+		for i, want := range c.want {
+			if got := admits(get(c.pod)); got != want {
+				t.Errorf("pod/%s: GET %d of itself admitted %v, want %v", c.pod, i+1, got, want)
+			}
+		}
+	}
+}
+
+// The owners of a virtual node of a cluster-scoped object are looked up
+// in the namespace it borrowed from the dependent it was made from
+// (kubernetes#124378, traces/races/virtual-namespace.trace): pv/a's
+// reference to secret/c is GET in default. (Looked up in pv/a's own
+// namespace, none, the reference ended the pass and the window admitted
+// no GET; the race's replay on upstream-stepped diverged.)
+func TestVirtualClusterScopedNodeOwnersInBorrowedNamespace(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, s := &model.Model{}, model.NewState()
+	for _, line := range []string{"create secret/c finalizers=cascade.dev/hold", "create pv/a owner=secret/c,block", "add-owner secret/c pv/a,block",
+		"delete secret/c propagation=Foreground", "gc deliver secret/c", "gc deliver secret/c", "gc deliver secret/c"} {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _, err = m.Apply(s, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := upstreamStepped{d: d}
+	st, err := model.ParseStep("gc attemptToDelete pv/default/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := u.owners(st, s)
+	if len(owners) != 1 || owners[0].String() != "secrets/cascade-t1-default/c" {
+		t.Fatalf("owner GETs of the virtual pv/default/a: %v, want secrets/cascade-t1-default/c", owners)
+	}
+}
