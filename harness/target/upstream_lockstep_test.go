@@ -50,7 +50,7 @@ func TestAttemptToDeleteAdmitsOnlyOwnerGETs(t *testing.T) {
 	}
 	admits := attemptWindow(o, owners, false)
 	get := func(group, resource, ns, name string) proxy.Request {
-		return proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Group: group, Resource: resource, Namespace: ns, Name: name}}
+		return proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Group: group, Resource: resource, Namespace: ns, Name: name}, Client: proxy.GarbageCollectorClient}
 	}
 	for _, c := range []struct {
 		r    proxy.Request
@@ -60,7 +60,7 @@ func TestAttemptToDeleteAdmitsOnlyOwnerGETs(t *testing.T) {
 		{get("", "persistentvolumes", "", "cascade-t1-p"), true},
 		{get("apps", "statefulsets", "cascade-t1-default", "c"), false},
 		{get("apps", "deployments", "cascade-t1-default", "b"), false},
-		{proxy.Request{Call: proxy.Call{Verb: proxy.VerbDelete, Group: "apps", Resource: "deployments", Namespace: "cascade-t1-default", Name: "a"}}, false},
+		{proxy.Request{Call: proxy.Call{Verb: proxy.VerbDelete, Group: "apps", Resource: "deployments", Namespace: "cascade-t1-default", Name: "a"}, Client: proxy.GarbageCollectorClient}, false},
 	} {
 		if got := admits(c.r); got != c.want {
 			t.Errorf("%s: admitted %v, want %v", proxy.DescribeRequest(c.r), got, c.want)
@@ -109,7 +109,7 @@ func TestVirtualOwnerAttemptAdmitsNoGET(t *testing.T) {
 	if owners := u.owners(st, s); len(owners) != 0 {
 		t.Fatalf("owners GETs of the virtual owner's pass: want none, got %v", owners)
 	}
-	dependentGET := proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Resource: "configmaps", Namespace: "cascade-t1-default", Name: "c"}}
+	dependentGET := proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Resource: "configmaps", Namespace: "cascade-t1-default", Name: "c"}, Client: proxy.GarbageCollectorClient}
 	if attemptWindow(o, u.owners(st, s), false)(dependentGET) {
 		t.Errorf("the virtual owner's pass admits %s, the dependent's first GET", proxy.DescribeRequest(dependentGET))
 	}
@@ -255,7 +255,7 @@ func TestAttemptWindowAdmitsEachOwnerGETOnce(t *testing.T) {
 	}
 	u := upstreamStepped{d: d}
 	get := func(name string) proxy.Request {
-		return proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Resource: "pods", Namespace: "cascade-t1-default", Name: name}}
+		return proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Resource: "pods", Namespace: "cascade-t1-default", Name: name}, Client: proxy.GarbageCollectorClient}
 	}
 	for _, c := range []struct {
 		pod  string

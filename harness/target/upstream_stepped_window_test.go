@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cascade-k8s/cascade/harness/proxy"
-	"github.com/cascade-k8s/cascade/model"
 )
 
 // The orphan-adoption race on the real controllers, in the window that
@@ -78,7 +77,7 @@ rs/web-1 gone
 	if err := u.st.ReleaseEvent(ctx, StepBound, deploy.group, deploy.resource, deploy.ns, deploy.name); err != nil {
 		t.Fatal(err)
 	}
-	if err := u.attemptToOrphan(ctx, deploy, model.NewState()); err != nil {
+	if err := u.attemptToOrphan(ctx, deploy); err != nil {
 		t.Fatal(err)
 	}
 	if l := dumpLine(t, ctx, d, "deploy/web"); l != "deploy/web gone" {
