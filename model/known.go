@@ -84,11 +84,16 @@ const (
 	// KnownRelistUIDChange: a relist hands a name's new object on as an
 	// update from the deleted one, whose node stays in the graph.
 	KnownRelistUIDChange = "relist-uid-change"
+	// KnownNamespaceDeleteRead: a Namespace DELETE that read the
+	// Namespace before another DELETE started its deletion acts as the
+	// first.
+	KnownNamespaceDeleteRead = "namespace-delete-read"
 )
 
 // harness/lin's own rules (lin.Prop*), which entries relax by name, and
 // the words several entries share.
 const (
+	knownLinAPISemantics         = "the API server's answers are linearizable"
 	knownLinAdoption             = "no adoption by an owner being deleted"
 	knownLinGCWrites             = "the GC writes only what it may"
 	knownLinResolvable           = "the GC never acts on an unresolvable reference"
@@ -150,7 +155,8 @@ var KnownRaces = []KnownRace{
 		Sites:    []string{"model checkOrphanRespected", "lin gcPatch"},
 		Fixtures: []string{"traces/races/kubernetes-26120.trace", "harness/lin.TestKnownOrphanRace", "harness/lin.TestKnownForegroundRace",
 			"harness/lin.TestUnobservedDependentOnDeliveries",
-			"harness/lin.TestForegroundDecidedBeforeDependentsOnDeliveries", "harness/lin.TestOrphanDecidedBeforeRetriesOnDeliveries"},
+			"harness/lin.TestForegroundDecidedBeforeDependentsOnDeliveries", "harness/lin.TestOrphanDecidedBeforeRetriesOnDeliveries",
+			"harness/lin.TestOrphanTakesDependentsOnOwnersEvent"},
 		Doc: "The GC processes an owner's orphan or foreground deletion before it has observed a dependent's reference, so attemptToOrphan or processDeletingDependentsItem misses the dependent."},
 	{ID: KnownPolicySwitch, Upstream: "kubernetes#32339, fixed by #32354 on the update path only: a DELETE still re-chooses the GC finalizer of a deletion under way",
 		Relaxes:  []string{PropOrphanRespected, PropNoSolidOwnerCollected, knownLinGCWrites, knownLinResolvable},
@@ -254,6 +260,12 @@ var KnownRaces = []KnownRace{
 		Sites:    []string{"model checkGarbageCollected", "model checkGraphAgrees", "fuzz checkLiveness (impl: graph changes)", "fuzz checkLiveness (audit: a name deleted and created again between a kube-apiserver restart and the GC informer's relist)"},
 		Fixtures: []string{"traces/races/relist-uid-change.trace", "harness/fuzz.TestLivenessRelistReplacedOwner", "harness/fuzz.TestLivenessRelistFromAudit"},
 		Doc:      "An owner is deleted and an object of the same kind, namespace and name created while the GC's watch of that resource is broken (an API server restart, a watch expired); the informer's relist finds the name listed and hands the new object on as an update from the old one, with no delete. The graph builder adds a node for the new UID and keeps the old one's for good, so the old owner's dependents look owned and are never sent to attemptToDelete: garbage is never collected, and the graph keeps a node whose object left storage. The model sees it in its GC's graph, which keeps an observed node its informer's cache dropped; impl's recorded graph changes show the node never removed; an audit log shows the owner's name taking a new UID while the GC's watch of the resource was broken."},
+	{ID: KnownNamespaceDeleteRead, Upstream: "pkg/registry/core/namespace/storage/storage.go REST.Delete (every release from v1.29 to v1.37): it GETs the Namespace and takes the first DELETE's branch when that read shows no deletionTimestamp; the branch's GuaranteedUpdate then sets the GC finalizers its options call for on the current version, another DELETE's deletion included (no upstream issue found; found by cascade fuzz --target upstream on v1.33.13)",
+		Relaxes:  []string{knownLinAPISemantics},
+		Evidence: []Evidence{EvidenceAuditOrder},
+		Sites:    []string{"lin delete"},
+		Fixtures: []string{"harness/lin.TestNamespaceDeleteRead"},
+		Doc:      "Two DELETEs of one Namespace sent before either landed both read it not yet Terminating; the one that lands second re-chooses orphan or foregroundDeletion on the deletion the first started, where a DELETE of a Terminating Namespace changes nothing."},
 }
 
 // KnownRaceByID finds an entry.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/target"
+	"github.com/cascade-k8s/cascade/model"
 	"github.com/cascade-k8s/cascade/traces"
 )
 
@@ -66,6 +67,46 @@ type conformReport struct {
 	Skipped     int          `json:"skipped"`
 	Interrupted bool         `json:"interrupted,omitempty"`
 	Cases       []caseResult `json:"cases"`
+	// Known are the known upstream races (model.KnownRaces) the run
+	// showed: a passing trace whose '# known:' header names one, or a
+	// fuzz run that passed through one.
+	Known []knownShown `json:"known_races"`
+}
+
+// knownShown is a known upstream race a conform run showed, and what
+// showed it: "trace race/kubernetes-114603", "fuzz (on recorded-reads)".
+type knownShown struct {
+	ID      string   `json:"id"`
+	ShownBy []string `json:"shown_by"`
+}
+
+// addKnown records that by showed the known race id.
+func (r *conformReport) addKnown(id, by string) {
+	for i := range r.Known {
+		if r.Known[i].ID == id {
+			if !slices.Contains(r.Known[i].ShownBy, by) {
+				r.Known[i].ShownBy = append(r.Known[i].ShownBy, by)
+			}
+			return
+		}
+	}
+	r.Known = append(r.Known, knownShown{ID: id, ShownBy: []string{by}})
+}
+
+// knownLines are the summary's lines naming the known races shown, each
+// with the release it is present in when the registry bounds its
+// releases: "known upstream race kubernetes#114603, present in v1.33.13:
+// shown by trace race/kubernetes-114603".
+func knownLines(rep *conformReport) []string {
+	var out []string
+	for _, k := range rep.Known {
+		in := ""
+		if e, ok := model.KnownRaceByID(k.ID); ok && e.Releases != (model.ReleaseRange{}) && rep.KubeVersion != "" {
+			in = ", present in " + rep.KubeVersion
+		}
+		out = append(out, fmt.Sprintf("known upstream race %s%s: shown by %s", k.ID, in, strings.Join(k.ShownBy, ", ")))
+	}
+	return out
 }
 
 func (r *conformReport) add(c caseResult) {
@@ -95,6 +136,8 @@ type phaseEnv struct {
 	progress io.Writer
 	// seed is the seed of the fuzz phase's runs (0: none ran).
 	seed uint64
+	// known records a known upstream race a case showed, by ID.
+	known func(id, by string)
 }
 
 // conformPhase is one part of a conform run on a started target. Phases
@@ -187,6 +230,11 @@ checkout; 'make kine' builds it).
 The summary table (trace, result, time) goes to stdout, or a JSON summary
 with --json (the schema check and fuzz share, with the fuzz phase's seed and
 the command that reproduces the run; see README); progress goes to stderr.
+After the table, one line per known upstream race the run showed: a passing
+trace whose '# known:' header names it, or a fuzz run that passed through
+it ("known upstream race kubernetes#114603, present in v1.33.13: shown by
+trace race/kubernetes-114603", the release named for a race only some
+releases have; JSON: known_races).
 --junit writes a JUnit XML report (one testsuite, one testcase per trace: a
 failure carries the diff, a skip its reason). --out DIR writes summary.json,
 junit.xml (with --junit too) and, for each failed trace, DIR/<trace>.txt
@@ -285,7 +333,7 @@ func runConform(cmd *cobra.Command, f *conformFlags) error {
 		return err
 	}
 	rep.Where = t.Where
-	env := &phaseEnv{target: t, labels: f.labels, progress: progress}
+	env := &phaseEnv{target: t, labels: f.labels, progress: progress, known: rep.addKnown}
 	done := 0 // cases of the current phase
 	env.add = func(c caseResult) {
 		rep.add(c)
@@ -360,6 +408,10 @@ func runTracePhase(ctx context.Context, env *phaseEnv) error {
 		}
 		c := caseResult{Phase: "traces", Name: traces.ShortName(tr), Path: tr.Path, Result: v.Result(), Seconds: v.Elapsed.Seconds()}
 		switch c.Result {
+		case resultPass:
+			if id := tr.Header(traces.HeaderKnown); id != "" {
+				env.known(id, "trace "+c.Name)
+			}
 		case resultSkip:
 			c.Message = v.Skip
 		case resultFail:
@@ -397,6 +449,9 @@ func printConform(w io.Writer, rep *conformReport, jsonOut bool) error {
 		if c.Result == resultFail || c.Result == resultError {
 			fmt.Fprintf(w, "\n--- %s %s\n%s\n", strings.ToUpper(c.Result), c.Name, c.Message)
 		}
+	}
+	if lines := knownLines(rep); len(lines) > 0 {
+		fmt.Fprintf(w, "\n%s\n", strings.Join(lines, "\n"))
 	}
 	state := ""
 	if rep.Interrupted {

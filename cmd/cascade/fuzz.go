@@ -584,6 +584,9 @@ func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
 	rep, err := fuzz.OnTarget(ctx, env.target, cfg)
 	if rep != nil {
 		env.seed = rep.Seed
+		for _, k := range rep.Known {
+			env.known(fuzzKnown(k))
+		}
 	}
 	if ctx.Err() != nil && (rep == nil || rep.Failure == nil) {
 		return nil // interrupted: runConform reports it
@@ -606,6 +609,19 @@ func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
 	}
 	env.add(c)
 	return nil
+}
+
+// fuzzKnown reads a line of fuzz.Report.Known, "ID (on BASIS): message"
+// from the history check or "ID: message" from the liveness check, as
+// the race's ID and what showed it: "fuzz (on BASIS)", or "fuzz
+// (liveness)".
+func fuzzKnown(line string) (id, by string) {
+	head, _, _ := strings.Cut(line, ": ")
+	id, basis, ok := strings.Cut(head, " (on ")
+	if !ok {
+		return id, "fuzz (liveness)"
+	}
+	return id, "fuzz (on " + basis
 }
 
 // fuzzCommand is the `cascade fuzz` command line that repeats conform's

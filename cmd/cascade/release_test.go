@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,5 +95,45 @@ func TestKubeVersionFromBinaries(t *testing.T) {
 func TestDefaultReleaseIsBuilt(t *testing.T) {
 	if model.DefaultRelease.String() != controlplane.KubeVersion {
 		t.Errorf("model.DefaultRelease %s, controlplane.KubeVersion %s", model.DefaultRelease, controlplane.KubeVersion)
+	}
+}
+
+// TestConformReportsKnownPerRelease: conform names the known upstream
+// races its passing traces showed, with the release a race is bounded
+// to: on v1.33.13 the trace of kubernetes#114603 runs and the summary
+// reports the race as present in that release; on v1.37.2 the trace is
+// skipped and the race is not reported.
+func TestConformReportsKnownPerRelease(t *testing.T) {
+	const want = "known upstream race kubernetes#114603, present in v1.33.13: shown by trace race/kubernetes-114603"
+	out, code := cascade(t, "conform", "--target", "model", "--kube-version", "v1.33.13", "--labels", "background", "-q")
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("v1.33.13: exit %d, want 0 and %q:\n%s", code, want, out)
+	}
+	out, code = cascade(t, "conform", "--target", "model", "--kube-version", "v1.33.13", "--labels", "background", "-q", "--json")
+	var rep conformReport
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+		t.Fatalf("v1.33.13 --json: exit %d, %v:\n%s", code, err, out)
+	}
+	if !slices.ContainsFunc(rep.Known, func(k knownShown) bool {
+		return k.ID == model.KnownOwnerChangeBeforeDelete && slices.Equal(k.ShownBy, []string{"trace race/kubernetes-114603"})
+	}) {
+		t.Fatalf("v1.33.13 --json: known_races %+v lack kubernetes#114603 shown by its trace", rep.Known)
+	}
+	out, code = cascade(t, "conform", "--target", "model", "--kube-version", "v1.37.2", "--labels", "background", "-q")
+	if code != 0 || strings.Contains(out, "kubernetes#114603,") || strings.Contains(out, "race kubernetes#114603") {
+		t.Fatalf("v1.37.2: exit %d, want 0 without kubernetes#114603 reported:\n%s", code, out)
+	}
+}
+
+// TestFuzzKnown: conform's fuzz phase reads each known race a fuzz run
+// passed through by its ID and what showed it.
+func TestFuzzKnown(t *testing.T) {
+	for _, c := range []struct{ line, id, by string }{
+		{"kubernetes#114603 (on recorded-reads): gc deleted pv/x-d, which has no ownerReferences; …", "kubernetes#114603", "fuzz (on recorded-reads)"},
+		{"relist-uid-change: rs/x-ns2/d is garbage (every owner is absent)", "relist-uid-change", "fuzz (liveness)"},
+	} {
+		if id, by := fuzzKnown(c.line); id != c.id || by != c.by {
+			t.Errorf("fuzzKnown(%q) = %q, %q; want %q, %q", c.line, id, by, c.id, c.by)
+		}
 	}
 }

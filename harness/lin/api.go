@@ -276,10 +276,13 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 			return []outcome{{e: c.vague(s, cur, in, &obj, cur.flags|rvUnknown|contentUnknown), changed: true, applied: true}}, ""
 		}
 		got, h := adopt(cur, in)
+		var v *violation
 		if why := c.legalDelete(cur, got, opts); why != "" {
-			return nil, why
+			if v = c.namespaceDeleteRead(cur, in, got, opts, why); v == nil {
+				return nil, why
+			}
 		}
-		outs := []outcome{{e: c.entryFor(s, cur, in, got, h, 0), changed: true, applied: true}}
+		outs := []outcome{{e: c.entryFor(s, cur, in, got, h, 0), changed: true, applied: true, v: v}}
 		if c.lenient && cur.known() && cur.flags&rvUnknown == 0 && cur.obj.Deleting && got.RV > cur.obj.RV && sameContent(cur.obj, got) {
 			// A DELETE that changes nothing on an object already being
 			// deleted writes nothing and answers the live
@@ -403,6 +406,33 @@ func (c *checker) legalDelete(cur *entry, got *history.Object, opts *history.Del
 		return "the delete changed ownerReferences"
 	}
 	return rvFollows("delete", cur, got)
+}
+
+// namespaceDeleteRead: the Namespace registry's Delete GETs the
+// Namespace and takes the first DELETE's branch when that read shows no
+// deletionTimestamp; the branch's GuaranteedUpdate then sets the GC
+// finalizers its options call for on the current version. A DELETE that
+// legalDelete refuses on a Terminating Namespace, but that answers what a
+// first DELETE of the current version answers, is the known race
+// model.KnownNamespaceDeleteRead when the write that started the
+// deletion returned after this DELETE was sent (its read may have come
+// first); nil otherwise.
+func (c *checker) namespaceDeleteRead(cur *entry, in *input, got *history.Object, opts *history.DeleteOptions, why string) *violation {
+	if !c.lenient || cur.prov == nil || in.key.Kind.Info().Kind != "Namespace" || !cur.known() || !cur.obj.Deleting {
+		return nil
+	}
+	start := cur.prov.delStart
+	if start < 0 || c.ins[start].ret <= in.op.Call {
+		return nil
+	}
+	first, obj := *cur, *cur.obj
+	obj.Deleting = false
+	first.obj = &obj
+	if c.legalDelete(&first, got, opts) != "" {
+		return nil
+	}
+	return &violation{PropAPISemantics, fmt.Sprintf("%s; it read the Namespace before op %d started its deletion, and chose as the first DELETE", why, start),
+		model.Excuse(model.KnownNamespaceDeleteRead), basisOrder}
 }
 
 // observed: the watch showed a state no recorded op explains; it must be

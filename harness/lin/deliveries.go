@@ -140,6 +140,35 @@ func (c *checker) gcDecidedBy(key history.Key, uid string, in *input) int64 {
 	return bound
 }
 
+// orphanDependentsTaken bounds when attemptToOrphanWorker took the
+// dependents of the owner uid at key from its graph, for a decision
+// gcDecidedBy bounds by decided: the graph builder queues the owner as it
+// processes the event carrying the orphan deletion (the write m), and the
+// worker takes the dependents at once, before removeFinalizer's GET,
+// while events handed on after the owner's may still wait in the graph
+// builder's queue (an informer's list hands a CRD's objects on in name
+// order, an owner before its dependent). So when the proxy handed that
+// event on at t before decided, and the GC sent no request about the
+// owner from t until decided (no earlier try, after whose failure a new
+// decision takes the dependents again), the dependents may have been
+// taken as early as t: it returns t, else decided.
+func (c *checker) orphanDependentsTaken(key history.Key, uid string, m mark, decided int64) int64 {
+	rv, ok := c.writtenVersion(m, uid)
+	rs := c.requests[key]
+	if !ok || len(rs) == 0 {
+		return decided
+	}
+	i := slices.IndexFunc(c.delivered[uid], func(d history.Delivery) bool { return d.RV >= rv })
+	if i < 0 {
+		return decided
+	}
+	t := c.delivered[uid][i].At
+	if t >= decided || slices.ContainsFunc(rs, func(r history.GCRequest) bool { return r.Received >= t && r.Received < decided }) {
+		return decided
+	}
+	return t
+}
+
 // gcRequestOf is the proxy's record of the GC's write in, an index in
 // the GC's requests of in's object: the GC's request of in's verb that
 // the proxy got before kube-apiserver stamped in's receipt and answered

@@ -195,3 +195,48 @@ func TestUnblockPutsBackReferenceOnDeliveries(t *testing.T) {
 		})
 	}
 }
+
+// TestOrphanTakesDependentsOnOwnersEvent: kubernetes#26120 (lin gcPatch,
+// orphan), the timeline of a fuzz failure on v1.37.2 (seed 5, run 37):
+// the GC's informer of a just-created CRD's resource lists it, owner
+// first (the list is in name order), already deleted with Orphan, then
+// its dependent. The graph builder queues the owner for attemptToOrphan
+// as it processes the owner's event, and attemptToOrphanWorker takes
+// the owner's dependents from the graph at once, before the graph builder
+// has processed the dependent's event handed on just after; then
+// removeFinalizer GETs the owner and patches. So a reference handed on
+// after the owner's orphan deletion was handed on may be missed even
+// when it came before removeFinalizer's GET; one handed on before the
+// owner's event is in the graph when the owner is queued. Times are µs
+// on the proxy's clock.
+func TestOrphanTakesDependentsOnOwnersEvent(t *testing.T) {
+	us := ms / 1000
+	for _, tc := range []struct {
+		name  string
+		depAt int64 // the dependent's ADDED handed to the GC's informers, µs
+		known bool
+	}{
+		{"dependent handed on just after the owner's orphan deletion", 1020, true},
+		{"dependent handed on before the owner's orphan deletion", 980, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuilder(t)
+			o, d := key("cm", "a"), key("cm", "d")
+			b.create("client-0", o, -9000*us, -8000*us, nil)
+			b.create("client-0", d, -7000*us, -6000*us, nil, b.ref(o, false, true))
+			b.del("client-0", o, -5000*us, -4000*us, "Orphan")
+			b.delivered(o, 1000*us)
+			b.delivered(d, tc.depAt*us)
+			b.requested("gc", "get", o, 2000*us, 4000*us)
+			b.requested("gc", "patch", o, 5000*us, 10000*us)
+			gc := b.write("gc", o, 6000*us, 9000*us, withoutFinalizer(model.FinalizerOrphan))
+			r := b.check()
+			if tc.known {
+				expectKnown(t, r, gc, model.KnownUnobservedDependent)
+				expectBasis(t, r, basisDeliveries)
+				return
+			}
+			expectIllegal(t, r, gc, model.PropOrphanRespected, "cm/ns/d's reference had been handed to the GC's informers before it decided")
+		})
+	}
+}

@@ -427,6 +427,9 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 		// informers by the time the GC decided.
 		if c.deliveries && c.lenient && m >= 0 {
 			decided := c.gcDecidedBy(in.key, d.UID, in)
+			if !block {
+				decided = c.orphanDependentsTaken(in.key, d.UID, m, decided)
+			}
 			if i := slices.IndexFunc(deps, func(d depRef) bool { return !c.undelivered(d, decided) }); i < 0 {
 				v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisDeliveries
 				v.message += "; no event carrying the reference had been handed to the GC's informers when it decided (the proxy's delivery record)"

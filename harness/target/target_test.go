@@ -73,6 +73,9 @@ func TestSpecSkip(t *testing.T) {
 		{Spec{Name: UpstreamStepped}, "scenario/controller-release", "rs/web controls 2 active Pods with replicas=0; the real controller scales its Pods"},
 		{Spec{Name: UpstreamStepped}, "race/stranded-virtual-node", "names neither upstream nor impl"},
 		{Spec{Name: UpstreamStepped}, "race/kubernetes-114603", "holds for before v1.34.0"},
+		{Spec{Name: UpstreamStepped, Release: model.Release{Major: 1, Minor: 33, Patch: 13}}, "race/kubernetes-114603", ""},
+		{Spec{Name: Upstream, Release: model.Release{Major: 1, Minor: 33, Patch: 13}}, "race/kubernetes-114603", "does not name upstream"},
+		{Spec{Name: Impl, Release: model.Release{Major: 1, Minor: 33, Patch: 13}}, "race/gc-retry-overrides-orphan", "holds for v1.34.0 and later, not v1.33.13"},
 	}
 	for _, c := range cases {
 		got := SpecSkip(c.spec, embedded(t, c.trace))
