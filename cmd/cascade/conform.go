@@ -201,7 +201,7 @@ Targets:
                 proxy cannot produce (gc deliver-virtual, apiextensions
                 cleanup), or whose ReplicaSet the real controller would
                 scale, is skipped naming it. A step whose IO does not come
-                within 10s (a relist 65s, a sync 45s), or differs from the
+                within 10s (a relist 65s, a sync 90s), or differs from the
                 model's, is a divergence.
                 Its fuzz phase is at most 3 lockstep runs (cascade fuzz
                 --target upstream-stepped)
