@@ -121,11 +121,18 @@ rs/web-1 live owners=[deploy/web controller block] labels=app=web
 			t.Fatalf("hand the workload controllers the ADDED event of %s: %v", o, err)
 		}
 	}
-	// the GC's informers are streams of their own: their events are held still
+	// the GC's informers are streams of their own: their events are held
+	// still. An event may reach the proxy's GC stream after the
+	// controllers' (each watch gets it from kube-apiserver on its own), so
+	// the test waits for it to be held; one handed on would never be.
 	for _, o := range []object{deploy, rs} {
 		want := "shared-informers/" + o.resource + "." + o.group + " ADDED " + o.String()
+		deadline := time.Now().Add(StepBound)
+		for !slices.Contains(u.st.HeldEvents(), want) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
 		if !slices.Contains(u.st.HeldEvents(), want) {
-			t.Errorf("the GC's ADDED event of %s was handed on with the controllers': held %q", o, u.st.HeldEvents())
+			t.Errorf("the GC's ADDED event of %s was not held within %s (handed on with the controllers'?): held %q", o, StepBound, u.st.HeldEvents())
 		}
 	}
 
