@@ -147,18 +147,7 @@ func TestSendReleasesTheDecidedWrite(t *testing.T) {
 	}
 	gc(1) // the orphan worker's PATCH of pod/a
 	gc(2) // the attemptToDelete worker's unblock PATCH of pod/a
-	u := upstreamStepped{st: st, d: d, decided: decided{"pods/cascade-t1-default/a": 2}}
-	step, err := model.ParseStep("gc unblock pod/a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := u.object(step)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := u.send(ctx, step, o, model.NewState(), model.Result{Code: 200}); err != nil {
-		t.Fatal(err)
-	}
+	sendStep(t, ctx, upstreamStepped{st: st, d: d, decided: decided{"pods/cascade-t1-default/a": 2}}, "gc unblock pod/a")
 	if held := st.HeldIDs(); !slices.Equal(held, []int64{1}) {
 		t.Errorf("held after the unblock step: %v, want the orphan worker's PATCH (1) alone", held)
 	}
@@ -210,18 +199,7 @@ func TestDeleteStepHoldsTheNextPassGET(t *testing.T) {
 	if _, ok, err := st.WaitRequest(ctx, time.Second, func(q proxy.Request) bool { return q.ID == 1 }); err != nil || !ok {
 		t.Fatalf("the DELETE is not held: %v", err)
 	}
-	u := upstreamStepped{st: st, d: d, decided: decided{"pods/cascade-t1-default/a": 1}}
-	step, err := model.ParseStep("gc delete pod/a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := u.object(step)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := u.send(ctx, step, o, model.NewState(), model.Result{Code: 200}); err != nil {
-		t.Fatal(err)
-	}
+	sendStep(t, ctx, upstreamStepped{st: st, d: d, decided: decided{"pods/cascade-t1-default/a": 1}}, "gc delete pod/a")
 	if held := st.HeldIDs(); !slices.Equal(held, []int64{2}) {
 		t.Errorf("held after the delete step: %v, want the next pass's GET (2)", held)
 	}
@@ -311,5 +289,22 @@ func TestVirtualClusterScopedNodeOwnersInBorrowedNamespace(t *testing.T) {
 	owners := u.owners(st, s)
 	if len(owners) != 1 || owners[0].String() != "secrets/cascade-t1-default/c" {
 		t.Fatalf("owner GETs of the virtual pv/default/a: %v, want secrets/cascade-t1-default/c", owners)
+	}
+}
+
+// sendStep takes the send step line (gc delete|patch|unblock) on u, the
+// model expecting it answered 200.
+func sendStep(t *testing.T, ctx context.Context, u upstreamStepped, line string) {
+	t.Helper()
+	step, err := model.ParseStep(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := u.object(step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.send(ctx, step, o, model.NewState(), model.Result{Code: 200}); err != nil {
+		t.Fatal(err)
 	}
 }
