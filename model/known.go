@@ -29,7 +29,9 @@ const (
 	// they read (lin.Options.Reads).
 	EvidenceRecordedReads
 	// EvidenceGraphChanges: the GC's recorded graph changes show what
-	// its graph held (lin.Options.GraphChanges, impl only).
+	// its graph held and in which order it took events in: impl's
+	// (lin.Options.GraphChanges), or, upstream, the graph builder's own
+	// log of the events it began to apply (lin.Options.GraphLog).
 	EvidenceGraphChanges
 	// EvidenceDeliveryRecord: the API proxy's record of the moment each
 	// watch event was handed to the real GC's informers shows the GC
@@ -150,13 +152,13 @@ func (k *KnownRace) PresentIn(r Release) bool { return k.Releases.Contains(r) }
 var KnownRaces = []KnownRace{
 	{ID: KnownUnobservedDependent, Upstream: "kubernetes#26120 item 1 (open): the GC's watches of different resources are not ordered",
 		Relaxes:  []string{PropOrphanRespected, PropForegroundWaits},
-		Evidence: []Evidence{EvidenceModelState, EvidenceAuditOrder, EvidenceDeliveryRecord, EvidenceWindow},
+		Evidence: []Evidence{EvidenceModelState, EvidenceAuditOrder, EvidenceGraphChanges, EvidenceDeliveryRecord, EvidenceWindow},
 		Window:   "for a dependent of another resource whose reference was written before the owner's finalizer, " + knownWindowInformer,
 		Sites:    []string{"model checkOrphanRespected", "lin gcPatch"},
 		Fixtures: []string{"traces/races/kubernetes-26120.trace", "harness/lin.TestKnownOrphanRace", "harness/lin.TestKnownForegroundRace",
 			"harness/lin.TestUnobservedDependentOnDeliveries",
 			"harness/lin.TestForegroundDecidedBeforeDependentsOnDeliveries", "harness/lin.TestOrphanDecidedBeforeRetriesOnDeliveries",
-			"harness/lin.TestOrphanTakesDependentsOnOwnersEvent"},
+			"harness/lin.TestOrphanTakesDependentsOnOwnersEvent", "harness/lin.TestOrphanMissesAnotherInformersReference"},
 		Doc: "The GC processes an owner's orphan or foreground deletion before it has observed a dependent's reference, so attemptToOrphan or processDeletingDependentsItem misses the dependent."},
 	{ID: KnownPolicySwitch, Upstream: "kubernetes#32339, fixed by #32354 on the update path only: a DELETE still re-chooses the GC finalizer of a deletion under way",
 		Relaxes:  []string{PropOrphanRespected, PropNoSolidOwnerCollected, knownLinGCWrites, knownLinResolvable},

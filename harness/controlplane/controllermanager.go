@@ -69,6 +69,13 @@ func controllerManagerArgs(kubeconfig string, controllers []string) []string {
 		"--kube-api-qps=200",
 		"--kube-api-burst=400",
 		"--v=2", // the GC logs each deletion and orphaning at level 2
+		// ... and its graph builder, at level 5, each event it begins to
+		// apply (processGraphChanges: "GraphBuilder process object"): the
+		// order in which the graph took in the events of different
+		// informers, which nothing else outside the process shows
+		// (harness/target kcmGraphLog, lin.Options.GraphLog). vmodule
+		// limits level 5 to graph_builder.go.
+		"--vmodule=graph_builder=5",
 	}
 }
 

@@ -242,6 +242,8 @@ func (r *concurrentRun) exec(t *rapid.T) {
 		opts.Deliveries = ev.GCDeliveries()
 		// the GC's own requests, on the deliveries' clock: when it decided
 		opts.GCRequests = ev.GCRequests()
+		// the order the graph took those events in, from the kcm's log
+		opts.GraphLog = ev.GraphBuilder
 		r.delivered = len(opts.Deliveries) > 0
 	}
 	if r.env.Audit != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cascade-k8s/cascade/harness/driver"
+	"github.com/cascade-k8s/cascade/harness/proxy"
 	"github.com/cascade-k8s/cascade/harness/replay"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl"
@@ -45,7 +46,11 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 		env := ConcurrentEnv{Target: t.Spec.Name, Release: t.Spec.Release, Admin: t.Admin, Limited: t.Limited, Settler: t.Settler(), Inject: inject, LinTimeout: time.Minute,
 			Protection: t.HasWebhook(), Restarts: Restarts(t), GCTap: t.GCTap}
 		if t.Proxy != nil {
-			env.Evidence = t.Proxy.Take
+			env.Evidence = func() proxy.Evidence {
+				ev := t.Proxy.Take()
+				ev.GraphBuilder = t.TakeGraphLog()
+				return ev
+			}
 		}
 		if t.Impl != nil {
 			env.Settler = ImplSettler(t.Impl, t.Settler())

@@ -114,6 +114,31 @@ type GraphChange struct {
 	At int64
 }
 
+// Processed is one event kube-controller-manager's graph builder began
+// to apply, as its log shows it: processGraphChanges logs
+// "GraphBuilder process object" (at level 5, which the harness turns on
+// for graph_builder.go alone) before it changes the graph, in the one
+// goroutine that applies every informer's events. The log order is
+// therefore the order in which the graph took events in across
+// informers, which the proxy's delivery record (Delivery) cannot show:
+// each informer hands its events on from goroutines of its own
+// (kubernetes#26120 item 1). The line names no resourceVersion; lin
+// pairs each object's lines with its deliveries in order (the informer
+// and the graph builder's queue keep each object's events in order).
+type Processed struct {
+	UID string
+	// Deleted says the event was a delete event, Virtual that the graph
+	// builder made it itself (a virtual node's delete event, never
+	// delivered).
+	Deleted, Virtual bool
+	// Seq is the line's place in the log, counted from the process's
+	// first line the harness read: only the order matters.
+	Seq int
+	// At is the line's klog stamp, in Unix nanoseconds (microseconds,
+	// truncated): the graph builder began the event at or after At.
+	At int64
+}
+
 // Delivery is one watch event handed to one of the garbage collector's
 // informers of the real kube-controller-manager, as cascade's API proxy
 // recorded it (harness/proxy, the upstream target): the GC's monitors

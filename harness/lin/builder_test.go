@@ -27,6 +27,8 @@ type builder struct {
 	graph []history.GraphChange
 	// deliveries are the events handed to the GC's informers (delivered).
 	deliveries []history.Delivery
+	// logLines are the graph builder's log lines (processed).
+	logLines []history.Processed
 	// requests are the GC's requests as the proxy recorded them
 	// (requested).
 	requests []history.GCRequest
@@ -166,6 +168,17 @@ func (b *builder) delivered(k history.Key, at int64) {
 	b.deliveries = append(b.deliveries, history.Delivery{UID: o.UID, RV: o.RV, At: at})
 }
 
+// processed records that kube-controller-manager's graph builder began
+// to apply an event of k's live object at at (its log), after every
+// event recorded before: log evidence, not an op.
+func (b *builder) processed(k history.Key, at int64) {
+	o := b.live[k]
+	if o == nil {
+		b.t.Fatalf("graph builder line of %s, which is not live", k)
+	}
+	b.logLines = append(b.logLines, history.Processed{UID: o.UID, Seq: len(b.logLines) + 1, At: at})
+}
+
 // requested records that the API proxy got actor's request verb of k
 // at received and answered it at answered, on the delivery record's
 // clock, with the live object's UID: proxy evidence, not an op.
@@ -189,7 +202,7 @@ func (b *builder) refused(actor string, verb history.Verb, k history.Key, call, 
 // check assigns lanes and checks the history.
 func (b *builder) check() Result {
 	history.AssignLanes(b.ops)
-	return Check(b.ops, Options{Reads: b.reads, ReadsRecorded: b.readsRecorded, GraphChanges: b.graph, Deliveries: b.deliveries, GCRequests: b.requests, Release: b.release})
+	return Check(b.ops, Options{Reads: b.reads, ReadsRecorded: b.readsRecorded, GraphChanges: b.graph, Deliveries: b.deliveries, GraphLog: b.logLines, GCRequests: b.requests, Release: b.release})
 }
 
 func withRefs(refs ...history.Ref) func(*history.Object) {

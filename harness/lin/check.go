@@ -81,6 +81,15 @@ type Options struct {
 	// consulted there. Empty: the target has no proxy (kubeconfig,
 	// --no-proxy) or its GC is in-process (GraphChanges).
 	Deliveries []history.Delivery
+	// GraphLog is the real GC's graph builder's log of the events it
+	// began to apply (history.Processed; upstream, from
+	// kube-controller-manager's log), paired with Deliveries by object.
+	// It orders the events of different informers as the graph took
+	// them in, which Deliveries cannot (graph_log.go): with it an owner's
+	// orphan deletion that missed a dependent whose reference reached
+	// another informer first is excused as kubernetes#26120 only if the
+	// graph builder took the reference in after the owner's event.
+	GraphLog []history.Processed
 	// GCRequests are the real GC's GETs and writes as the API proxy
 	// recorded them (proxy.Evidence.GCRequests), on the clock of
 	// Deliveries: the moment the GC decided a write is bounded by when
@@ -151,6 +160,7 @@ func Check(ops []history.Op, opts Options) Result {
 	}
 	c := &checker{ops: ops, window: int64(window), protection: opts.Protection, sem: opts.Semantics.For(opts.Release), reads: readsByKey(opts.Reads), readsRecorded: opts.ReadsRecorded,
 		graph: graphByUID(opts.GraphChanges), delivered: deliveriesByUID(opts.Deliveries), deliveries: len(opts.Deliveries) > 0, requests: gcRequestsByKey(opts.GCRequests), release: opts.Release.Or()}
+	c.applied = appliedByUID(opts.GraphLog, c.delivered)
 	c.ins = make([]*input, len(ops))
 	for i := range ops {
 		op := &ops[i]

@@ -151,22 +151,23 @@ func (c *checker) gcDecidedBy(key history.Key, uid string, in *input) int64 {
 // event on at t before decided, and the GC sent no request about the
 // owner from t until decided (no earlier try, after whose failure a new
 // decision takes the dependents again), the dependents may have been
-// taken as early as t: it returns t, else decided.
-func (c *checker) orphanDependentsTaken(key history.Key, uid string, m mark, decided int64) int64 {
+// taken as early as the graph builder applied that event, handed on at
+// t: it returns t and atEvent, else decided.
+func (c *checker) orphanDependentsTaken(key history.Key, uid string, m mark, decided int64) (taken int64, atEvent bool) {
 	rv, ok := c.writtenVersion(m, uid)
 	rs := c.requests[key]
 	if !ok || len(rs) == 0 {
-		return decided
+		return decided, false
 	}
 	i := slices.IndexFunc(c.delivered[uid], func(d history.Delivery) bool { return d.RV >= rv })
 	if i < 0 {
-		return decided
+		return decided, false
 	}
 	t := c.delivered[uid][i].At
 	if t >= decided || slices.ContainsFunc(rs, func(r history.GCRequest) bool { return r.Received >= t && r.Received < decided }) {
-		return decided
+		return decided, false
 	}
-	return t
+	return t, true
 }
 
 // gcRequestOf is the proxy's record of the GC's write in, an index in

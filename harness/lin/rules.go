@@ -424,17 +424,36 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 		// less than the race window before it.
 		// With the proxy's delivery record, it is possible only if no
 		// event carrying the reference had been handed to the GC's
-		// informers by the time the GC decided.
+		// informers by the time the GC decided, or, with the graph
+		// builder's log, if the graph took the reference in after the
+		// owner's event or the decision (refSeen).
 		if c.deliveries && c.lenient && m >= 0 {
-			decided := c.gcDecidedBy(in.key, d.UID, in)
+			taken, atEvent := c.gcDecidedBy(in.key, d.UID, in), false
 			if !block {
-				decided = c.orphanDependentsTaken(in.key, d.UID, m, decided)
+				taken, atEvent = c.orphanDependentsTaken(in.key, d.UID, m, taken)
 			}
-			if i := slices.IndexFunc(deps, func(d depRef) bool { return !c.undelivered(d, decided) }); i < 0 {
+			seen, logged, seenByLog := -1, 0, false
+			for i, dr := range deps {
+				s, byLog := c.refSeen(dr, d.UID, m, taken, atEvent)
+				if byLog {
+					logged++
+				}
+				if s {
+					seen, seenByLog = i, byLog
+					break
+				}
+			}
+			switch {
+			case seen < 0 && logged == len(deps):
+				v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisGraph
+				v.message += "; kube-controller-manager's graph builder took the reference in only after the owner's event or the GC's decision (its log)"
+			case seen < 0:
 				v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisDeliveries
 				v.message += "; no event carrying the reference had been handed to the GC's informers when it decided (the proxy's delivery record)"
-			} else {
-				v.message += fmt.Sprintf("; the proxy's delivery record shows %s's reference had been handed to the GC's informers before it decided", deps[i].e.key)
+			case seenByLog:
+				v.message += fmt.Sprintf("; kube-controller-manager's graph builder had taken %s's reference in before the GC took the owner's dependents (its log)", deps[seen].e.key)
+			default:
+				v.message += fmt.Sprintf("; the proxy's delivery record shows %s's reference had been handed to the GC's informers before it decided", deps[seen].e.key)
 			}
 		} else if c.lenient && m >= 0 && all(deps, func(d depRef) bool { return c.unobserved(d, cur, m, late) }) {
 			v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisOrder

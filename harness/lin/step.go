@@ -56,6 +56,10 @@ type checker struct {
 	// decide.
 	delivered  map[string][]history.Delivery
 	deliveries bool
+	// applied are the events kube-controller-manager's graph builder
+	// began to apply, by UID, paired with their deliveries
+	// (Options.GraphLog, appliedByUID).
+	applied map[string][]applied
 	// requests are the GC's requests the proxy recorded, by key
 	// (Options.GCRequests).
 	requests map[history.Key][]history.GCRequest

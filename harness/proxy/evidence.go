@@ -128,6 +128,11 @@ func (r Request) Held() time.Duration {
 type Evidence struct {
 	Requests   []Request  `json:"requests"`
 	Deliveries []Delivery `json:"deliveries"`
+	// GraphBuilder is not the proxy's: the harness adds the lines
+	// kube-controller-manager's graph builder logged for the events it
+	// began to apply over the same span (history.Processed), the other
+	// half of what the kcm's IO boundary shows of its informers.
+	GraphBuilder []history.Processed `json:"graph_builder,omitempty"`
 }
 
 // Relists counts the watch streams the informer-relist fault ended.

@@ -1,9 +1,6 @@
 package target
 
 import (
-	"bufio"
-	"io"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -36,17 +33,14 @@ var (
 // kcmSyncLog follows kube-controller-manager's log for the GC's discovery
 // syncs.
 type kcmSyncLog struct {
-	path string
-
 	mu      sync.Mutex
-	off     int64
-	partial string
+	tail    logTail
 	pending map[schema.GroupResource]time.Time   // added by a sync not yet finished, and when
 	synced  map[schema.GroupResource][]time.Time // when each finished sync that added it began
 }
 
 func newKCMSyncLog(path string) *kcmSyncLog {
-	return &kcmSyncLog{path: path, pending: map[schema.GroupResource]time.Time{}, synced: map[schema.GroupResource][]time.Time{}}
+	return &kcmSyncLog{tail: logTail{path: path}, pending: map[schema.GroupResource]time.Time{}, synced: map[schema.GroupResource][]time.Time{}}
 }
 
 // Synced reports whether a finished GC sync added the CRD named
@@ -65,27 +59,7 @@ func (l *kcmSyncLog) Synced(crd string, since time.Time) bool {
 }
 
 // read takes in the lines written since the last call.
-func (l *kcmSyncLog) read() {
-	f, err := os.Open(l.path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	if _, err := f.Seek(l.off, io.SeekStart); err != nil {
-		return
-	}
-	r := bufio.NewReader(f)
-	for {
-		line, err := r.ReadString('\n')
-		l.off += int64(len(line))
-		if err != nil { // an unfinished last line: keep it for the next call
-			l.partial += line
-			return
-		}
-		l.line(l.partial + strings.TrimSuffix(line, "\n"))
-		l.partial = ""
-	}
-}
+func (l *kcmSyncLog) read() { l.tail.lines(l.line) }
 
 func (l *kcmSyncLog) line(s string) {
 	if m := kcmSyncing.FindStringSubmatch(s); m != nil {

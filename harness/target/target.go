@@ -311,6 +311,7 @@ type Target struct {
 	probeNS    string           // kubeconfig: the namespace made for the webhook's probe
 	graph      *graphLog        // impl: its GC's applied graph events
 	kcmSyncs   *kcmSyncLog      // upstream: the GC's discovery syncs, from kube-controller-manager's log
+	kcmGraph   *kcmGraphLog     // upstream: the order the GC's graph builder took events in, from the same log
 
 	// Proxy is the API proxy kube-controller-manager talks through on
 	// upstream and upstream-stepped (nil elsewhere, and with
@@ -421,6 +422,7 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		}
 		t.hasWebhook = true
 		t.kcmSyncs = newKCMSyncLog(t.CP.ControllerManagerLog())
+		t.kcmGraph = newKCMGraphLog(t.CP.ControllerManagerLog())
 	case Impl:
 		seed := s.faultSeed()
 		io := impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true,

@@ -1,0 +1,100 @@
+package target
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/cascade-k8s/cascade/harness/history"
+)
+
+// logTail follows a log file that only grows (a restarted
+// kube-controller-manager appends to its predecessor's): each call of
+// lines hands on the complete lines written since the last call and
+// keeps an unfinished last line for the next.
+type logTail struct {
+	path    string
+	off     int64
+	partial string
+}
+
+func (l *logTail) lines(fn func(string)) {
+	f, err := os.Open(l.path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if _, err := f.Seek(l.off, io.SeekStart); err != nil {
+		return
+	}
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadString('\n')
+		l.off += int64(len(line))
+		if err != nil { // an unfinished last line: keep it for the next call
+			l.partial += line
+			return
+		}
+		fn(l.partial + strings.TrimSuffix(line, "\n"))
+		l.partial = ""
+	}
+}
+
+// kcmProcessed matches the line kube-controller-manager's graph builder
+// logs as it begins to apply an event (processGraphChanges, at level 5:
+// controlplane's --vmodule=graph_builder=5), the same in v1.31 through
+// v1.37:
+//
+//	"GraphBuilder process object" apiVersion="v1" kind="ConfigMap" object="ns/a" uid="…" eventType="update" virtual=false
+//
+// eventType is graph_builder.go's eventType.String: add, update, delete.
+var kcmProcessed = regexp.MustCompile(`"GraphBuilder process object" .*\buid="([^"]*)" eventType="(add|update|delete)" virtual=(true|false)`)
+
+// kcmGraphLog follows the GC process's log for its graph builder's
+// lines (history.Processed).
+type kcmGraphLog struct {
+	mu   sync.Mutex
+	tail logTail
+	seq  int
+	got  []history.Processed
+}
+
+func newKCMGraphLog(path string) *kcmGraphLog { return &kcmGraphLog{tail: logTail{path: path}} }
+
+// take returns the graph builder's lines since the last call, in log
+// order, and forgets them.
+func (g *kcmGraphLog) take() []history.Processed {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.tail.lines(g.line)
+	out := g.got
+	g.got = nil
+	return out
+}
+
+func (g *kcmGraphLog) line(s string) {
+	m := kcmProcessed.FindStringSubmatch(s)
+	if m == nil {
+		return
+	}
+	at, ok := klogStamp(s)
+	if !ok {
+		return
+	}
+	g.seq++
+	g.got = append(g.got, history.Processed{UID: m[1], Deleted: m[2] == "delete", Virtual: m[3] == "true", Seq: g.seq, At: at.UnixNano()})
+}
+
+// TakeGraphLog returns the events the upstream target's graph builder
+// began to apply since the last call, as kube-controller-manager's log
+// shows them (history.Processed), and forgets them; nil on every other
+// target.
+func (t *Target) TakeGraphLog() []history.Processed {
+	if t.kcmGraph == nil {
+		return nil
+	}
+	return t.kcmGraph.take()
+}

@@ -1,0 +1,132 @@
+package target
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cascade-k8s/cascade/harness/controlplane"
+	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/harness/proxy"
+	"github.com/cascade-k8s/cascade/harness/replay"
+)
+
+// The graph builder's lines are read as they are written, half lines
+// kept for the next read, other lines left out, in log order.
+func TestKCMGraphLogReadsTheGraphBuildersLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kube-controller-manager.log")
+	at := time.Now().Add(-time.Minute).Truncate(time.Microsecond)
+	stamp := at.Format("I0102 15:04:05.000000") + "   4242 graph_builder.go:716] "
+	line := func(uid, typ, virtual string) string {
+		return stamp + `"GraphBuilder process object" logger="garbage-collector-controller" apiVersion="v1" kind="ConfigMap" object="ns/a" uid="` + uid + `" eventType="` + typ + `" virtual=` + virtual + "\n"
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	g := newKCMGraphLog(path)
+	full := line("u2", "delete", "false")
+	if _, err := f.WriteString(line("u1", "add", "false") + stamp + `"synced garbage collector"` + "\n" + line("u1", "delete", "true") + full[:40]); err != nil {
+		t.Fatal(err)
+	}
+	got := g.take()
+	want := []history.Processed{{UID: "u1", Seq: 1, At: at.UnixNano()}, {UID: "u1", Deleted: true, Virtual: true, Seq: 2, At: at.UnixNano()}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if _, err := f.WriteString(full[40:]); err != nil {
+		t.Fatal(err)
+	}
+	got = g.take()
+	want = []history.Processed{{UID: "u2", Deleted: true, Seq: 3, At: at.UnixNano()}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the rest of the line: got %+v, want %+v", got, want)
+	}
+}
+
+// On the real kube-controller-manager, every watch event the proxy
+// hands to the GC's informers becomes one graph builder line, in order,
+// a DELETED event a delete line: the pairing lin's GraphLog evidence
+// rests on (lin appliedByUID). The run below creates, adopts, orphans
+// and deletes across two informers (ConfigMaps, Pods).
+func TestGraphBuilderLinesPairWithDeliveries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("envtest: not with -short")
+	}
+	dir, _, err := controlplane.ResolveBinDir("")
+	if err != nil {
+		t.Skip("no control-plane binaries:", err)
+	}
+	tg, err := Start(context.Background(), Spec{Name: Upstream, BinDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tg.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	trace := parseTrace(t, `create cm/owner
+create pod/dep owner=cm/owner
+create pod/other
+add-owner pod/other cm/owner
+settle
+----
+cm/owner live
+pod/dep live owners=[cm/owner]
+pod/other live owners=[cm/owner]
+
+delete cm/owner propagation=Orphan
+settle
+----
+cm/owner gone
+pod/dep live
+pod/other live
+
+delete pod/dep
+settle
+----
+cm/owner gone
+pod/dep gone
+pod/other live
+`)
+	tg.Proxy.Take()
+	tg.TakeGraphLog()
+	outs, skip, err := tg.ReplayTrace(context.Background(), trace)
+	if skip != "" || err != nil {
+		t.Fatalf("skip %q, err %v", skip, err)
+	}
+	if err := replay.Diff(trace, Upstream, outs); err != nil {
+		t.Fatal(err)
+	}
+	ev := tg.Proxy.Take()
+	lines := tg.TakeGraphLog()
+	delivered := map[string][]bool{} // deleted, per event
+	for _, d := range ev.Deliveries {
+		if d.Client != proxy.SharedInformersClient && d.Client != proxy.MetadataInformersClient || d.Delivered.IsZero() || d.UID == "" {
+			continue
+		}
+		if d.Name != "owner" && d.Name != "dep" && d.Name != "other" {
+			continue
+		}
+		delivered[d.UID] = append(delivered[d.UID], d.Type == "DELETED")
+	}
+	if len(delivered) != 3 {
+		t.Fatalf("want the deliveries of 3 objects, got %d: %v", len(delivered), delivered)
+	}
+	for uid, want := range delivered {
+		var got []bool
+		for _, l := range lines {
+			if l.UID == uid && !l.Virtual {
+				got = append(got, l.Deleted)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("object %s: graph builder lines (deleted?) %v, deliveries %v", uid, got, want)
+		}
+	}
+}
