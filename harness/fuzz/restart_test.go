@@ -10,6 +10,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/fuzz"
 	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/harness/replay"
+	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl"
 	"github.com/cascade-k8s/cascade/impl/step"
 )
@@ -31,7 +32,7 @@ func restartEnv(t *testing.T, restarts func(*impl.Target, *history.Tap) []fuzz.R
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = closeAudit() })
-	return fuzz.ConcurrentEnv{Target: "impl", Admin: cp.Config, Settler: fuzz.ImplSettler(it, replay.DefaultQuiet), Audit: audit, LinTimeout: time.Minute,
+	return fuzz.ConcurrentEnv{Target: "impl", Admin: cp.Config, Settler: target.ImplSettler(it, replay.DefaultQuiet), Audit: audit, LinTimeout: time.Minute,
 		Protection: true, GCTap: tap, Restarts: restarts(it, tap)}
 }
 

@@ -556,9 +556,14 @@ func (t *Target) Close() error {
 // impl is impl's, and protection-disabled switches its denials off.
 func (t *Target) HasWebhook() bool { return t.hasWebhook }
 
-// Settler is how a trace's `settle` waits on this target:
-// replay.DefaultQuiet on upstream, impl and kubeconfig, which cannot be
-// asked for their queues. After a CRD was created it waits for the GC's
+// Settler is how a trace's `settle` (and a concurrent fuzz run's) waits
+// on this target: replay.DefaultQuiet, a quiet window, on kubeconfig;
+// behind the proxy on upstream the same window stretched to outlast the
+// real GC's back-off of an item it failed on (proxyQuiet); on impl,
+// first until impl's queues are empty and each item of the run waiting
+// out a back-off has been tried once more (ImplSettler). A quiet window
+// alone ends before a failed item's next pass once its back-off is
+// longer (traces/scenarios/retry-after-backoff.trace). After a CRD was created it waits for the GC's
 // next discovery sync: on upstream and impl until it sees that sync take
 // the CRD in (kube-controller-manager's log, impl's monitors; see
 // gcsync.go), at most DefaultQuiet.GCSync; on kubeconfig that long. It is
@@ -577,6 +582,7 @@ func (t *Target) Settler() replay.Target {
 			plural, group, _ := strings.Cut(crd, ".")
 			return t.Impl.GC.MonitorSynced(schema.GroupResource{Group: group, Resource: plural}, since)
 		}
+		return ImplSettler(t.Impl, q)
 	case Kubeconfig:
 	default:
 		return nil

@@ -147,9 +147,9 @@ func unsteppable(tr *traces.Trace) string {
 // upstreamStepped takes a trace's GC steps on kube-controller-manager
 // through the proxy's Stepper.
 type upstreamStepped struct {
-	st     *proxy.Stepper
-	d      *driver.Driver
-	settle replay.Target
+	st    *proxy.Stepper
+	proxy *proxy.Proxy
+	d     *driver.Driver
 	// decided are the GC writes attemptToDelete steps decided and the
 	// proxy holds, by object: the request each object's next `gc
 	// delete|patch|unblock` releases
@@ -188,10 +188,13 @@ func inScope(prefix string) func(ns, name string) bool {
 	}
 }
 
+// Settle lets everything through until the cluster and the proxy are
+// quiet (proxyQuiet: for a window that outlasts the real GC's back-off
+// of an item of the trace it failed on).
 func (u upstreamStepped) Settle(ctx context.Context, d *driver.Driver) error {
 	u.st.Hold(false)
 	defer u.st.Hold(true)
-	return u.settle.Settle(ctx, d)
+	return proxyQuiet{p: u.proxy, then: replay.DefaultQuiet}.Settle(ctx, d)
 }
 
 func (u upstreamStepped) Step(context.Context, model.Step) (model.Result, error) {
@@ -664,5 +667,5 @@ func (t *Target) holdFor(ctx context.Context, d *driver.Driver) (upstreamStepped
 	}
 	t.stepper.SetScope(inScope(d.Prefix()))
 	t.stepper.Hold(true)
-	return upstreamStepped{st: t.stepper, d: d, settle: settle, decided: decided{}}, nil
+	return upstreamStepped{st: t.stepper, proxy: t.Proxy, d: d, decided: decided{}}, nil
 }
