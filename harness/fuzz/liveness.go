@@ -31,7 +31,11 @@ type realObject struct {
 // namespaces whose names start with prefix+"-", cluster-scoped objects
 // whose names do, and the CRDs of the model's custom kinds (so that owner
 // references to custom kinds resolve). It lists what controllers created
-// too, which the driver does not know.
+// too, which the driver does not know. Events are listed as well: never
+// an owner and never collected, an Event with an ownerReference is still
+// an active dependent that Cascading deletion protection counts, so
+// without it a protected object the webhook rightly keeps reads as
+// uncollected garbage (ActiveDependents).
 func listRun(ctx context.Context, c dynamic.Interface, prefix string) ([]realObject, error) {
 	nsList, err := c.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -46,9 +50,6 @@ func listRun(ctx context.Context, c dynamic.Interface, prefix string) ([]realObj
 	var out []realObject
 	for k := range model.KindID(model.NumKinds) { // every kind: KindID 0 is Pod
 		info := k.Info()
-		if info.Short == "event" {
-			continue // never an owner the GC resolves, and never collected
-		}
 		gv, _ := schema.ParseGroupVersion(info.APIVersion)
 		r := c.Resource(gv.WithResource(info.Resource))
 		var lists []*unstructured.UnstructuredList

@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,13 +36,11 @@ func fakeObject(k model.KindID, ns, name, uid string) *unstructured.Unstructured
 	return u
 }
 
-// TestListRunEveryKind seeds one object of every kind the check reads and
-// wants each listed.
-func TestListRunEveryKind(t *testing.T) {
-	ns := testPrefix + "-default"
+// fakeCluster is a fake dynamic client holding objs that lists every
+// model kind.
+func fakeCluster(t *testing.T, objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
+	t.Helper()
 	listKinds := map[schema.GroupVersionResource]string{}
-	var objs []runtime.Object
-	want := map[string]bool{}
 	for k := range model.KindID(model.NumKinds) {
 		info := k.Info()
 		gv, err := schema.ParseGroupVersion(info.APIVersion)
@@ -49,9 +48,18 @@ func TestListRunEveryKind(t *testing.T) {
 			t.Fatal(err)
 		}
 		listKinds[gv.WithResource(info.Resource)] = info.Kind + "List"
-		if info.Short == "event" {
-			continue
-		}
+	}
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, objs...)
+}
+
+// TestListRunEveryKind seeds one object of every kind the check reads and
+// wants each listed.
+func TestListRunEveryKind(t *testing.T) {
+	ns := testPrefix + "-default"
+	var objs []runtime.Object
+	want := map[string]bool{}
+	for k := range model.KindID(model.NumKinds) {
+		info := k.Info()
 		var o *unstructured.Unstructured
 		switch {
 		case info.Short == "ns":
@@ -71,8 +79,7 @@ func TestListRunEveryKind(t *testing.T) {
 		objs = append(objs, fakeObject(crd, "", name, "uid-"+name))
 		want["crd"] = true
 	}
-	c := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, objs...)
-	got, err := listRun(context.Background(), c, testPrefix)
+	got, err := listRun(context.Background(), fakeCluster(t, objs...), testPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,5 +187,44 @@ func TestLivenessForegroundHeldByTerminatingNamespace(t *testing.T) {
 	}
 	if v, _ := checkLiveness([]realObject{owner, terminating()}, nil); v == nil || v.Property != model.PropNoStuckFinalizer {
 		t.Errorf("ns/c without spec.finalizers holds nothing: want no GC finalizer is stuck violated, got %v", v)
+	}
+}
+
+// TestLivenessCascadingHeldByEvent is the quiet state of `cascade fuzz
+// --target impl --checks 200 --seed 20261126`, run 87: impl's adopter
+// made rc/ns2/c the controller of pod/ns2/a, a client labelled the Pod
+// policy.kruise.io/delete-protection=Cascading, rc/ns2/c was deleted,
+// and event/c in another namespace names the Pod's UID as its owner.
+// The Pod is garbage, but the webhook denies the GC's every DELETE of
+// it ("Cascading and 2 active dependents"), since the Event is an active
+// dependent, as the model's ActiveDependents counts it. The liveness
+// check left Events out of the state it judged, so it reported the Pod
+// as uncollected garbage. Without the Event nothing protects the Pod.
+func TestLivenessCascadingHeldByEvent(t *testing.T) {
+	nsKind, _ := model.KindByShort("ns")
+	podKind, _ := model.KindByShort("pod")
+	eventKind, _ := model.KindByShort("event")
+	ns2, other := testPrefix+"-ns2", testPrefix+"-default"
+	pod := fakeObject(podKind, ns2, "a", "uid-pod-a")
+	pod.SetLabels(map[string]string{"app": "web", model.ProtectionLabel: model.ProtectCascading})
+	ownedBy("ReplicationController", "c", "uid-rc-c-gone", true)(pod)
+	event := fakeObject(eventKind, other, "c", "uid-event-c")
+	ownedBy("Pod", "a", "uid-pod-a", false)(event)
+	namespaces := []runtime.Object{fakeObject(nsKind, "", ns2, "uid-ns2"), fakeObject(nsKind, "", other, "uid-default")}
+
+	judge := func(objs ...runtime.Object) *model.Violation {
+		t.Helper()
+		got, err := listRun(context.Background(), fakeCluster(t, append(slices.Clone(namespaces), objs...)...), testPrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := checkLiveness(got, nil)
+		return v
+	}
+	if v := judge(pod, event); v != nil {
+		t.Errorf("pod/a kept by Cascading protection for event/c: %v", v)
+	}
+	if v := judge(pod); v == nil || v.Property != model.PropGarbageCollected || !strings.Contains(v.Message, "pod/"+ns2+"/a") {
+		t.Errorf("pod/a with no dependent: want garbage is collected violated, got %v", v)
 	}
 }

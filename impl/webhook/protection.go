@@ -31,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
@@ -151,7 +152,9 @@ func (p *protection) customResources(ctx context.Context, crd *unstructured.Unst
 }
 
 // ownedObjects counts live objects, in any namespace and of any listable
-// resource, that have an ownerReference to obj's UID.
+// resource, that have an ownerReference to obj's UID, each once: a kind
+// served by two groups (Events: core v1 and events.k8s.io/v1) lists the
+// same objects from both.
 func (p *protection) ownedObjects(ctx context.Context, obj *unstructured.Unstructured) (int, error) {
 	lists, err := p.discovery.ServerPreferredResources()
 	if lists == nil {
@@ -169,7 +172,7 @@ func (p *protection) ownedObjects(ctx context.Context, obj *unstructured.Unstruc
 	}
 	var (
 		mu    sync.Mutex
-		n     int
+		seen  = map[types.UID]bool{}
 		errs  []error
 		wg    sync.WaitGroup
 		slots = make(chan struct{}, 8)
@@ -194,7 +197,7 @@ func (p *protection) ownedObjects(ctx context.Context, obj *unstructured.Unstruc
 				}
 				for _, ref := range d.OwnerReferences {
 					if ref.UID == obj.GetUID() {
-						n++
+						seen[d.UID] = true
 						break
 					}
 				}
@@ -205,5 +208,5 @@ func (p *protection) ownedObjects(ctx context.Context, obj *unstructured.Unstruc
 	if len(errs) > 0 {
 		return 0, errs[0]
 	}
-	return n, nil
+	return len(seen), nil
 }

@@ -165,6 +165,28 @@ func TestCascading(t *testing.T) {
 	env.Eventually(t, Want{prod: "deleting", web: "gone", db: "gone", rs: "gone", herd: "gone", owner: "gone"})
 }
 
+// An Event is served by two API groups (core v1 and events.k8s.io/v1),
+// and each lists the same objects: an Event naming a Cascading object's
+// UID is one active dependent, as the model counts it, not one per group.
+// It is the dependent that kept pod/ns2/a of `cascade fuzz --target impl
+// --seed 20261126`, run 87, whose denials said "2 active dependents". The
+// Event's namespace need not be the owner's.
+func TestCascadingEventDependent(t *testing.T) {
+	ns := env.Namespace(t)
+	other := env.Namespace(t)
+	owner := env.Create(t, Obj("pod", ns, "a", Labels(label, "Cascading")))
+	event := env.Create(t, Obj("event", other, "c", Owner(owner, false, false), func(u *unstructured.Unstructured) {
+		u.Object["involvedObject"] = map[string]any{"kind": "Pod", "namespace": other, "name": "a"}
+		u.Object["reason"] = "Cascade"
+		u.Object["type"] = "Normal"
+	}))
+
+	wantDenied(t, env.Delete(owner, ""), deny+"Cascading and 1 active dependents")
+	env.MustDelete(t, event, "")
+	env.MustDelete(t, owner, "")
+	env.Eventually(t, Want{owner: "gone"})
+}
+
 // traces/scenarios/protection-already-deleting.trace: an object already
 // being deleted is always allowed; a protected dependent refuses the GC's
 // delete, which retries, and survives.
