@@ -1,10 +1,6 @@
 package lin
 
-import (
-	"testing"
-
-	"github.com/cascade-k8s/cascade/model"
-)
+import "testing"
 
 // TestOrphanMissesAnotherInformersReference: kubernetes#26120 (lin
 // gcPatch) across informers, the timeline of a fuzz failure on v1.37.2
@@ -62,16 +58,8 @@ func TestOrphanMissesAnotherInformersReference(t *testing.T) {
 				b.processed(p, 830*us)
 				b.processed(o, 1010*us)
 			}
-			b.requested("gc", "get", o, 2000*us, 4000*us)
-			b.requested("gc", "patch", o, 5000*us, 10000*us)
-			gc := b.write("gc", o, 6000*us, 9000*us, withoutFinalizer(model.FinalizerOrphan))
-			r := b.check()
-			if tc.known {
-				expectKnown(t, r, gc, model.KnownUnobservedDependent)
-				expectBasis(t, r, tc.basis)
-				return
-			}
-			expectIllegal(t, r, gc, model.PropOrphanRespected, tc.why)
+			gc, r := orphanRemoved(b, o)
+			expectOrphanVerdict(t, r, gc, tc.known, tc.basis, tc.why)
 		})
 	}
 }

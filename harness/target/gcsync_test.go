@@ -18,18 +18,7 @@ func TestKCMSyncLogSeesTheSyncThatAddedTheCRD(t *testing.T) {
 	}
 	created := time.Now().Add(-time.Minute).Truncate(time.Microsecond)
 	earlier := created.Add(-10 * time.Minute)
-	write := func(lines ...string) {
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range lines {
-			if _, err := f.WriteString(l); err != nil {
-				t.Fatal(err)
-			}
-		}
-		f.Close()
-	}
+	write := func(lines ...string) { appendLog(t, path, lines...) }
 	l := newKCMSyncLog(path)
 	if l.Synced("widgets.cascade.dev", created) {
 		t.Fatal("synced before the log exists")
@@ -55,5 +44,21 @@ func TestKCMSyncLogSeesTheSyncThatAddedTheCRD(t *testing.T) {
 	}
 	if !l.Synced("pods.", created) {
 		t.Fatal("a core resource in the same diff was not taken in")
+	}
+}
+
+// appendLog appends lines to the log file at path, as a process writing
+// its log would.
+func appendLog(t *testing.T, path string, lines ...string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, l := range lines {
+		if _, err := f.WriteString(l); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

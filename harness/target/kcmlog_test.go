@@ -2,13 +2,11 @@ package target
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/harness/proxy"
 	"github.com/cascade-k8s/cascade/harness/replay"
@@ -23,24 +21,15 @@ func TestKCMGraphLogReadsTheGraphBuildersLines(t *testing.T) {
 	line := func(uid, typ, virtual string) string {
 		return stamp + `"GraphBuilder process object" logger="garbage-collector-controller" apiVersion="v1" kind="ConfigMap" object="ns/a" uid="` + uid + `" eventType="` + typ + `" virtual=` + virtual + "\n"
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	g := newKCMGraphLog(path)
 	full := line("u2", "delete", "false")
-	if _, err := f.WriteString(line("u1", "add", "false") + stamp + `"synced garbage collector"` + "\n" + line("u1", "delete", "true") + full[:40]); err != nil {
-		t.Fatal(err)
-	}
+	appendLog(t, path, line("u1", "add", "false"), stamp+`"synced garbage collector"`+"\n", line("u1", "delete", "true"), full[:40])
 	got := g.take()
 	want := []history.Processed{{UID: "u1", Seq: 1, At: at.UnixNano()}, {UID: "u1", Deleted: true, Virtual: true, Seq: 2, At: at.UnixNano()}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
-	if _, err := f.WriteString(full[40:]); err != nil {
-		t.Fatal(err)
-	}
+	appendLog(t, path, full[40:])
 	got = g.take()
 	want = []history.Processed{{UID: "u2", Deleted: true, Seq: 3, At: at.UnixNano()}}
 	if !slices.Equal(got, want) {
@@ -54,22 +43,7 @@ func TestKCMGraphLogReadsTheGraphBuildersLines(t *testing.T) {
 // rests on (lin appliedByUID). The run below creates, adopts, orphans
 // and deletes across two informers (ConfigMaps, Pods).
 func TestGraphBuilderLinesPairWithDeliveries(t *testing.T) {
-	if testing.Short() {
-		t.Skip("envtest: not with -short")
-	}
-	dir, _, err := controlplane.ResolveBinDir("")
-	if err != nil {
-		t.Skip("no control-plane binaries:", err)
-	}
-	tg, err := Start(context.Background(), Spec{Name: Upstream, BinDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tg.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	tg := startTarget(t, Upstream)
 	trace := parseTrace(t, `create cm/owner
 create pod/dep owner=cm/owner
 create pod/other

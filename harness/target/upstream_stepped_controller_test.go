@@ -17,7 +17,11 @@ import (
 
 // startUpstreamStepped starts an upstream-stepped target for one test, or
 // skips it without control-plane binaries.
-func startUpstreamStepped(t *testing.T) *Target {
+func startUpstreamStepped(t *testing.T) *Target { return startTarget(t, UpstreamStepped) }
+
+// startTarget starts the envtest target name on the built binaries and
+// closes it after the test; skipped with -short or without binaries.
+func startTarget(t *testing.T, name string) *Target {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("envtest: not with -short")
@@ -26,7 +30,7 @@ func startUpstreamStepped(t *testing.T) *Target {
 	if err != nil {
 		t.Skip("no control-plane binaries:", err)
 	}
-	tg, err := Start(context.Background(), Spec{Name: UpstreamStepped, BinDir: dir})
+	tg, err := Start(context.Background(), Spec{Name: name, BinDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
