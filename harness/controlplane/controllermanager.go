@@ -175,6 +175,7 @@ func startControllerManager(cp *ControlPlane, kcPath, logName string, controller
 	if cp.proxied {
 		args = append(args, ProxiedArgs...)
 	}
+	args = append(args, cp.kcmArgs...)
 	m.cmd = exec.Command(filepath.Join(cp.binDir, ControllerManagerBinary), args...)
 	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
 	// Its own process group, so Stop can signal everything it might start;

@@ -80,6 +80,14 @@ type Options struct {
 	WorkloadControllers    []string
 	WorkloadControllersVia func() (url string, err error)
 
+	// ControllerManagerArgs are further flags for every
+	// kube-controller-manager process (restarts included), after the
+	// harness's own (controllerManagerArgs).
+	ControllerManagerArgs []string
+	// APIServerFeatureGates, when set, is kube-apiserver's
+	// --feature-gates (restarts included).
+	APIServerFeatureGates string
+
 	// Audit enables the kube-apiserver audit log (JSON lines, blocking
 	// mode) with the policy described at AuditPolicy; read it with
 	// AuditRecords or FollowAudit.
@@ -121,6 +129,8 @@ type ControlPlane struct {
 	// says it names a proxy (Options.ControllerManagerVia)
 	kcmKubeconfig string
 	proxied       bool
+	// kcmArgs are Options.ControllerManagerArgs
+	kcmArgs []string
 	// kcmControllers is its --controllers list, kcmMu guards kcm across
 	// RestartControllerManager
 	kcmControllers []string
@@ -247,6 +257,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	// the requests in flight are done; without this kube-apiserver waits
 	// up to its request timeout (60 s) for informers' watches to end.
 	api.Set("shutdown-watch-termination-grace-period", "2s")
+	if opts.APIServerFeatureGates != "" {
+		api.Set("feature-gates", opts.APIServerFeatureGates)
+	}
 	if opts.Audit {
 		cp.audit = filepath.Join(dir, "audit.log")
 		if err := configureAudit(cp.env.ControlPlane.GetAPIServer(), dir, cp.audit); err != nil {
@@ -287,7 +300,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 		if err := writeControllerManagerKubeconfig(cp, opts.ControllerManagerVia); err != nil {
 			return nil, err
 		}
-		cp.kcmControllers = controllers
+		cp.kcmControllers, cp.kcmArgs = controllers, opts.ControllerManagerArgs
 		cp.kcm, err = startControllerManager(cp, cp.kcmKubeconfig, "kube-controller-manager.log", controllers)
 		if err != nil {
 			return nil, err

@@ -402,6 +402,19 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 	if err := t.detectRelease(binDir); err != nil {
 		return nil, err
 	}
+	if s.Name == UpstreamStepped && t.Spec.Release.Less(watchListDefault) {
+		// upstream-stepped steps an informer's list object by object
+		// (`gc coalesce`, `gc sync`), which a WatchList stream allows and a
+		// LIST answer does not; before v1.35 client-go lists with a LIST
+		// unless its WatchListClient gate is on, and kube-apiserver
+		// refuses sendInitialEvents unless its WatchList gate is (then
+		// the reflector falls back to a LIST). The GC sees the same
+		// either way: the reflector hands a WatchList's initial events to
+		// its store in one Replace, as a LIST's items.
+		opts.ControllerManagerArgs = []string{"--feature-gates=WatchListClient=true"}
+		opts.APIServerFeatureGates = "WatchList=true"
+		what += " (WatchList on in both: off by default in " + t.Spec.Release.String() + ")"
+	}
 	begin := time.Now()
 	t.logf("%s: starting %s %s from %s", s.Name, what, t.Spec.Release, binDir)
 	if t.CP, err = controlplane.Start(ctx, opts); err != nil {
@@ -555,6 +568,10 @@ func (t *Target) Close() error {
 // when the cluster has it or Spec.Webhook installed it. The webhook on
 // impl is impl's, and protection-disabled switches its denials off.
 func (t *Target) HasWebhook() bool { return t.hasWebhook }
+
+// watchListDefault is the first release whose client-go lists with a
+// WatchList by default (k8s.io/client-go features: WatchListClient).
+var watchListDefault = model.Release{Major: 1, Minor: 35}
 
 // Settler is how a trace's `settle` (and a concurrent fuzz run's) waits
 // on this target: replay.DefaultQuiet, a quiet window, on kubeconfig;
