@@ -121,6 +121,10 @@ func (m *Model) attemptToDelete(s *State, uid UID) {
 		return // "item no longer virtual in the graph": forgotten
 	}
 	item := *n
+	// A virtual node of other coordinates would be passed under the
+	// queued ones, as upstream passes its old *node; the model does not
+	// reach it: the alternate identity a virtual delete event gives a
+	// virtual node is queued again, which renames the item.
 	item.Identity = queued
 	writes, res := m.attemptToDeleteItem(s, &item)
 	if len(writes) > 0 {

@@ -94,7 +94,7 @@ func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, queued Iden
 			log.V(5).Info("item no longer virtual in the graph, skipping attemptToDeleteItem on virtual node", "item", queued)
 			return nil, forget
 		}
-		item.identity = queued
+		item.identity = queued // still virtual: passed as queued, as upstream's old *node
 	}
 	log.V(2).Info("processing item", "item", item.identity, "virtual", item.virtual)
 	if item.beingDeleted && !item.deletingDependents {
