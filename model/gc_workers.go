@@ -97,8 +97,18 @@ const (
 // write: every GET happens now, the writes it decides on are left in
 // flight for `gc delete|patch|unblock` steps. Removing foregroundDeletion
 // happens within this step (processDeletingDependentsItem).
+//
+// The item is the identity it was queued with, as upstream's queue holds
+// the *node. processGraphChanges gives the graph a clone when it replaces
+// a virtual node with the observed object of other coordinates ("replacing
+// virtual item with observed item"), and the queued pointer stays the
+// virtual node: attemptToDeleteWorker finds it "no longer virtual in the
+// graph" and forgets it without a GET. A queued identity that differs
+// from its node's is that stale virtual node.
 func (m *Model) attemptToDelete(s *State, uid UID) {
 	g := &s.GC
+	i, _ := identIndex(g.AttemptToDelete, uid)
+	queued := g.AttemptToDelete[i]
 	g.AttemptToDelete = s.dequeue(g.AttemptToDelete, uid)
 	n := g.node(uid)
 	if n == nil {
@@ -107,7 +117,15 @@ func (m *Model) attemptToDelete(s *State, uid UID) {
 		// ignored by the graph builder. Forgetting is the same outcome.
 		return
 	}
+	if queued != n.Identity && !n.Virtual {
+		return // "item no longer virtual in the graph": forgotten
+	}
 	item := *n
+	// A virtual node of other coordinates would be passed under the
+	// queued ones, as upstream passes its old *node; the model does not
+	// reach it: the alternate identity a virtual delete event gives a
+	// virtual node is queued again, which renames the item.
+	item.Identity = queued
 	writes, res := m.attemptToDeleteItem(s, &item)
 	if len(writes) > 0 {
 		s.addInFlight(InFlight{UID: uid, Writes: writes})

@@ -209,7 +209,7 @@ type GC struct {
 	Watch           Watcher
 	Nodes           []Node     // uidToNode, sorted by UID
 	VirtualEvents   []Identity // virtual delete events queued on graphChanges
-	AttemptToDelete []Identity // work queue as a set, sorted by UID
+	AttemptToDelete []Identity // work queue as a set, sorted by UID, of the identities last queued
 	AttemptToOrphan []Identity // (a queued node stays nameable after removal)
 	// Detached keeps the dependents of nodes removed from the graph while
 	// queued for attemptToOrphan, sorted by UID: upstream's queue holds

@@ -178,7 +178,14 @@ func orphanDependents(s *model.State, uid model.UID) []model.UID {
 // namespacedOwnerOfClusterScopedObjectErr without a GET), a node being
 // deleted without foreground (attemptToDeleteItem returns at once:
 // "being deleted is an one-way trip"), or an item whose node has left
-// the graph.
+// the graph. Nor is a pass of a stale virtual node, one the graph
+// replaced with the observed object of other coordinates: the model's
+// pass does nothing (attemptToDeleteWorker finds it "no longer virtual
+// in the graph"), but the real worker took it when it was queued, before
+// the replacement, and its GET of the virtual coordinates waits at the
+// proxy; answered, it ends in a virtual delete event that queues again
+// the dependents naming those coordinates, one pass more than the
+// model's (as queuesAgain). The final settle releases it.
 func silentPass(s *model.State, st model.Step) bool {
 	if bothQueued(s, st) {
 		return true
@@ -200,6 +207,9 @@ func silentPass(s *model.State, st model.Step) bool {
 				return true
 			}
 			n := s.GC.Nodes[i]
+			if n.Identity != id && !n.Virtual {
+				return true // a stale virtual node
+			}
 			return n.BeingDeleted && !n.DeletingDependents
 		}
 	}

@@ -311,20 +311,20 @@ func (gc *GarbageCollector) WaitForSync(ctx context.Context) error {
 func (gc *GarbageCollector) runAttemptToDeleteWorker(ctx context.Context) {
 	q := gc.attemptToDelete.(*autoQueue)
 	for {
-		uid, quit := q.get()
+		id, quit := q.get()
 		if quit {
 			return
 		}
 		gc.busy.Add(1)
-		writes, out := gc.attemptToDeleteItem(ctx, uid)
+		writes, out := gc.attemptToDeleteItem(ctx, id)
 		for _, w := range writes {
 			var next bool
 			if out, next = gc.sent(ctx, w, gc.send(ctx, w)); !next {
 				break
 			}
 		}
-		gc.finish(uid, out)
-		q.q.Done(uid)
+		gc.finish(id.UID, out)
+		q.q.Done(id.UID)
 		gc.busy.Add(-1)
 	}
 }
@@ -332,13 +332,13 @@ func (gc *GarbageCollector) runAttemptToDeleteWorker(ctx context.Context) {
 func (gc *GarbageCollector) runAttemptToOrphanWorker(ctx context.Context) {
 	q := gc.attemptToOrphan.(*autoQueue)
 	for {
-		uid, quit := q.get()
+		id, quit := q.get()
 		if quit {
 			return
 		}
 		gc.busy.Add(1)
-		gc.finishOrphan(Identity{UID: uid}, gc.attemptToOrphanItem(ctx, uid))
-		q.q.Done(uid)
+		gc.finishOrphan(id, gc.attemptToOrphanItem(ctx, id.UID))
+		q.q.Done(id.UID)
 		gc.busy.Add(-1)
 	}
 }
@@ -453,10 +453,12 @@ func virtualDeleteEvent(id Identity) *event {
 }
 
 // queue is a work queue of graph nodes (attemptToDelete or
-// attemptToOrphan). Items are keyed by UID, as in the model: a node's
-// identity may change while it is queued (a virtual node takes its
-// observed or an alternate identity), and the worker reads the node the
-// graph holds when it runs.
+// attemptToOrphan). Items are keyed by UID, as in the model, and each
+// keeps the identity it was last queued with: upstream's queue holds the
+// *node, and when the graph builder replaces a virtual node with the
+// observed object of other coordinates it stores a clone, so the queued
+// virtual node goes stale (attemptToDeleteItem forgets it). Queuing a
+// queued UID again renames the item, as the model's set does.
 type queue interface {
 	// Add queues the node (workqueue Add).
 	Add(id Identity)
@@ -480,6 +482,9 @@ type autoQueue struct {
 	// tell an item that was retried since they last looked.
 	waiting map[types.UID]uint64
 	waits   uint64
+	// ids is the identity each UID was last queued with, until a worker
+	// takes it.
+	ids map[types.UID]Identity
 }
 
 func newAutoQueue(name string) *autoQueue {
@@ -488,17 +493,24 @@ func newAutoQueue(name string) *autoQueue {
 		q: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: name}),
 		waiting: map[types.UID]uint64{},
+		ids:     map[types.UID]Identity{},
 	}
 }
 
 // Add queues the node.
-func (a *autoQueue) Add(id Identity) { a.q.Add(id.UID) }
+func (a *autoQueue) Add(id Identity) {
+	a.mu.Lock()
+	a.ids[id.UID] = id
+	a.mu.Unlock()
+	a.q.Add(id.UID)
+}
 
 // AddRateLimited requeues the node after its back-off.
 func (a *autoQueue) AddRateLimited(id Identity) {
 	a.mu.Lock()
 	a.waits++
 	a.waiting[id.UID] = a.waits
+	a.ids[id.UID] = id
 	a.mu.Unlock()
 	a.q.AddRateLimited(id.UID)
 }
@@ -509,13 +521,21 @@ func (a *autoQueue) Forget(uid types.UID) { a.q.Forget(uid) }
 // Len is the number of items ready to run.
 func (a *autoQueue) Len() int { return a.q.Len() }
 
-// get takes the next item, blocking; quit is true after shutdown.
-func (a *autoQueue) get() (types.UID, bool) {
+// get takes the next item, blocking; quit is true after shutdown. The
+// item is the identity its UID was last queued with; one queued twice
+// (an add while a back-off ran) comes the second time with its UID alone,
+// which attemptToDeleteItem takes for the node the graph holds.
+func (a *autoQueue) get() (Identity, bool) {
 	uid, quit := a.q.Get()
 	a.mu.Lock()
 	delete(a.waiting, uid)
+	id, ok := a.ids[uid]
+	delete(a.ids, uid)
 	a.mu.Unlock()
-	return uid, quit
+	if !ok {
+		id = Identity{UID: uid}
+	}
+	return id, quit
 }
 
 func (a *autoQueue) retrying() int {

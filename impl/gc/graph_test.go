@@ -83,6 +83,30 @@ func TestVirtualOwnerObservedElsewhere(t *testing.T) {
 	}
 }
 
+// The virtual owner's work item keeps the identity it was queued with;
+// once the owner is observed in another namespace the item is stale, and
+// attemptToDeleteItem forgets it without a request, as upstream's
+// attemptToDeleteWorker does with the old *node ("item no longer virtual
+// in the graph"). This GC's API server does not answer: a GET would fail
+// and requeue the item.
+func TestStaleVirtualItemIsForgotten(t *testing.T) {
+	g, _ := newTestGC(t, nil)
+	ctx := context.Background()
+	g.processGraphChanges(ctx, cmEvent(Added, "ns1", "bad", "child", cmRef("parent", "owner")))
+	g.processGraphChanges(ctx, cmEvent(Added, "ns2", "parent", "owner"))
+	i := slices.IndexFunc(g.stepper.attemptToDelete.list(), func(id Identity) bool { return id.UID == "owner" })
+	if i < 0 {
+		t.Fatalf("the virtual owner is not queued: %v", g.stepper.attemptToDelete.list())
+	}
+	item := g.stepper.attemptToDelete.list()[i]
+	if item.Namespace != "ns1" {
+		t.Fatalf("the queued item is %v, want the virtual identity in ns1", item)
+	}
+	if writes, out := g.attemptToDeleteItem(ctx, item); len(writes) != 0 || out != forget {
+		t.Fatalf("attemptToDeleteItem(%v) = %v, %v; want no write, forget", item, writes, out)
+	}
+}
+
 // A virtual delete under coordinates some dependents do not use keeps the
 // node, caches the verified identity as absent and requeues only the
 // dependents that used it, and the virtual node takes the other

@@ -28,7 +28,7 @@ func TestAutoQueueBackoffWaits(t *testing.T) {
 	}
 	got, _ := q.get() // the first back-off (5 ms) to end
 	x, y := a, b
-	if got == b.UID {
+	if got.UID == b.UID {
 		x, y = b, a
 	}
 	if _, waiting := waits()[key(x)]; waiting {
@@ -44,5 +44,27 @@ func TestAutoQueueBackoffWaits(t *testing.T) {
 	}
 	if q.retrying() != 2 {
 		t.Fatalf("retrying() = %d, want 2", q.retrying())
+	}
+}
+
+// An item keeps the identity it was last queued with: a worker that takes
+// it gets that identity, not the UID alone, so that a virtual node the
+// graph replaced meanwhile stays recognisable as stale.
+func TestAutoQueueKeepsQueuedIdentity(t *testing.T) {
+	q := newAutoQueue("garbage_collector_attempt_to_delete")
+	defer q.q.ShutDown()
+	virtual := Identity{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns2", Name: "a", UID: "a"}
+	q.Add(virtual)
+	got, _ := q.get()
+	if got != virtual {
+		t.Fatalf("got %v, want the identity it was queued with, %v", got, virtual)
+	}
+	q.q.Done(got.UID)
+	renamed := virtual
+	renamed.Namespace = "default"
+	q.Add(virtual)
+	q.Add(renamed) // queued again under its new identity: renamed
+	if got, _ := q.get(); got != renamed {
+		t.Fatalf("got %v, want the identity it was last queued with, %v", got, renamed)
 	}
 }

@@ -118,7 +118,7 @@ func (s *Stepper) settleRound(ctx context.Context) (delivered int, err error) {
 			continue
 		}
 		s.attemptToDelete.remove(id.UID)
-		writes, out := s.gc.attemptToDeleteItem(ctx, id.UID)
+		writes, out := s.gc.attemptToDeleteItem(ctx, id)
 		if len(writes) > 0 {
 			s.sendAll(ctx, id.UID, writes)
 			continue

@@ -417,7 +417,7 @@ func (s *Stepper) AttemptToDelete(ctx context.Context, k step.Key) error {
 		return step.NotEnabled("%s is being processed: its writes are in flight", k)
 	}
 	s.attemptToDelete.remove(id.UID)
-	writes, out := s.gc.attemptToDeleteItem(ctx, id.UID)
+	writes, out := s.gc.attemptToDeleteItem(ctx, id)
 	if len(writes) > 0 {
 		s.mu.Lock()
 		s.inflight = append(s.inflight, &inFlight{uid: id.UID, writes: writes})

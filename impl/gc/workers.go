@@ -72,15 +72,29 @@ func (gc *GarbageCollector) snapshot(uid types.UID) (node, bool) {
 }
 
 // attemptToDeleteItem (garbagecollector.go) decides what to do with one
-// item: every live GET happens here, and the writes are returned, not sent.
-// A node no longer in the graph is forgotten: upstream would still run
-// the removed node it holds, whose GET finds nothing, and the virtual
-// delete event it queues is ignored; forgetting has the same effect.
-func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, uid types.UID) ([]write, outcome) {
+// item, the identity it was queued with: every live GET happens here, and
+// the writes are returned, not sent. A node no longer in the graph is
+// forgotten: upstream would still run the removed node it holds, whose
+// GET finds nothing, and the virtual delete event it queues is ignored;
+// forgetting has the same effect. An item whose identity is no longer its
+// node's is a virtual node the graph replaced with an observed one, which
+// attemptToDeleteWorker forgets without a GET.
+func (gc *GarbageCollector) attemptToDeleteItem(ctx context.Context, queued Identity) ([]write, outcome) {
 	log := ctrllog.FromContext(ctx)
+	uid := queued.UID
 	item, ok := gc.snapshot(uid)
 	if !ok {
 		return nil, forget
+	}
+	if queued.Kind != "" && queued != item.identity {
+		// The item is the virtual node the graph builder replaced with
+		// the observed object of other coordinates (upstream's queue
+		// holds the old *node; attemptToDeleteWorker).
+		if !item.virtual {
+			log.V(5).Info("item no longer virtual in the graph, skipping attemptToDeleteItem on virtual node", "item", queued)
+			return nil, forget
+		}
+		item.identity = queued // still virtual: passed as queued, as upstream's old *node
 	}
 	log.V(2).Info("processing item", "item", item.identity, "virtual", item.virtual)
 	if item.beingDeleted && !item.deletingDependents {
