@@ -1,6 +1,11 @@
 package check
 
-import "github.com/cascade-k8s/cascade/model"
+import (
+	"cmp"
+	"slices"
+
+	"github.com/cascade-k8s/cascade/model"
+)
 
 // Partial-order reduction: sleep sets over the two processes that never
 // touch each other's state.
@@ -69,25 +74,280 @@ import "github.com/cascade-k8s/cascade/model"
 // through other states, which a constraint might refuse, so a scope with
 // constraints is searched unreduced.
 
-// gcSleepable reports whether st is a GC step that leaves the store as it
-// was and touches no controller state: the steps a sleep set may hold.
-func gcSleepable(st *model.Step) bool {
-	if st.Actor != model.ActorGC {
-		return false
+// sleepMask is a sleep set: a set of sleep classes, one bit each. A class
+// names at most one enabled step of a state, so a set of classes is a set
+// of steps:
+//   - bit k < model.NumKinds: the GC's delivery (or lost update) of the
+//     head event of its kind-k informer queue;
+//   - sleepVirtual: the GC's delivery of the head virtual delete event;
+//   - sleepSync: the GC's discovery sync;
+//   - sleepItem+i: attemptToDelete of the i-th item of the state's
+//     attemptToDelete queue (a set sorted by UID), for i < sleepItems.
+//
+// Relist coalescing, attemptToOrphan, the GC's sends and every step of
+// another actor have no class: they never sleep.
+type sleepMask uint32
+
+const (
+	sleepVirtual = model.NumKinds
+	sleepSync    = model.NumKinds + 1
+	sleepItem    = model.NumKinds + 2
+	sleepItems   = 32 - sleepItem
+	// sleepAll is the sleep set nothing has narrowed yet; a state's set is
+	// the AND over its arrivals, so the visited set stores the complement
+	// (awake) and ORs it.
+	sleepAll = ^sleepMask(0)
+)
+
+// What a step is, for the independence relation.
+const (
+	roleNone       = iota // dependent on everything
+	roleDeliver           // gc deliver or lose of a kind queue's head
+	roleVirtual           // gc deliver-virtual
+	roleSync              // gc sync
+	roleItem              // gc attemptToDelete of an item not deleting dependents
+	roleCtlInform         // controller deliver or coalesce
+	roleStoreWrite        // client request, controller adopt or release
+)
+
+// sleepStep is what the independence relation reads of one step enabled
+// in a state p, all computed from p.
+type sleepStep struct {
+	role int8
+	bit  int8 // sleep class in p, -1 for none
+	// rank orders the steps of p for the proof's order: classes by bit,
+	// every step without a class above them all.
+	rank int16
+	// uses: the graph nodes the step reads or writes, as a set of UIDs
+	// (usesAll when one is too large to name). For an attemptToDelete item
+	// it includes the owners its live GET reads, whose absentOwnerCache
+	// entries it reads.
+	uses uint64
+	// item: an attemptToDelete item's UID; owners: the UIDs of its
+	// ownerReferences (node and store), whose absentOwnerCache keys it
+	// reads and writes; mayVirtual: it may queue a virtual delete event.
+	item       model.UID
+	owners     uint64
+	mayVirtual bool
+	// keys: the objects, by kind and name, an attemptToDelete item's
+	// live GETs read, or that a store write writes (keysAll: unknown), as
+	// a set of hashes (keyBit): a shared bit may be a collision, never a
+	// miss.
+	keys uint64
+}
+
+const (
+	usesAll = ^uint64(0)
+	keysAll = ^uint64(0)
+)
+
+// keyBit is an object's bit in a keys set: a hash of its API kind and
+// name (namespaces left out, so that a lookup's scope never matters).
+func keyBit(kind, name string) uint64 {
+	h := uint32(2166136261)
+	for i := 0; i < len(kind); i++ {
+		h = (h ^ uint32(kind[i])) * 16777619
 	}
-	switch st.Op {
-	case model.OpDeliver, model.OpDeliverVirtual, model.OpCoalesce, model.OpLose, model.OpSync:
-		return true
+	h = (h ^ '/') * 16777619
+	for i := 0; i < len(name); i++ {
+		h = (h ^ uint32(name[i])) * 16777619
+	}
+	return 1 << (h % 64)
+}
+
+func refKeys(refs []model.OwnerRef) uint64 {
+	var b uint64
+	for i := range refs {
+		b |= keyBit(refs[i].Kind, refs[i].Name)
+	}
+	return b
+}
+
+// writeKeys is what a store write (a client request, an adoption or a
+// release) writes: its target alone, unless it creates (a new UID), or
+// deletes a CRD or a namespace, whose deletion reaches other objects.
+func writeKeys(st *model.Step) uint64 {
+	if st.Op == model.OpCreate || st.Target.Kind >= model.NumKinds {
+		return keysAll
+	}
+	switch st.Target.Kind.Info().Short {
+	case "crd", "ns":
+		return keysAll
+	}
+	return keyBit(st.Target.Kind.Info().Kind, st.Target.Name)
+}
+
+// storeWriteStep is how the relation sees a store write st.
+func storeWriteStep(st *model.Step) sleepStep {
+	return sleepStep{role: roleStoreWrite, bit: -1, rank: 1 << 14, keys: writeKeys(st)}
+}
+
+func uidBit(u model.UID) uint64 {
+	if u >= 64 {
+		return usesAll
+	}
+	return 1 << u
+}
+
+func refBits(refs []model.OwnerRef) uint64 {
+	var b uint64
+	for i := range refs {
+		b |= uidBit(refs[i].UID)
+	}
+	return b
+}
+
+func nodeBits(n *model.Node) uint64 {
+	if n == nil {
+		return 0
+	}
+	b := refBits(n.Owners)
+	for _, d := range n.Dependents {
+		b |= uidBit(d)
+	}
+	return b
+}
+
+// classify describes the steps enabled in s (AppendEnabled's list, in its
+// order) and client requests for the independence relation: out[i] is
+// steps[i]'s.
+func classify(out []sleepStep, s *model.State, steps []model.Step) []sleepStep {
+	out = out[:0]
+	g := &s.GC
+	item := 0 // attemptToDelete steps come in queue order, in-flight items left out
+	for i := range steps {
+		st := &steps[i]
+		d := sleepStep{role: roleNone, bit: -1, rank: 1 << 14}
+		switch {
+		case st.Actor == model.ActorGC && (st.Op == model.OpDeliver || st.Op == model.OpLose):
+			k := st.Target.Kind
+			ev := &g.Watch.Queues[k][0]
+			d.role, d.bit, d.rank = roleDeliver, int8(k), int16(k)
+			d.uses = uidBit(ev.Obj.UID) | refBits(ev.Obj.Owners) | nodeBits(g.Node(ev.Obj.UID))
+			if ev.Replaces != 0 {
+				d.uses |= uidBit(ev.Replaces)
+			}
+		case st.Actor == model.ActorGC && st.Op == model.OpDeliverVirtual:
+			v := g.VirtualEvents[0].UID
+			d.role, d.bit, d.rank = roleVirtual, sleepVirtual, sleepVirtual
+			d.uses = uidBit(v) | nodeBits(g.Node(v))
+		case st.Actor == model.ActorGC && st.Op == model.OpSync:
+			d.role, d.bit, d.rank = roleSync, sleepSync, sleepSync
+		case st.Actor == model.ActorGC && st.Op == model.OpAttemptToDelete:
+			for item < len(g.AttemptToDelete) && writing(g, g.AttemptToDelete[item].UID) {
+				item++
+			}
+			id := g.AttemptToDelete[item]
+			rank := int16(sleepItem + item)
+			item++
+			n := g.Node(id.UID)
+			if n != nil && n.DeletingDependents {
+				break // may write the store (removeFinalizer)
+			}
+			d.role, d.rank, d.item = roleItem, rank, id.UID
+			if int(rank) < 32 {
+				d.bit = int8(rank)
+			}
+			d.uses = uidBit(id.UID) | nodeBits(n)
+			if n != nil {
+				d.owners = refBits(n.Owners)
+				d.mayVirtual = !(n.BeingDeleted && !n.DeletingDependents)
+			}
+			d.keys = keyBit(id.Kind, id.Name)
+			if n != nil {
+				d.keys |= refKeys(n.Owners)
+			}
+			if k, ok := model.KindByName(id.Kind); !ok || k.Info().Custom {
+				d.keys = keysAll // its lookups read CRDs too
+			}
+			if o := s.Get(id.UID); o != nil {
+				d.keys |= refKeys(o.Owners)
+				for _, r := range o.Owners {
+					if k, ok := model.KindByName(r.Kind); !ok || k.Info().Custom {
+						d.keys = keysAll
+					}
+				}
+				d.owners |= refBits(o.Owners)
+				if o.Kind.Info().Kind == id.Kind && o.Name == id.Name && o.Namespace == id.Namespace {
+					d.mayVirtual = false
+				}
+			}
+			d.uses |= d.owners
+		case st.Actor == model.ActorController && (st.Op == model.OpDeliver || st.Op == model.OpCoalesce):
+			d.role = roleCtlInform
+		case st.Actor == model.ActorClient, st.Actor == model.ActorController:
+			d = storeWriteStep(st)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// writing reports whether the GC has writes in flight for item uid (an
+// item attemptToDelete does not take then).
+func writing(g *model.GC, uid model.UID) bool {
+	for i := range g.InFlight {
+		if g.InFlight[i].UID == uid {
+			return true
+		}
 	}
 	return false
 }
 
-// putsGCToSleep reports whether st is a controller informer step, which
-// touches only the controller's informer queue: after it, the GC steps
-// that were enabled before it (and only those) are enabled, and taking
-// them first reaches the same states.
-func putsGCToSleep(st *model.Step) bool {
-	return st.Actor == model.ActorController && (st.Op == model.OpDeliver || st.Op == model.OpCoalesce)
+// independent reports whether, in the state both were classified in, a
+// (a step with a class) and c commute, neither enables nor disables the
+// other, and a leaves the store as it was in either order: the relation
+// argued above and checked by TestIndependenceHolds.
+func independent(a, c *sleepStep) bool {
+	if a.bit < 0 || a.rank >= c.rank {
+		return false
+	}
+	switch c.role {
+	case roleCtlInform:
+		// pops the controller's queue only
+		return true
+	case roleStoreWrite:
+		// writes the store and appends to the tails of informer queues;
+		// a GC delivery reads neither the store nor a queue's tail, an
+		// attemptToDelete item reads the objects of its keys
+		return a.role == roleDeliver || a.role == roleVirtual || a.role == roleItem && a.keys&c.keys == 0
+	case roleDeliver, roleVirtual:
+		return (a.role == roleDeliver || a.role == roleVirtual) && a.uses&c.uses == 0
+	case roleItem:
+		switch a.role {
+		case roleDeliver, roleVirtual:
+			return a.uses&c.uses == 0
+		case roleItem:
+			return a.owners&c.owners == 0 && !(a.mayVirtual && c.mayVirtual)
+		}
+	}
+	return false
+}
+
+// sleepAfter is the sleep set of n = c(p) from this arrival: the classes,
+// in n, of p's steps independent of c and below it. infos are p's steps.
+func sleepAfter(infos []sleepStep, c *sleepStep, n *model.State) sleepMask {
+	var z sleepMask
+	if c.role == roleNone || c.role == roleSync {
+		return 0
+	}
+	for i := range infos {
+		a := &infos[i]
+		if !independent(a, c) {
+			continue
+		}
+		if a.role != roleItem {
+			z |= 1 << a.bit
+			continue
+		}
+		// the item's place in n's queue (c may have queued or taken others)
+		q := n.GC.AttemptToDelete
+		j, _ := slices.BinarySearchFunc(q, a.item, func(id model.Identity, u model.UID) int { return cmp.Compare(id.UID, u) })
+		if j < sleepItems && j < len(q) && q[j].UID == a.item {
+			z |= 1 << (sleepItem + j)
+		}
+	}
+	return z
 }
 
 // reductionApplies reports whether the scope may be searched with sleep
@@ -98,7 +358,7 @@ func reductionApplies(scope Scope) bool {
 		return false
 	}
 	probe := []model.Step{}
-	for _, op := range []model.Op{model.OpDeliver, model.OpDeliverVirtual, model.OpCoalesce, model.OpLose, model.OpSync} {
+	for _, op := range []model.Op{model.OpDeliver, model.OpDeliverVirtual, model.OpLose, model.OpSync, model.OpAttemptToDelete} {
 		probe = append(probe, model.Step{Actor: model.ActorGC, Op: op})
 	}
 	for i := range model.Properties {
@@ -116,19 +376,4 @@ func reductionApplies(scope Scope) bool {
 		}
 	}
 	return true
-}
-
-// flagFingerprint makes h a fingerprint of a flagged table: bit 0 is set
-// when the state is awake (reached by a transition after which every
-// step must be taken). Fingerprint 0 and 1 are kept free for the empty
-// slot.
-func flagFingerprint(h uint64, awake bool) uint64 {
-	h &^= 1
-	if h == 0 {
-		h = 2
-	}
-	if awake {
-		h |= 1
-	}
-	return h
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cascade-k8s/cascade/model"
@@ -120,14 +121,34 @@ func mustConstraint(t *testing.T, text string) Constraint {
 	return c
 }
 
-// TestIndependenceHolds checks, on every reachable state of the sample
+// independenceSample is the scopes TestIndependenceHolds walks: the
+// reduction sample and the universes the reduction sample leaves out
+// (their reachable states up to the test's bound).
+func independenceSample(t *testing.T) []Scope {
+	out := reductionSample(t)
+	if testing.Short() || raceEnabled {
+		return out
+	}
+	for _, name := range []string{"pair", "scopes", "relist", "trio"} {
+		u, err := UniverseByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u.Scope())
+	}
+	return out
+}
+
+// TestIndependenceHolds checks, on every reachable state p of the sample
 // (up to a bound per scope), what the sleep sets rely on (reduction.go):
-// for every GC-sleepable step g and controller informer step c enabled
-// in s, g leaves the store as it was, c(s) has exactly s's GC-sleepable
-// steps enabled, c is enabled in g(s), and g(c(s)) = c(g(s)).
+// for every step c enabled in p (client requests of the scope included)
+// and every step a that sleepAfter puts to sleep after it, a is below c,
+// a is the step of its class in c(p) (the same step, enabled there), a
+// leaves the store as it was in p and in c(p), c is enabled in a(p), and
+// a(c(p)) = c(a(p)).
 func TestIndependenceHolds(t *testing.T) {
-	pairs := 0
-	for _, sc := range reductionSample(t) {
+	pairs := map[string]int{}
+	for _, sc := range independenceSample(t) {
 		t.Run(sc.Name+"/"+sc.Bugs.String(), func(t *testing.T) {
 			m := &model.Model{Bugs: sc.Bugs, Release: sc.Release}
 			opts := model.Options{Coalesce: sc.Coalesce}
@@ -139,6 +160,7 @@ func TestIndependenceHolds(t *testing.T) {
 					queue = append(queue, s)
 				}
 			}
+			canon := func(s *model.State) []byte { return s.Canonical().Encode(nil) }
 			roots := sc.Roots
 			if len(roots) == 0 {
 				roots = []Root{{}}
@@ -148,7 +170,7 @@ func TestIndependenceHolds(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				push(s)
+				push(s.Canonical())
 			}
 			ops := make([]model.Step, len(sc.Ops))
 			for i, c := range sc.Ops {
@@ -160,71 +182,119 @@ func TestIndependenceHolds(t *testing.T) {
 			}
 			const bound = 20000
 			for len(queue) > 0 && len(seen) < bound {
-				s := queue[0]
+				p := queue[0]
 				queue = queue[1:]
-				steps := m.Enabled(s, opts)
-				var gs, cs []model.Step
-				for _, st := range steps {
-					if gcSleepable(&st) {
-						gs = append(gs, st)
-					}
-					if putsGCToSleep(&st) {
-						cs = append(cs, st)
-					}
-				}
-				for _, c := range cs {
-					cn, _, err := m.Apply(s, c)
+				steps := m.Enabled(p, opts)
+				steps = append(steps, ops...) // a refused request is skipped below
+				infos := classify(nil, p, steps)
+				for ci := range steps {
+					c := &steps[ci]
+					cn, _, err := m.ApplyStep(p, c)
 					if err != nil {
 						continue
 					}
-					var after []string
-					for _, st := range m.Enabled(cn, opts) {
-						if gcSleepable(&st) {
-							after = append(after, st.String())
-						}
+					z := sleepAfter(infos, &infos[ci], cn)
+					if z == 0 {
+						continue
 					}
-					if !slices.Equal(stepStrings(gs), after) {
-						t.Fatalf("after %s the GC steps %q are enabled, before it %q", c, after, stepStrings(gs))
+					tn := cn
+					if !sameUIDs(p, cn) {
+						tn = cn.Canonical()
 					}
-					for _, g := range gs {
-						gn, _, err := m.Apply(s, g)
-						if err != nil {
+					tsteps := m.Enabled(tn, opts)
+					tinfos := classify(nil, tn, tsteps)
+					// every step of t whose class is asleep: the search skips it
+					for ti := range tsteps {
+						at := &tsteps[ti]
+						if b := tinfos[ti].bit; b < 0 || z&(1<<b) == 0 {
 							continue
 						}
-						pairs++
-						if !model.SameStore(s, gn) {
-							t.Fatalf("%s changed the store", g)
+						var a *model.Step
+						ai := -1
+						for i := range steps {
+							if sameStep(&steps[i], &infos[i], at, &tinfos[ti]) {
+								ai = i
+							}
 						}
-						gc, _, err := m.Apply(gn, c)
+						if ai >= 0 && independent(&infos[ai], &infos[ci]) {
+							a = &steps[ai]
+						}
+						if a == nil {
+							t.Fatalf("after %s, %s is asleep, but is no step of p independent of it", c, at)
+						}
+						if infos[ai].rank >= infos[ci].rank {
+							t.Fatalf("%s sleeps after %s, above it", a, c)
+						}
+						pairs[fmt.Sprintf("%s after %s", roleNames[infos[ai].role], roleNames[infos[ci].role])]++
+						an, _, err := m.ApplyStep(p, a)
 						if err != nil {
-							t.Fatalf("%s disabled %s: %v", g, c, err)
+							t.Fatalf("%s: %v", a, err)
 						}
-						cg, _, err := m.Apply(cn, g)
+						if !model.SameStore(p, an) {
+							t.Fatalf("%s changed the store", a)
+						}
+						atn, _, err := m.ApplyStep(tn, at)
 						if err != nil {
-							t.Fatalf("%s disabled %s: %v", c, g, err)
+							t.Fatalf("%s disabled %s: %v", c, a, err)
 						}
-						if !bytes.Equal(gc.Canonical().Encode(nil), cg.Canonical().Encode(nil)) {
-							t.Fatalf("%s and %s do not commute", g, c)
+						if !model.SameStore(tn, atn) {
+							t.Fatalf("%s changed the store after %s", a, c)
+						}
+						// c in a(p): the same step, whose name may have
+						// changed (an item queued beside it with its key)
+						asteps := append(m.Enabled(an, opts), ops...)
+						ainfos := classify(nil, an, asteps)
+						enabled := false
+						for i := range asteps {
+							if !sameStep(c, &infos[ci], &asteps[i], &ainfos[i]) {
+								continue
+							}
+							acn, _, err := m.ApplyStep(an, &asteps[i])
+							if err != nil {
+								continue
+							}
+							enabled = true
+							if !bytes.Equal(canon(acn), canon(atn)) {
+								t.Fatalf("%s and %s do not commute in\n%s", a, c, strings.Join(p.Dump(), "\n"))
+							}
+						}
+						if !enabled {
+							t.Fatalf("%s disabled %s", a, c)
 						}
 					}
 				}
-				for _, st := range steps {
-					if n, _, err := m.Apply(s, st); err == nil {
-						push(n)
-					}
-				}
-				for _, op := range ops {
-					if n, _, err := m.Apply(s, op); err == nil {
+				for i := range steps {
+					if n, _, err := m.ApplyStep(p, &steps[i]); err == nil {
+						if !sameUIDs(p, n) {
+							n = n.Canonical()
+						}
 						push(n)
 					}
 				}
 			}
 		})
 	}
-	if pairs == 0 {
+	t.Logf("pairs checked, by role (slept/after): %v", pairs)
+	if len(pairs) == 0 {
 		t.Errorf("no pair of steps was checked")
 	}
 }
+
+// sameStep reports whether step a of one state and b of another are the
+// same step: the same attemptToDelete item, or the same actor, op and
+// target, whatever uid= their names need in their states.
+func sameStep(a *model.Step, ai *sleepStep, b *model.Step, bi *sleepStep) bool {
+	if ai.role == roleItem || bi.role == roleItem {
+		return ai.role == bi.role && ai.item == bi.item
+	}
+	if a.Actor == model.ActorClient || b.Actor == model.ActorClient {
+		return a.String() == b.String()
+	}
+	return a.Actor == b.Actor && a.Op == b.Op && a.Target == b.Target && a.By == b.By
+}
+
+var roleNames = map[int8]string{roleNone: "other", roleDeliver: "gc deliver", roleVirtual: "gc deliver-virtual", roleSync: "gc sync",
+	roleItem: "gc attemptToDelete", roleCtlInform: "controller informer", roleStoreWrite: "store write"}
 
 func stepStrings(steps []model.Step) []string {
 	out := make([]string, len(steps))
