@@ -757,7 +757,7 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		// order (only a create renumbers, and puts no item to sleep).
 		awake := ^sleepMask(0)
 		if e.reduce {
-			awake = ^sleepAfter(w.infos, info, n)
+			awake = ^sleepAfter(w.infos, info, n, asleep)
 		}
 		// The frontier is canonical, and Canonical depends only on the
 		// UID table: a successor that shares its parent's table (no step

@@ -108,6 +108,7 @@ const (
 	roleItem              // gc attemptToDelete of an item not deleting dependents
 	roleCtlInform         // controller deliver or coalesce
 	roleStoreWrite        // client request, controller adopt or release
+	roleSend              // gc send of an item's next write
 )
 
 // sleepStep is what the independence relation reads of one step enabled
@@ -129,6 +130,12 @@ type sleepStep struct {
 	item       model.UID
 	owners     uint64
 	mayVirtual bool
+	// absent: the UIDs whose absentOwnerCache entries a delivery may add
+	absent uint64
+	// inherit: asleep in p, the step stays asleep after a step it
+	// commutes with, even one below it: no other step of p reaches the
+	// state it reaches (see the soundness argument).
+	inherit bool
 	// keys: the objects, by kind and name, an attemptToDelete item's
 	// live GETs read, or that a store write writes (keysAll: unknown), as
 	// a set of hashes (keyBit): a shared bit may be a collision, never a
@@ -215,22 +222,23 @@ func classify(out []sleepStep, s *model.State, steps []model.Step) []sleepStep {
 	out = out[:0]
 	g := &s.GC
 	item := 0 // attemptToDelete steps come in queue order, in-flight items left out
+	send := 0
 	for i := range steps {
 		st := &steps[i]
 		d := sleepStep{role: roleNone, bit: -1, rank: 1 << 14}
 		switch {
 		case st.Actor == model.ActorGC && (st.Op == model.OpDeliver || st.Op == model.OpLose):
 			k := st.Target.Kind
-			ev := &g.Watch.Queues[k][0]
 			d.role, d.bit, d.rank = roleDeliver, int8(k), int16(k)
-			d.uses = uidBit(ev.Obj.UID) | refBits(ev.Obj.Owners) | nodeBits(g.Node(ev.Obj.UID))
-			if ev.Replaces != 0 {
-				d.uses |= uidBit(ev.Replaces)
+			ev := &g.Watch.Queues[k][0]
+			d.uses = deliverUses(g, ev)
+			if n := g.Node(ev.Obj.UID); n != nil && ev.Type == model.Deleted && len(n.Dependents) > 0 {
+				d.absent = uidBit(ev.Obj.UID)
 			}
 		case st.Actor == model.ActorGC && st.Op == model.OpDeliverVirtual:
 			v := g.VirtualEvents[0].UID
-			d.role, d.bit, d.rank = roleVirtual, sleepVirtual, sleepVirtual
-			d.uses = uidBit(v) | nodeBits(g.Node(v))
+			d.role, d.bit, d.rank, d.inherit = roleVirtual, sleepVirtual, sleepVirtual, true
+			d.uses, d.absent = uidBit(v)|nodeBits(g.Node(v)), uidBit(v)
 		case st.Actor == model.ActorGC && st.Op == model.OpSync:
 			d.role, d.bit, d.rank = roleSync, sleepSync, sleepSync
 		case st.Actor == model.ActorGC && st.Op == model.OpAttemptToDelete:
@@ -248,7 +256,13 @@ func classify(out []sleepStep, s *model.State, steps []model.Step) []sleepStep {
 			if int(rank) < 32 {
 				d.bit = int8(rank)
 			}
-			d.uses = uidBit(id.UID) | nodeBits(n)
+			// its node, and its dependents' (the cycle check reads them)
+			d.uses = uidBit(id.UID)
+			if n != nil {
+				for _, du := range n.Dependents {
+					d.uses |= uidBit(du)
+				}
+			}
 			if n != nil {
 				d.owners = refBits(n.Owners)
 				d.mayVirtual = !(n.BeingDeleted && !n.DeletingDependents)
@@ -272,7 +286,16 @@ func classify(out []sleepStep, s *model.State, steps []model.Step) []sleepStep {
 					d.mayVirtual = false
 				}
 			}
-			d.uses |= d.owners
+		case st.Actor == model.ActorGC && st.Op == model.OpSend:
+			f := &g.InFlight[send] // sends come in InFlight order
+			send++
+			w := &f.Writes[0]
+			d.role, d.item, d.uses = roleSend, f.UID, uidBit(f.UID)
+			d.mayVirtual = w.Op == model.WriteDelete // a 404 queues one
+			d.keys = keysAll
+			if k, ok := model.KindByName(w.Item.Kind); ok && k.Info().Short != "crd" && k.Info().Short != "ns" {
+				d.keys = keyBit(w.Item.Kind, w.Item.Name)
+			}
 		case st.Actor == model.ActorController && (st.Op == model.OpDeliver || st.Op == model.OpCoalesce):
 			d.role = roleCtlInform
 		case st.Actor == model.ActorClient, st.Actor == model.ActorController:
@@ -280,7 +303,30 @@ func classify(out []sleepStep, s *model.State, steps []model.Step) []sleepStep {
 		}
 		out = append(out, d)
 	}
+	// A delivery is inherited only when it is the one step that pops its
+	// queue: a relist's skip or a lost update may reach the same state.
+	var popped [model.NumKinds]int
+	for i := range steps {
+		if out[i].role == roleDeliver {
+			popped[steps[i].Target.Kind]++
+		}
+	}
+	for i := range steps {
+		if out[i].role == roleDeliver && steps[i].Op == model.OpDeliver && popped[steps[i].Target.Kind] == 1 {
+			out[i].inherit = !hasCoalesce(steps, steps[i].Target.Kind)
+		}
+	}
 	return out
+}
+
+// hasCoalesce reports whether the GC may skip its kind-k queue's head.
+func hasCoalesce(steps []model.Step, k model.KindID) bool {
+	for i := range steps {
+		if st := &steps[i]; st.Actor == model.ActorGC && st.Op == model.OpCoalesce && st.Target.Kind == k {
+			return true
+		}
+	}
+	return false
 }
 
 // writing reports whether the GC has writes in flight for item uid (an
@@ -299,7 +345,14 @@ func writing(g *model.GC, uid model.UID) bool {
 // other, and a leaves the store as it was in either order: the relation
 // argued above and checked by TestIndependenceHolds.
 func independent(a, c *sleepStep) bool {
-	if a.bit < 0 || a.rank >= c.rank {
+	return a.bit >= 0 && a.rank < c.rank && commute(a, c)
+}
+
+// commute is independent without the order: whether a (a step with a
+// class) and c commute, neither enables nor disables the other, and a
+// leaves the store as it was in either order.
+func commute(a, c *sleepStep) bool {
+	if a.bit < 0 {
 		return false
 	}
 	switch c.role {
@@ -316,24 +369,72 @@ func independent(a, c *sleepStep) bool {
 	case roleItem:
 		switch a.role {
 		case roleDeliver, roleVirtual:
-			return a.uses&c.uses == 0
+			return a.uses&c.uses == 0 && a.absent&c.owners == 0
 		case roleItem:
 			return a.owners&c.owners == 0 && !(a.mayVirtual && c.mayVirtual)
+		}
+	case roleSend:
+		// writes its target and appends to the tails of informer queues,
+		// reads its node, may queue its item again or a virtual event
+		switch a.role {
+		case roleDeliver, roleVirtual:
+			return a.uses&c.uses == 0
+		case roleItem:
+			return a.keys&c.keys == 0 && !(a.mayVirtual && c.mayVirtual)
 		}
 	}
 	return false
 }
 
+// deliverUses is the graph footprint of the GC's delivery of ev: the
+// object's node, the nodes of the owners it references before and after
+// when they change (their dependents change, virtual nodes appear), and
+// its dependents' nodes when it reads them or queues them: on a delete,
+// when a virtual node takes another identity, and when a foreground
+// deletion starts.
+func deliverUses(g *model.GC, ev *model.WatchEvent) uint64 {
+	b := uidBit(ev.Obj.UID)
+	if ev.Replaces != 0 {
+		b |= uidBit(ev.Replaces)
+	}
+	n := g.Node(ev.Obj.UID)
+	if n == nil {
+		if ev.Type == model.Deleted {
+			return b
+		}
+		return b | refBits(ev.Obj.Owners)
+	}
+	var deps uint64
+	for _, d := range n.Dependents {
+		deps |= uidBit(d)
+	}
+	if ev.Type == model.Deleted {
+		return b | refBits(n.Owners) | deps
+	}
+	id := model.Identity{Kind: ev.Obj.Kind.Info().Kind, Namespace: ev.Obj.Namespace, Name: ev.Obj.Name, UID: ev.Obj.UID}
+	if n.Virtual && n.Identity != id {
+		b |= deps
+	}
+	if !slices.Equal(n.Owners, ev.Obj.Owners) {
+		b |= refBits(n.Owners) | refBits(ev.Obj.Owners)
+	}
+	if ev.Obj.Deleting && ev.Obj.HasFinalizer(model.FinalizerForeground) {
+		b |= deps
+	}
+	return b
+}
+
 // sleepAfter is the sleep set of n = c(p) from this arrival: the classes,
-// in n, of p's steps independent of c and below it. infos are p's steps.
-func sleepAfter(infos []sleepStep, c *sleepStep, n *model.State) sleepMask {
+// in n, of p's steps that commute with c and are below it, or inherited
+// from p's sleep set zp. infos are p's steps.
+func sleepAfter(infos []sleepStep, c *sleepStep, n *model.State, zp sleepMask) sleepMask {
 	var z sleepMask
 	if c.role == roleNone || c.role == roleSync {
 		return 0
 	}
 	for i := range infos {
 		a := &infos[i]
-		if !independent(a, c) {
+		if a.bit < 0 || !(a.rank < c.rank || a.inherit && zp&(1<<a.bit) != 0) || !commute(a, c) {
 			continue
 		}
 		if a.role != roleItem {
