@@ -99,6 +99,17 @@ const (
 	sleepAll = ^sleepMask(0)
 )
 
+// The order of a state's steps (sleepStep.rank): discovery sync, then the
+// attemptToDelete items in queue order, the deliveries by kind, the
+// virtual event, and every step without a class above them all.
+const (
+	rankSync    = 0
+	rankItem    = 1 // + the item's place in the queue
+	rankDeliver = 1 << 10
+	rankVirtual = rankDeliver + model.NumKinds
+	rankOther   = 1 << 14
+)
+
 // What a step is, for the independence relation.
 const (
 	roleNone       = iota // dependent on everything
@@ -132,6 +143,10 @@ type sleepStep struct {
 	mayVirtual bool
 	// absent: the UIDs whose absentOwnerCache entries a delivery may add
 	absent uint64
+	// marks: the nodes a delivery may remove, create or mark deleting
+	// dependents; dependents: an item's dependents, whose nodes its cycle
+	// check reads for exactly that
+	marks, dependents uint64
 	// inherit: asleep in p, the step stays asleep after a step it
 	// commutes with, even one below it: no other step of p reaches the
 	// state it reaches (see the soundness argument).
@@ -186,7 +201,7 @@ func writeKeys(st *model.Step) uint64 {
 
 // storeWriteStep is how the relation sees a store write st.
 func storeWriteStep(st *model.Step) sleepStep {
-	return sleepStep{role: roleStoreWrite, bit: -1, rank: 1 << 14, keys: writeKeys(st)}
+	return sleepStep{role: roleStoreWrite, bit: -1, rank: rankOther, keys: writeKeys(st)}
 }
 
 func uidBit(u model.UID) uint64 {
@@ -225,42 +240,52 @@ func classify(out []sleepStep, s *model.State, steps []model.Step) []sleepStep {
 	send := 0
 	for i := range steps {
 		st := &steps[i]
-		d := sleepStep{role: roleNone, bit: -1, rank: 1 << 14}
+		d := sleepStep{role: roleNone, bit: -1, rank: rankOther}
 		switch {
 		case st.Actor == model.ActorGC && (st.Op == model.OpDeliver || st.Op == model.OpLose):
 			k := st.Target.Kind
-			d.role, d.bit, d.rank = roleDeliver, int8(k), int16(k)
+			d.role, d.bit, d.rank = roleDeliver, int8(k), rankDeliver+int16(k)
 			ev := &g.Watch.Queues[k][0]
 			d.uses = deliverUses(g, ev)
-			if n := g.Node(ev.Obj.UID); n != nil && ev.Type == model.Deleted && len(n.Dependents) > 0 {
+			n := g.Node(ev.Obj.UID)
+			if n != nil && ev.Type == model.Deleted && len(n.Dependents) > 0 {
 				d.absent = uidBit(ev.Obj.UID)
+			}
+			if ev.Type == model.Deleted || n == nil || ev.Obj.Deleting && ev.Obj.HasFinalizer(model.FinalizerForeground) {
+				d.marks = uidBit(ev.Obj.UID)
+			}
+			for _, r := range ev.Obj.Owners {
+				if g.Node(r.UID) == nil {
+					d.marks |= uidBit(r.UID) // a virtual node appears
+				}
 			}
 		case st.Actor == model.ActorGC && st.Op == model.OpDeliverVirtual:
 			v := g.VirtualEvents[0].UID
-			d.role, d.bit, d.rank, d.inherit = roleVirtual, sleepVirtual, sleepVirtual, true
-			d.uses, d.absent = uidBit(v)|nodeBits(g.Node(v)), uidBit(v)
+			d.role, d.bit, d.rank, d.inherit = roleVirtual, sleepVirtual, rankVirtual, true
+			d.uses, d.absent, d.marks = uidBit(v)|nodeBits(g.Node(v)), uidBit(v), uidBit(v)
 		case st.Actor == model.ActorGC && st.Op == model.OpSync:
-			d.role, d.bit, d.rank = roleSync, sleepSync, sleepSync
+			d.role, d.bit, d.rank = roleSync, sleepSync, rankSync
 		case st.Actor == model.ActorGC && st.Op == model.OpAttemptToDelete:
 			for item < len(g.AttemptToDelete) && writing(g, g.AttemptToDelete[item].UID) {
 				item++
 			}
 			id := g.AttemptToDelete[item]
-			rank := int16(sleepItem + item)
+			place := item
 			item++
 			n := g.Node(id.UID)
 			if n != nil && n.DeletingDependents {
 				break // may write the store (removeFinalizer)
 			}
-			d.role, d.rank, d.item = roleItem, rank, id.UID
-			if int(rank) < 32 {
-				d.bit = int8(rank)
+			d.role, d.rank, d.item = roleItem, int16(rankItem+place), id.UID
+			if place < sleepItems {
+				d.bit = int8(sleepItem + place)
 			}
-			// its node, and its dependents' (the cycle check reads them)
+			// its node, and its dependents' deleting-dependents marks (the
+			// cycle check reads them)
 			d.uses = uidBit(id.UID)
 			if n != nil {
 				for _, du := range n.Dependents {
-					d.uses |= uidBit(du)
+					d.dependents |= uidBit(du)
 				}
 			}
 			if n != nil {
@@ -365,11 +390,14 @@ func commute(a, c *sleepStep) bool {
 		// attemptToDelete item reads the objects of its keys
 		return a.role == roleDeliver || a.role == roleVirtual || a.role == roleItem && a.keys&c.keys == 0
 	case roleDeliver, roleVirtual:
+		if a.role == roleItem {
+			return a.uses&c.uses == 0 && c.absent&a.owners == 0 && c.marks&a.dependents == 0
+		}
 		return (a.role == roleDeliver || a.role == roleVirtual) && a.uses&c.uses == 0
 	case roleItem:
 		switch a.role {
 		case roleDeliver, roleVirtual:
-			return a.uses&c.uses == 0 && a.absent&c.owners == 0
+			return a.uses&c.uses == 0 && a.absent&c.owners == 0 && a.marks&c.dependents == 0
 		case roleItem:
 			return a.owners&c.owners == 0 && !(a.mayVirtual && c.mayVirtual)
 		}
