@@ -55,11 +55,12 @@ interchangeable), and sends up to the universe's budget of requests from its
 op alphabet, repeats allowed. It reports the shortest counterexample of every
 violation class (property, known race or none, kind of step that broke it),
 each written as a trace; an unclassified class fails the run. A universe is
-searched with partial-order reduction (sleep sets: the GC's informer steps are
-not taken right after a controller's informer step, whose order with them does
-not matter): the same distinct states and violations at the same depths, fewer
-transitions; the output says how many were skipped. --no-reduction searches
-it unreduced.
+searched with partial-order reduction (sleep sets: a GC step that leaves the
+store as it was, an informer delivery, a virtual event, a discovery sync or an
+attemptToDelete pass, is not taken right after a step it commutes with when
+the search takes it before that step instead): the same distinct states and
+violations at the same depths, fewer transitions; the output says how many
+were skipped. --no-reduction searches it unreduced.
 
 --shard i/n explores only every n-th of a universe's initial graphs from the
 i-th; --shards n takes i from $JOB_COMPLETION_INDEX, as in an Indexed Job's

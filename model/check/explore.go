@@ -485,14 +485,14 @@ func Run(scope Scope, opts Options) (*Result, error) {
 	for i, r := range e.roots {
 		enc := r.Encode(nil)
 		fp := model.FingerprintBytes(enc)
-		if !e.seen.claim(e.seen.claimer(workers), fp, packOrd(0, i, rootAction), uint32(^sleepMask(0))) {
+		if !e.seen.claim(e.seen.claimer(workers), fp, packOrd(0, i, rootAction), uint32(sleepAll)) {
 			continue
 		}
 		fr.chunks = append(fr.chunks, enc)
 		fr.locs = append(fr.locs, loc{chunk: uint32(len(fr.chunks) - 1), n: uint32(len(enc))})
 		fr.fps = append(fr.fps, fp)
 		if e.reduce {
-			fr.awake = append(fr.awake, uint32(^sleepMask(0)))
+			fr.awake = append(fr.awake, uint32(sleepAll))
 		}
 	}
 	e.distinct.Store(int64(fr.len()))
@@ -754,10 +754,15 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		e.checkTransition(w, s, n, st, r, level+1, fp, int32(act), order|uint64(act))
 		// The successor's sleep set from this arrival, in n's terms: taken
 		// before canonicalising, which keeps the attemptToDelete queue's
-		// order (only a create renumbers, and puts no item to sleep).
-		awake := ^sleepMask(0)
+		// order unless the step added UIDs (a create, which puts no item
+		// to sleep anyway).
+		awake := sleepAll
 		if e.reduce {
-			awake = ^sleepAfter(w.infos, info, n, asleep)
+			z := sleepAfter(w.infos, info, n, asleep)
+			if !sameUIDs(s, n) {
+				z &^= sleepItemClasses // canonicalising may renumber the queue
+			}
+			awake = ^z
 		}
 		// The frontier is canonical, and Canonical depends only on the
 		// UID table: a successor that shares its parent's table (no step

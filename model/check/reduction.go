@@ -7,72 +7,118 @@ import (
 	"github.com/cascade-k8s/cascade/model"
 )
 
-// Partial-order reduction: sleep sets over the two processes that never
-// touch each other's state.
+// Partial-order reduction: sleep sets over the GC's steps that leave the
+// store as it was.
 //
-// Why sleep sets, and why these two. The search is a breadth-first search
-// whose promises are (1) every reachable state is checked, so every
-// quiescent-liveness violation (a property of a quiescent state) is found;
-// (2) every transition that can break or witness a property is checked;
-// (3) a counterexample is as short as any (BFS minimality). Stubborn or
-// ample sets would cut states, which breaks (1) unless a visibility and a
-// cycle proviso are added, and even then a quiescent state is one where
-// the internal steps have run out, which an ample set may reach by a
-// longer path, breaking (3). Sleep sets cut transitions only: with the
-// argument below, every reachable state is still reached at its BFS
-// depth, so (1) and (3) hold as they are and the distinct-state count
-// does not change (TestReductionKeepsStates).
+// Why sleep sets. The search is a breadth-first search whose promises are
+// (1) every reachable state is checked, so every quiescent-liveness
+// violation (a property of a quiescent state) is found; (2) every
+// transition that can break or witness a property is checked; (3) a
+// counterexample is as short as any (BFS minimality). Stubborn or ample
+// sets would cut states, which breaks (1) unless a visibility and a cycle
+// proviso are added, and even then a quiescent state is one where the
+// internal steps have run out, which an ample set may reach by a longer
+// path, breaking (3). Sleep sets cut transitions only: with the argument
+// below, every reachable state is still reached at its BFS depth, so (1)
+// and (3) hold as they are and the distinct-state count does not change
+// (TestReductionKeepsStatesAndViolations).
 //
-// The independence relation is deliberately small. The garbage
-// collector's internal steps that leave the API store as it was (gcSleepable:
-// informer deliveries, relist coalescing, lost updates, virtual events,
-// discovery sync) read and
-// write only the GC's own state (its informer queues, cache, graph, work
-// queues and writes in flight) and read the store. A controller's
-// informer delivery or relist coalescing (putsGCToSleep) pops only the
-// controller's informer queue. Such a pair
-// therefore commutes, neither enables nor disables the other, and the GC
-// step changes nothing a property reads (every Always property is
-// StoreOnly; no Sometimes property that reads more than the store accepts
-// these steps): TestIndependenceHolds checks all three on every reachable
-// state of every preset and of sample universes. Steps inside one process
-// share its queues and graph, and every step that writes the store
-// (client requests, the GC's sends, attemptToOrphan, adoption, CRD
-// cleanup, and attemptToDelete, which writes the store itself in some
-// branches: TestIndependenceHolds caught it) appends to both processes'
-// informer queues, so no other pair is taken as independent.
+// What may sleep. Only GC steps that leave the store as it was: the
+// delivery (or lost update) of an informer queue's head, the delivery of
+// the head virtual delete event, discovery sync, and attemptToDelete of an
+// item whose node is not deleting dependents (which would remove the
+// foreground finalizer: TestIndependenceHolds caught the old relation
+// missing that). Every Always property is StoreOnly and no Sometimes
+// property that reads more than the store accepts these steps
+// (reductionApplies), so a skipped one breaks and witnesses nothing.
+// Relist coalescing, attemptToOrphan and the GC's sends write the store
+// or may reach the same state as a delivery; they and every other actor's
+// steps never sleep, but other steps may sleep after them.
 //
-// With one pair of processes and the order "GC step < controller step",
-// the sleep set of a state is either empty or every enabled GC-sleepable
-// step, so it is one bit: a state is asleep when every transition that
-// reached it at its BFS level was a controller delivery (or coalescing),
-// and then its GC-sleepable steps are not taken. The bit rides in bit 0
-// of the fingerprint (seenTable's flagged mode: fingerprints are 63 bits
-// then) and is the AND over all arrivals at the state's first level; a
-// later, deeper arrival does not matter.
+// The relation (independent, commute). The model's GC state decides it:
+// the informer queues are FIFO per kind (one delivery per kind enabled),
+// the virtual events one FIFO, the work queues and the absentOwnerCache
+// sets sorted by UID (inserts commute), the graph one node per UID whose
+// dependents lists are written by the deliveries of the dependents. So a
+// step's footprint is a set of UIDs (a bit each, all bits for a UID past
+// 63): a node and its queue membership. Pairs taken as independent in a
+// state p, each with what it reads and writes:
+//   - anything sleepable after a controller delivery or relist skip,
+//     which pops the controller's queue only;
+//   - a delivery or virtual event after a client request, an adoption or
+//     a release: those write the store and append to queues' tails; a
+//     delivery reads neither the store nor a queue past its head;
+//   - two deliveries of different kinds, or one and the virtual event,
+//     when their footprints are disjoint (deliverUses: the object's node,
+//     its owners' when its references change, its dependents' when it
+//     reads or queues them);
+//   - a delivery or virtual event and an item, when the item's node and
+//     queue membership are not in the delivery's footprint, the delivery
+//     adds no absentOwnerCache entry the item's owners read, and removes,
+//     creates or marks no node among the item's dependents (the cycle
+//     check reads those marks);
+//   - two items whose owners (the absentOwnerCache keys they read and
+//     write) are disjoint and of which at most one may queue a virtual
+//     delete event (a FIFO: two appends do not commute);
+//   - an item and a store write (client request, adoption, release, GC
+//     send) whose target is none of the objects the item's live GETs read
+//     (keys: a hash of kind and name, so a collision only makes the
+//     relation smaller); with a send, not both able to queue a virtual
+//     event; creates and CRD and namespace deletes are dependent on all;
+//   - a delivery or virtual event and a GC send not touching its footprint.
+// TestIndependenceHolds checks every pair the relation puts to sleep on
+// every reachable state (up to a bound) of every preset, bug preset and
+// universe: the sleeping step is the same step in c(p) (matched by item,
+// whatever uid= its name needs there), leaves the store as it was in p
+// and in c(p), c is enabled in a(p), and a(c(p)) = c(a(p)). Dropping any
+// one condition above makes it fail.
+//
+// Sleep sets. A state's steps are ordered by rank: sync, the items in
+// queue order, the deliveries by kind, the virtual event, then every
+// other step. The sleep set an arrival (p, c) gives t = c(p) holds every
+// step a of p that commutes with c and is below it; and, when a was
+// asleep in p, a delivery that is the only step popping its queue (no
+// relist skip, no lost update enabled) or the virtual event even when it
+// is above c. A state's sleep set is the AND over its arrivals at its
+// BFS level (a later, deeper arrival does not matter), and its steps in
+// it are skipped. It is a sleepMask, a bit per class, kept complemented
+// (awake) beside the fingerprint in the visited set and the frontier,
+// where arrivals OR it.
 //
 // Soundness (every reachable state is reached at its BFS depth). Order
-// steps by any total order with every GC-sleepable step below every
-// controller delivery, and paths of equal length lexicographically. Take
-// a reachable state v and the least of its shortest paths, w = w1 a w2.
-// Its prefixes are least shortest paths too, so by induction w1 is
-// explored and reaches t = end(w1) at t's BFS level. If a were pruned at
-// t, t would be asleep, so the arrival by w1 = w1' c has c a controller
-// delivery and a is a GC-sleepable step enabled at t, hence (it is
-// independent of c) enabled at p = end(w1') too, and w1' a c w2 reaches v
-// by a path as short and lexicographically smaller (a < c): contradiction.
-// So w is explored and v is reached at its BFS depth. The pruned
-// transitions are GC-sleepable steps, which break and witness nothing, so
-// every transition that could is still checked from every reachable
-// state; a counterexample keeps its BFS length, though where several
-// paths of that length exist it may show another one than the unreduced
-// search would.
+// paths of equal length lexicographically by the ranks (ties broken by
+// the enabled list's order). Every prefix of a least shortest path is a
+// least shortest path, so the least shortest paths form a tree, and it
+// is enough that no tree edge is skipped: then every state is reached at
+// its BFS depth by its tree path. Invariant: for every a asleep in a
+// state x reached at its BFS level, the edge x -a-> is not a tree edge,
+// i.e. pi(a(x)) != pi(x) a, where pi is the least shortest path. It holds
+// at the roots (nothing asleep). Take t and a asleep in t; one of the
+// arrivals the AND is over is t's tree edge, pi(t) = pi(p) c, so a is in
+// that arrival's set: a commutes with c in p, and a(t) = c(a(p)).
+// Suppose pi(a(t)) = pi(p) c a. If a < c, pi(p) a c reaches a(t) as
+// short and smaller: contradiction. Else a was asleep in p and inherited,
+// so pi(a(p)) != pi(p) a by the invariant at p. pi(a(p)) c reaches a(t),
+// so a(p) is at depth |pi(p)|+1 and pi(a(p)) < pi(p) a. If they differ
+// before their last step, pi(a(p)) c < pi(p) c a: contradiction. Else
+// pi(a(p)) = pi(p) b with b != a and b(p) = a(p): another step of p
+// reaches a's state, which the inherited steps exclude (only a delivery
+// pops its queue, and no relist skip or lost update of that queue is
+// enabled; only the virtual delivery pops the virtual FIFO;
+// TestIndependenceHolds checks it). The skipped transitions break and
+// witness nothing, so every transition that could is still checked from
+// every reachable state; a counterexample keeps its BFS length, though
+// where several paths of that length exist it may show another one than
+// the unreduced search would.
 //
-// Symmetry is unaffected: neither kind of step creates a UID, so a state
-// reached by one is canonical already and the steps' names mean the same
-// in both orders. Constraints are unaffected too: a commuted path passes
-// through other states, which a constraint might refuse, so a scope with
-// constraints is searched unreduced.
+// Symmetry. The sleeping steps create no UID, and their classes are
+// named by kind and by the item's place in the attemptToDelete queue of
+// c(p) before canonicalisation: a successor that keeps its parent's UID
+// table is canonical already, and the one step that adds UIDs (a create)
+// puts no item to sleep (explore drops item classes then all the same).
+// Constraints: a commuted path passes through other states, which a
+// constraint might refuse, so a scope with constraints is searched
+// unreduced.
 
 // sleepMask is a sleep set: a set of sleep classes, one bit each. A class
 // names at most one enabled step of a state, so a set of classes is a set
@@ -97,6 +143,8 @@ const (
 	// the AND over its arrivals, so the visited set stores the complement
 	// (awake) and ORs it.
 	sleepAll = ^sleepMask(0)
+	// sleepItemClasses are the item classes
+	sleepItemClasses = sleepMask(1<<32-1<<sleepItem)
 )
 
 // The order of a state's steps (sleepStep.rank): discovery sync, then the
@@ -185,6 +233,12 @@ func refKeys(refs []model.OwnerRef) uint64 {
 	return b
 }
 
+// The API kinds whose deletion reaches other objects.
+const (
+	crdKind       = "CustomResourceDefinition"
+	namespaceKind = "Namespace"
+)
+
 // writeKeys is what a store write (a client request, an adoption or a
 // release) writes: its target alone, unless it creates (a new UID), or
 // deletes a CRD or a namespace, whose deletion reaches other objects.
@@ -192,11 +246,11 @@ func writeKeys(st *model.Step) uint64 {
 	if st.Op == model.OpCreate || st.Target.Kind >= model.NumKinds {
 		return keysAll
 	}
-	switch st.Target.Kind.Info().Short {
-	case "crd", "ns":
+	k := st.Target.Kind.Info().Kind
+	if k == crdKind || k == namespaceKind {
 		return keysAll
 	}
-	return keyBit(st.Target.Kind.Info().Kind, st.Target.Name)
+	return keyBit(k, st.Target.Name)
 }
 
 // storeWriteStep is how the relation sees a store write st.
@@ -292,20 +346,14 @@ func classify(out []sleepStep, s *model.State, steps []model.Step) []sleepStep {
 				d.owners = refBits(n.Owners)
 				d.mayVirtual = !(n.BeingDeleted && !n.DeletingDependents)
 			}
+			// (a custom kind's lookups read its CRD too, but every write
+			// to a CRD is dependent on every item: writeKeys)
 			d.keys = keyBit(id.Kind, id.Name)
 			if n != nil {
 				d.keys |= refKeys(n.Owners)
 			}
-			if k, ok := model.KindByName(id.Kind); !ok || k.Info().Custom {
-				d.keys = keysAll // its lookups read CRDs too
-			}
 			if o := s.Get(id.UID); o != nil {
 				d.keys |= refKeys(o.Owners)
-				for _, r := range o.Owners {
-					if k, ok := model.KindByName(r.Kind); !ok || k.Info().Custom {
-						d.keys = keysAll
-					}
-				}
 				d.owners |= refBits(o.Owners)
 				if o.Kind.Info().Kind == id.Kind && o.Name == id.Name && o.Namespace == id.Namespace {
 					d.mayVirtual = false
@@ -317,9 +365,9 @@ func classify(out []sleepStep, s *model.State, steps []model.Step) []sleepStep {
 			w := &f.Writes[0]
 			d.role, d.item, d.uses = roleSend, f.UID, uidBit(f.UID)
 			d.mayVirtual = w.Op == model.WriteDelete // a 404 queues one
-			d.keys = keysAll
-			if k, ok := model.KindByName(w.Item.Kind); ok && k.Info().Short != "crd" && k.Info().Short != "ns" {
-				d.keys = keyBit(w.Item.Kind, w.Item.Name)
+			d.keys = keyBit(w.Item.Kind, w.Item.Name)
+			if w.Item.Kind == crdKind || w.Item.Kind == namespaceKind {
+				d.keys = keysAll
 			}
 		case st.Actor == model.ActorController && (st.Op == model.OpDeliver || st.Op == model.OpCoalesce):
 			d.role = roleCtlInform

@@ -314,3 +314,14 @@ func stepStrings(steps []model.Step) []string {
 	}
 	return out
 }
+
+// TestReductionKindNames: the API kinds writeKeys takes as reaching
+// other objects are the model's CRD and Namespace kinds.
+func TestReductionKindNames(t *testing.T) {
+	for short, want := range map[string]string{"crd": crdKind, "ns": namespaceKind} {
+		k, ok := model.KindByShort(short)
+		if !ok || k.Info().Kind != want {
+			t.Errorf("kind %s: %v, want API kind %s", short, ok, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // seenTable is the visited set: fingerprint -> ord, how the state was
@@ -315,8 +316,12 @@ func (tb *slotTable) rehash(old *slotTable, from, to int) {
 // collector keeps the old array while it is referenced.
 func (t *seenTable) touch(fp uint64) {
 	tb := t.tab.Load()
-	seg, i, _ := tb.segment(fp)
+	seg, i, base := tb.segment(fp)
 	prefetch(&seg[i])
+	if tb.awake != nil {
+		// the awake mask is a second line the claim reads
+		prefetch((*slot)(unsafe.Pointer(&tb.awake[base+i])))
+	}
 }
 
 // get returns fp's ord. The table must be quiescent.
