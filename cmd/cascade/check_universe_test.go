@@ -59,7 +59,7 @@ func TestCheckUniverse(t *testing.T) {
 func TestCheckUniverseReduction(t *testing.T) {
 	dir := t.TempDir()
 	out, code := cascade(t, "check", "--universe", "relist", "--out", dir, "-q")
-	if code != 0 || !strings.Contains(out, "reduction: sleep sets, 1429 transitions skipped (unreduced: 4665 distinct states, 12897 transitions)") {
+	if code != 0 || !strings.Contains(out, "reduction: sleep sets, 1239 transitions skipped (unreduced: 4665 distinct states, 12897 transitions)") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	out, code = cascade(t, "check", "--universe", "relist", "--out", dir, "-q", "--no-reduction", "--json")

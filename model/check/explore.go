@@ -443,7 +443,7 @@ func Run(scope Scope, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("scope %s: op %q: only client requests can be scope operations", scope.Name, c)
 		}
 		e.ops = append(e.ops, st)
-		e.opInfos = append(e.opInfos, storeWriteStep(&st))
+		e.opInfos = append(e.opInfos, storeWriteStep(&st, len(e.opInfos)))
 	}
 	roots := scope.Roots
 	if len(roots) == 0 {
@@ -786,7 +786,7 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 	}
 	w.steps = e.m.AppendEnabled(w.steps[:0], s, e.opts)
 	if e.reduce {
-		w.infos = classify(w.infos, s, w.steps)
+		w.infos = classify(w.infos, s, w.steps, len(e.ops))
 	}
 	for i := range e.ops {
 		if !e.opEnabled(s, i) {

@@ -144,18 +144,7 @@ const (
 	// (awake) and ORs it.
 	sleepAll = ^sleepMask(0)
 	// sleepItemClasses are the item classes
-	sleepItemClasses = sleepMask(1<<32-1<<sleepItem)
-)
-
-// The order of a state's steps (sleepStep.rank): discovery sync, then the
-// attemptToDelete items in queue order, the deliveries by kind, the
-// virtual event, and every step without a class above them all.
-const (
-	rankSync    = 0
-	rankItem    = 1 // + the item's place in the queue
-	rankDeliver = 1 << 10
-	rankVirtual = rankDeliver + model.NumKinds
-	rankOther   = 1 << 14
+	sleepItemClasses = sleepMask(1<<32 - 1<<sleepItem)
 )
 
 // What a step is, for the independence relation.
@@ -175,9 +164,10 @@ const (
 type sleepStep struct {
 	role int8
 	bit  int8 // sleep class in p, -1 for none
-	// rank orders the steps of p for the proof's order: classes by bit,
-	// every step without a class above them all.
-	rank int16
+	// rank orders the steps of p for the proof's order: the explorer's
+	// action order (client requests in op order, then the model's steps
+	// as AppendEnabled lists them).
+	rank int32
 	// uses: the graph nodes the step reads or writes, as a set of UIDs
 	// (usesAll when one is too large to name). For an attemptToDelete item
 	// it includes the owners its live GET reads, whose absentOwnerCache
@@ -253,9 +243,10 @@ func writeKeys(st *model.Step) uint64 {
 	return keyBit(k, st.Target.Name)
 }
 
-// storeWriteStep is how the relation sees a store write st.
-func storeWriteStep(st *model.Step) sleepStep {
-	return sleepStep{role: roleStoreWrite, bit: -1, rank: rankOther, keys: writeKeys(st)}
+// storeWriteStep is how the relation sees a store write st of the given
+// rank.
+func storeWriteStep(st *model.Step, rank int) sleepStep {
+	return sleepStep{role: roleStoreWrite, bit: -1, rank: int32(rank), keys: writeKeys(st)}
 }
 
 func uidBit(u model.UID) uint64 {
@@ -284,21 +275,21 @@ func nodeBits(n *model.Node) uint64 {
 	return b
 }
 
-// classify describes the steps enabled in s (AppendEnabled's list, in its
-// order) and client requests for the independence relation: out[i] is
-// steps[i]'s.
-func classify(out []sleepStep, s *model.State, steps []model.Step) []sleepStep {
+// classify describes steps for the independence relation: out[i] is
+// steps[i]'s, ranked rank+i. steps are the steps enabled in s
+// (AppendEnabled's list, in its order), after client requests if any.
+func classify(out []sleepStep, s *model.State, steps []model.Step, rank int) []sleepStep {
 	out = out[:0]
 	g := &s.GC
 	item := 0 // attemptToDelete steps come in queue order, in-flight items left out
 	send := 0
 	for i := range steps {
 		st := &steps[i]
-		d := sleepStep{role: roleNone, bit: -1, rank: rankOther}
+		d := sleepStep{role: roleNone, bit: -1}
 		switch {
 		case st.Actor == model.ActorGC && (st.Op == model.OpDeliver || st.Op == model.OpLose):
 			k := st.Target.Kind
-			d.role, d.bit, d.rank = roleDeliver, int8(k), rankDeliver+int16(k)
+			d.role, d.bit = roleDeliver, int8(k)
 			ev := &g.Watch.Queues[k][0]
 			d.uses = deliverUses(g, ev)
 			n := g.Node(ev.Obj.UID)
@@ -315,10 +306,10 @@ func classify(out []sleepStep, s *model.State, steps []model.Step) []sleepStep {
 			}
 		case st.Actor == model.ActorGC && st.Op == model.OpDeliverVirtual:
 			v := g.VirtualEvents[0].UID
-			d.role, d.bit, d.rank, d.inherit = roleVirtual, sleepVirtual, rankVirtual, true
+			d.role, d.bit, d.inherit = roleVirtual, sleepVirtual, true
 			d.uses, d.absent, d.marks = uidBit(v)|nodeBits(g.Node(v)), uidBit(v), uidBit(v)
 		case st.Actor == model.ActorGC && st.Op == model.OpSync:
-			d.role, d.bit, d.rank = roleSync, sleepSync, rankSync
+			d.role, d.bit = roleSync, sleepSync
 		case st.Actor == model.ActorGC && st.Op == model.OpAttemptToDelete:
 			for item < len(g.AttemptToDelete) && writing(g, g.AttemptToDelete[item].UID) {
 				item++
@@ -330,7 +321,7 @@ func classify(out []sleepStep, s *model.State, steps []model.Step) []sleepStep {
 			if n != nil && n.DeletingDependents {
 				break // may write the store (removeFinalizer)
 			}
-			d.role, d.rank, d.item = roleItem, int16(rankItem+place), id.UID
+			d.role, d.item = roleItem, id.UID
 			if place < sleepItems {
 				d.bit = int8(sleepItem + place)
 			}
@@ -372,8 +363,9 @@ func classify(out []sleepStep, s *model.State, steps []model.Step) []sleepStep {
 		case st.Actor == model.ActorController && (st.Op == model.OpDeliver || st.Op == model.OpCoalesce):
 			d.role = roleCtlInform
 		case st.Actor == model.ActorClient, st.Actor == model.ActorController:
-			d = storeWriteStep(st)
+			d = storeWriteStep(st, 0)
 		}
+		d.rank = int32(rank + i)
 		out = append(out, d)
 	}
 	// A delivery is inherited only when it is the one step that pops its
@@ -513,7 +505,9 @@ func sleepAfter(infos []sleepStep, c *sleepStep, n *model.State, zp sleepMask) s
 		if a.bit < 0 || !(a.rank < c.rank || a.inherit && zp&(1<<a.bit) != 0) || !commute(a, c) {
 			continue
 		}
-		if a.role != roleItem {
+		if a.role != roleItem || c.role == roleCtlInform || c.role == roleStoreWrite {
+			// a class named in n as in p: those steps leave the GC's
+			// queues but the informers' as they were
 			z |= 1 << a.bit
 			continue
 		}
