@@ -73,9 +73,11 @@ import (
 // and in c(p), c is enabled in a(p), and a(c(p)) = c(a(p)). Dropping any
 // one condition above makes it fail.
 //
-// Sleep sets. A state's steps are ordered by rank: sync, the items in
-// queue order, the deliveries by kind, the virtual event, then every
-// other step. The sleep set an arrival (p, c) gives t = c(p) holds every
+// Sleep sets. A state's steps are ordered (rank) as the search numbers
+// them: client requests in op order, then the model's steps in
+// AppendEnabled's order (the GC's deliveries by kind, the virtual event,
+// sync, attemptToOrphan, attemptToDelete in queue order, sends, then the
+// controller's and apiextensions' steps). The sleep set an arrival (p, c) gives t = c(p) holds every
 // step a of p that commutes with c and is below it; and, when a was
 // asleep in p, a delivery that is the only step popping its queue (no
 // relist skip, no lost update enabled) or the virtual event even when it
@@ -86,8 +88,7 @@ import (
 // where arrivals OR it.
 //
 // Soundness (every reachable state is reached at its BFS depth). Order
-// paths of equal length lexicographically by the ranks (ties broken by
-// the enabled list's order). Every prefix of a least shortest path is a
+// paths of equal length lexicographically by the ranks. Every prefix of a least shortest path is a
 // least shortest path, so the least shortest paths form a tree, and it
 // is enough that no tree edge is skipped: then every state is reached at
 // its BFS depth by its tree path. Invariant: for every a asleep in a
@@ -107,9 +108,18 @@ import (
 // enabled; only the virtual delivery pops the virtual FIFO;
 // TestIndependenceHolds checks it). The skipped transitions break and
 // witness nothing, so every transition that could is still checked from
-// every reachable state; a counterexample keeps its BFS length, though
-// where several paths of that length exist it may show another one than
-// the unreduced search would.
+// every reachable state.
+//
+// Counterexamples. The search records for each state its smallest
+// (level, parent's frontier position, action) and orders each level's
+// frontier by it, so the recorded path of a state is its least shortest
+// path in exactly this order: by induction on the level, the tree edges
+// are never skipped, every other arrival has a larger ord, so every
+// state's ord and frontier position, and every counterexample, are the
+// unreduced search's (TestReductionKeepsStatesAndViolations compares
+// them step by step). The order is why a delivery does not sleep right
+// after a client request (requests come first), only after one it slept
+// before already.
 //
 // Symmetry. The sleeping steps create no UID, and their classes are
 // named by kind and by the item's place in the attemptToDelete queue of
