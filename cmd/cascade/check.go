@@ -22,7 +22,7 @@ type checkFlags struct {
 	setup, ops, bugs, constraints  []string
 	expect                         []string
 	coalesce, noSymmetry           bool
-	noReduction                    bool
+	noReduction, reduction         bool
 	maxDepth, maxStates, workers   int
 	out                            string
 	jsonOut, quiet, strict         bool
@@ -55,11 +55,13 @@ interchangeable), and sends up to the universe's budget of requests from its
 op alphabet, repeats allowed. It reports the shortest counterexample of every
 violation class (property, known race or none, kind of step that broke it),
 each written as a trace; an unclassified class fails the run. A universe is
-searched with partial-order reduction (sleep sets: the GC's informer steps are
-not taken right after a controller's informer step, whose order with them does
-not matter): the same distinct states and violations at the same depths, fewer
-transitions; the output says how many were skipped. --no-reduction searches
-it unreduced.
+searched with partial-order reduction (sleep sets: a GC step that leaves the
+store as it was, an informer delivery, a virtual event, a discovery sync or an
+attemptToDelete pass, is not taken right after a step it commutes with when
+the search takes it before that step instead): the same distinct states,
+violations and counterexamples, fewer transitions; the output says how many
+were skipped. --no-reduction searches it unreduced; --reduction searches a
+preset or custom scope with it too (by default they are searched unreduced).
 
 --shard i/n explores only every n-th of a universe's initial graphs from the
 i-th; --shards n takes i from $JOB_COMPLETION_INDEX, as in an Indexed Job's
@@ -104,7 +106,8 @@ Examples:
 	fl.StringArrayVar(&f.expect, "expect", nil, "reachability property the scope must witness (repeatable)")
 	fl.BoolVar(&f.coalesce, "coalesce", false, "let informer relists skip superseded events (presets set their own)")
 	fl.BoolVar(&f.noSymmetry, "no-symmetry", false, "do not merge states that differ only in UID assignment")
-	fl.BoolVar(&f.noReduction, "no-reduction", false, "search a universe without partial-order reduction (sleep sets; presets and custom scopes never use it)")
+	fl.BoolVar(&f.noReduction, "no-reduction", false, "search a universe without partial-order reduction (sleep sets; presets and custom scopes use it only with --reduction)")
+	fl.BoolVar(&f.reduction, "reduction", false, "search a preset or custom scope with partial-order reduction too (sleep sets; the same states and counterexamples, fewer transitions; universes use it unless --no-reduction)")
 	fl.IntVar(&f.maxDepth, "max-depth", 0, "stop expanding at this depth (0: unbounded)")
 	fl.IntVar(&f.maxStates, "max-states", 0, "stop after this many distinct states (0: unbounded)")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "parallel workers")
@@ -257,7 +260,10 @@ func buildScope(f *checkFlags) (check.Scope, error) {
 		return scope, usageErr("give a scope: --preset NAME (see --list-presets) or --setup/--op commands")
 	}
 	scope.Symmetry = !f.noSymmetry
-	scope.Reduction = scope.Reduction && !f.noReduction
+	if f.reduction && f.noReduction {
+		return scope, usageErr("--reduction and --no-reduction contradict each other: give one")
+	}
+	scope.Reduction = (scope.Reduction || f.reduction) && !f.noReduction
 	scope.Coalesce = scope.Coalesce || f.coalesce
 	scope.MaxDepth, scope.MaxStates = f.maxDepth, f.maxStates
 	scope.Expect = append(scope.Expect, f.expect...)

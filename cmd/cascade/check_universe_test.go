@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -59,7 +60,7 @@ func TestCheckUniverse(t *testing.T) {
 func TestCheckUniverseReduction(t *testing.T) {
 	dir := t.TempDir()
 	out, code := cascade(t, "check", "--universe", "relist", "--out", dir, "-q")
-	if code != 0 || !strings.Contains(out, "reduction: sleep sets, 0 transitions skipped (unreduced: 4665 distinct states, 12897 transitions)") {
+	if code != 0 || !strings.Contains(out, "reduction: sleep sets, 1239 transitions skipped (unreduced: 4665 distinct states, 12897 transitions)") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	out, code = cascade(t, "check", "--universe", "relist", "--out", dir, "-q", "--no-reduction", "--json")
@@ -69,5 +70,31 @@ func TestCheckUniverseReduction(t *testing.T) {
 	out, code = cascade(t, "check", "--preset", "relist", "--out", dir, "-q")
 	if !strings.Contains(out, "reduction: none") {
 		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// TestCheckPresetReductionOptIn: --reduction searches a preset with sleep
+// sets: the same states and the same counterexample, fewer transitions;
+// with --no-reduction too it is a usage error.
+func TestCheckPresetReductionOptIn(t *testing.T) {
+	args := []string{"check", "--preset", "orphan-unseen", "-q", "--json"}
+	plainOut, code := cascade(t, append(args, "--out", t.TempDir())...)
+	var plain, red checkSummary
+	if err := json.Unmarshal([]byte(plainOut), &plain); err != nil || code != 0 {
+		t.Fatalf("unreduced: exit %d, %v\n%s", code, err, plainOut)
+	}
+	redOut, code := cascade(t, append(args, "--out", t.TempDir(), "--reduction")...)
+	if err := json.Unmarshal([]byte(redOut), &red); err != nil || code != 0 {
+		t.Fatalf("reduced: exit %d, %v\n%s", code, err, redOut)
+	}
+	if !strings.Contains(redOut, `"reduction": "sleep-sets"`) || red.Distinct != plain.Distinct || red.Skipped == 0 || red.Generated+red.Skipped != plain.Generated {
+		t.Errorf("reduced: %d states, %d transitions + %d skipped; unreduced %d states, %d transitions\n%s", red.Distinct, red.Generated, red.Skipped, plain.Distinct, plain.Generated, redOut)
+	}
+	if len(red.Violations) == 0 || len(red.Violations) != len(plain.Violations) || !slices.Equal(red.Violations[0].Steps, plain.Violations[0].Steps) {
+		t.Errorf("reduced counterexamples %v, unreduced %v", red.Violations, plain.Violations)
+	}
+	out, code := cascade(t, "check", "--preset", "orphan-unseen", "--reduction", "--no-reduction")
+	if code != 2 || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "--reduction and --no-reduction") {
+		t.Errorf("both flags: exit %d, %q", code, out)
 	}
 }

@@ -57,3 +57,38 @@ func TestFanoutCounts(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkUniverseReduction searches a universe or a preset
+// ($CASCADE_SCOPE, default the universe adoption; fanout-N is a preset)
+// on one worker with sleep sets and without, reporting the CPU seconds
+// per search beside the transitions taken and skipped: what the
+// reduction saves, or costs, per core.
+func BenchmarkUniverseReduction(b *testing.B) {
+	name := "adoption"
+	if v := os.Getenv("CASCADE_SCOPE"); v != "" {
+		name = v
+	}
+	var scope Scope
+	if u, err := UniverseByName(name); err == nil {
+		scope = u.Scope()
+	} else if scope, err = Preset(name); err != nil {
+		b.Fatal(err)
+	}
+	for _, reduce := range []bool{true, false} {
+		b.Run(fmt.Sprintf("%s/reduction=%v", name, reduce), func(b *testing.B) {
+			s := scope
+			s.Reduction = reduce
+			for i := 0; i < b.N; i++ {
+				cpu := cpuTime()
+				res, err := Run(s, Options{Workers: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				cpu = cpuTime() - cpu
+				b.ReportMetric(cpu.Seconds(), "cpu-s")
+				b.ReportMetric(float64(res.Generated), "transitions")
+				b.ReportMetric(float64(res.Slept), "skipped")
+			}
+		})
+	}
+}

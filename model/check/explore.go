@@ -223,6 +223,7 @@ type succ struct {
 	chunk uint32 // encoding: chunks[chunk][start:start+n]
 	start uint32
 	n     uint32
+	awake uint32 // with sleep sets: the complement of the state's sleep set
 }
 
 // frontier is one BFS level. State i's encoding lives in the output
@@ -231,6 +232,7 @@ type frontier struct {
 	chunks [][]byte
 	locs   []loc
 	fps    []uint64
+	awake  []uint32 // with sleep sets: each state's awake mask (reduction.go)
 }
 
 type loc struct{ chunk, start, n uint32 }
@@ -250,11 +252,13 @@ type worker struct {
 	claimer *claimer
 	dec     model.Decoder
 	steps   []model.Step
+	infos   []sleepStep // with sleep sets: steps' classes (reduction.go)
 	trans   model.Transition
 	enc     []byte // scratch encoding
 	// the successor whose claim waits for the next one to be computed
 	pending               bool
 	pendingFP, pendingOrd uint64
+	pendingAwake          uint32
 	pendingEnc            []byte
 	bufs                  [2]outBuf
 	out                   *outBuf // bufs[level%2]
@@ -274,7 +278,7 @@ func (w *worker) claimPending() {
 		return
 	}
 	w.pending = false
-	if w.seen.claim(w.claimer, w.pendingFP, w.pendingOrd) {
+	if w.seen.claim(w.claimer, w.pendingFP, w.pendingOrd, w.pendingAwake) {
 		c, start := w.out.store(w.pendingEnc)
 		w.out.items = append(w.out.items, succ{fp: w.pendingFP, chunk: c, start: start, n: uint32(len(w.pendingEnc))})
 	}
@@ -282,10 +286,11 @@ func (w *worker) claimPending() {
 
 // explorer holds one run.
 type explorer struct {
-	scope Scope
-	m     *model.Model
-	ops   []model.Step
-	opts  model.Options
+	scope   Scope
+	m       *model.Model
+	ops     []model.Step
+	opInfos []sleepStep // with sleep sets: how the relation sees each op
+	opts    model.Options
 	// roots are the initial states and setups the commands that build
 	// each
 	roots  []*model.State
@@ -311,8 +316,8 @@ type explorer struct {
 	witnessed []atomic.Bool // by sometimes index
 	// alwaysStoreOnly: every Always property is StoreOnly
 	alwaysStoreOnly bool
-	// reduce: sleep sets (reduction.go); frontier fingerprints then carry
-	// the awake flag in bit 0
+	// reduce: sleep sets (reduction.go); the visited set and the frontier
+	// then carry each state's awake mask
 	reduce bool
 }
 
@@ -438,6 +443,7 @@ func Run(scope Scope, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("scope %s: op %q: only client requests can be scope operations", scope.Name, c)
 		}
 		e.ops = append(e.ops, st)
+		e.opInfos = append(e.opInfos, storeWriteStep(&st, len(e.opInfos)))
 	}
 	roots := scope.Roots
 	if len(roots) == 0 {
@@ -479,15 +485,15 @@ func Run(scope Scope, opts Options) (*Result, error) {
 	for i, r := range e.roots {
 		enc := r.Encode(nil)
 		fp := model.FingerprintBytes(enc)
-		if e.reduce {
-			fp = flagFingerprint(fp, true)
-		}
-		if !e.seen.claim(e.seen.claimer(workers), fp, packOrd(0, i, rootAction)) {
+		if !e.seen.claim(e.seen.claimer(workers), fp, packOrd(0, i, rootAction), uint32(sleepAll)) {
 			continue
 		}
 		fr.chunks = append(fr.chunks, enc)
 		fr.locs = append(fr.locs, loc{chunk: uint32(len(fr.chunks) - 1), n: uint32(len(enc))})
 		fr.fps = append(fr.fps, fp)
+		if e.reduce {
+			fr.awake = append(fr.awake, uint32(sleepAll))
+		}
 	}
 	e.distinct.Store(int64(fr.len()))
 	nroots := fr.len()
@@ -620,8 +626,8 @@ func Run(scope Scope, opts Options) (*Result, error) {
 					if j := i + ahead; j < len(items) {
 						e.seen.touch(items[j].fp)
 					}
-					// the stored fingerprint has the final awake flag
-					items[i].ord, items[i].fp, _ = e.seen.lookup(items[i].fp)
+					// the stored awake mask is the final one
+					items[i].ord, items[i].awake, _ = e.seen.lookup(items[i].fp)
 				}
 				slices.SortFunc(items, func(a, b succ) int { return cmp.Compare(a.ord, b.ord) })
 			}(w)
@@ -634,6 +640,9 @@ func Run(scope Scope, opts Options) (*Result, error) {
 			total += len(w.out.items)
 		}
 		nf := frontier{locs: make([]loc, total), fps: make([]uint64, total)}
+		if e.reduce {
+			nf.awake = make([]uint32, total)
+		}
 		base := make([]uint32, len(ws)) // worker w's chunks start at base[w] in nf.chunks
 		heads := make([]int, len(ws))
 		for wi, w := range ws {
@@ -651,6 +660,9 @@ func Run(scope Scope, opts Options) (*Result, error) {
 			heads[best]++
 			nf.locs[i] = loc{chunk: base[best] + it.chunk, start: it.start, n: it.n}
 			nf.fps[i] = it.fp
+			if e.reduce {
+				nf.awake[i] = it.awake
+			}
 		}
 		e.distinct.Store(int64(e.seen.len()))
 		fr = nf
@@ -676,10 +688,7 @@ func Run(scope Scope, opts Options) (*Result, error) {
 		}
 	}
 	n := float64(res.Distinct)
-	bits := 65.0 // 64-bit fingerprints; 63 when bit 0 is the awake flag
-	if e.reduce {
-		bits = 64
-	}
+	const bits = 65.0 // 64-bit fingerprints
 	res.CollisionProbability = -math.Expm1(-n * n / math.Exp2(bits))
 	for _, p := range scope.Expect {
 		if !res.Witnessed[p] {
@@ -719,7 +728,10 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		return fmt.Errorf("internal error: %v", err)
 	}
 	fp := fr.fps[idx]
-	asleep := e.reduce && fp&1 == 0
+	var asleep sleepMask // the state's sleep set
+	if e.reduce {
+		asleep = ^sleepMask(fr.awake[idx])
+	}
 	order := uint64(idx) << 20
 	if !expand || !e.admitted(s) {
 		return e.quiescent(w, s, fp, level, order)
@@ -737,9 +749,21 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		a++
 		return a - 1, nil
 	}
-	emit := func(act int, st *model.Step, n *model.State, r model.Result) error {
+	emit := func(act int, st *model.Step, info *sleepStep, n *model.State, r model.Result) error {
 		w.generated++
 		e.checkTransition(w, s, n, st, r, level+1, fp, int32(act), order|uint64(act))
+		// The successor's sleep set from this arrival, in n's terms: taken
+		// before canonicalising, which keeps the attemptToDelete queue's
+		// order unless the step added UIDs (a create, which puts no item
+		// to sleep anyway).
+		awake := sleepAll
+		if e.reduce {
+			z := sleepAfter(w.infos, info, n, asleep)
+			if !sameUIDs(s, n) {
+				z &^= sleepItemClasses // canonicalising may renumber the queue
+			}
+			awake = ^z
+		}
 		// The frontier is canonical, and Canonical depends only on the
 		// UID table: a successor that shares its parent's table (no step
 		// but a create adds UIDs) is canonical already.
@@ -755,13 +779,14 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 			return fmt.Errorf("scope %s: a state encoding exceeds 4 GiB", e.scope.Name)
 		}
 		h := model.FingerprintBytes(w.enc)
-		if e.reduce {
-			h = flagFingerprint(h, !putsGCToSleep(st))
-		}
 		e.seen.touch(h)
-		w.pending, w.pendingFP, w.pendingOrd = true, h, packOrd(level+1, idx, act)
+		w.pending, w.pendingFP, w.pendingOrd, w.pendingAwake = true, h, packOrd(level+1, idx, act), uint32(awake)
 		w.enc, w.pendingEnc = w.pendingEnc, w.enc
 		return nil
+	}
+	w.steps = e.m.AppendEnabled(w.steps[:0], s, e.opts)
+	if e.reduce {
+		w.infos = classify(w.infos, s, w.steps, len(e.ops))
 	}
 	for i := range e.ops {
 		if !e.opEnabled(s, i) {
@@ -779,25 +804,28 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		if r.Code != 404 && !e.reached[i].Load() {
 			e.reached[i].Store(true)
 		}
-		if err := emit(act, &e.ops[i], n, r); err != nil {
+		if err := emit(act, &e.ops[i], &e.opInfos[i], n, r); err != nil {
 			return err
 		}
 	}
-	w.steps = e.m.AppendEnabled(w.steps[:0], s, e.opts)
 	for i := range w.steps {
 		st := &w.steps[i]
 		act, err := next()
 		if err != nil {
 			return err
 		}
-		if asleep && gcSleepable(st) {
-			// In the sleep set: every state it leads to is reached at
-			// the same depth with it taken before the controller step
-			// that reached s (reduction.go). Had it set changed, the
-			// quiescence search below finds s not quiescent all the
-			// same, only later.
-			w.slept++
-			continue
+		var info *sleepStep
+		if e.reduce {
+			info = &w.infos[i]
+			if b := info.bit; b >= 0 && asleep&(1<<b) != 0 {
+				// In the sleep set: every state it leads to is reached
+				// at the same depth with it taken before the step that
+				// reached s (reduction.go). Had it set changed, the
+				// quiescence search below finds s not quiescent all the
+				// same, only later.
+				w.slept++
+				continue
+			}
 		}
 		n, r, err := e.m.ApplyStep(s, st)
 		if err != nil {
@@ -806,7 +834,7 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		if !changed && st.Internal() && !model.ObservablyEqual(n, s) {
 			changed = true
 		}
-		if err := emit(act, st, n, r); err != nil {
+		if err := emit(act, st, info, n, r); err != nil {
 			return err
 		}
 	}

@@ -1,93 +1,189 @@
 package check
 
-import "github.com/cascade-k8s/cascade/model"
+import (
+	"cmp"
+	"slices"
 
-// Partial-order reduction: sleep sets over the two processes that never
-// touch each other's state.
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// Partial-order reduction: sleep sets over the GC's steps that leave the
+// store as it was.
 //
-// Why sleep sets, and why these two. The search is a breadth-first search
-// whose promises are (1) every reachable state is checked, so every
-// quiescent-liveness violation (a property of a quiescent state) is found;
-// (2) every transition that can break or witness a property is checked;
-// (3) a counterexample is as short as any (BFS minimality). Stubborn or
-// ample sets would cut states, which breaks (1) unless a visibility and a
-// cycle proviso are added, and even then a quiescent state is one where
-// the internal steps have run out, which an ample set may reach by a
-// longer path, breaking (3). Sleep sets cut transitions only: with the
-// argument below, every reachable state is still reached at its BFS
-// depth, so (1) and (3) hold as they are and the distinct-state count
-// does not change (TestReductionKeepsStates).
+// Why sleep sets. The search is a breadth-first search whose promises are
+// (1) every reachable state is checked, so every quiescent-liveness
+// violation (a property of a quiescent state) is found; (2) every
+// transition that can break or witness a property is checked; (3) a
+// counterexample is as short as any (BFS minimality). Stubborn or ample
+// sets would cut states, which breaks (1) unless a visibility and a cycle
+// proviso are added, and even then a quiescent state is one where the
+// internal steps have run out, which an ample set may reach by a longer
+// path, breaking (3). Sleep sets cut transitions only: with the argument
+// below, every reachable state is still reached at its BFS depth, so (1)
+// and (3) hold as they are and the distinct-state count does not change
+// (TestReductionKeepsStatesAndViolations).
 //
-// The independence relation is deliberately small. The garbage
-// collector's internal steps that leave the API store as it was (gcSleepable:
-// informer deliveries, relist coalescing, lost updates, virtual events,
-// discovery sync) read and
-// write only the GC's own state (its informer queues, cache, graph, work
-// queues and writes in flight) and read the store. A controller's
-// informer delivery or relist coalescing (putsGCToSleep) pops only the
-// controller's informer queue. Such a pair
-// therefore commutes, neither enables nor disables the other, and the GC
-// step changes nothing a property reads (every Always property is
-// StoreOnly; no Sometimes property that reads more than the store accepts
-// these steps): TestIndependenceHolds checks all three on every reachable
-// state of every preset and of sample universes. Steps inside one process
-// share its queues and graph, and every step that writes the store
-// (client requests, the GC's sends, attemptToOrphan, adoption, CRD
-// cleanup, and attemptToDelete, which writes the store itself in some
-// branches: TestIndependenceHolds caught it) appends to both processes'
-// informer queues, so no other pair is taken as independent.
+// What may sleep. Only GC steps that leave the store as it was: the
+// delivery (or lost update) of an informer queue's head, the delivery of
+// the head virtual delete event, discovery sync, and attemptToDelete of an
+// item whose node is not deleting dependents (which would remove the
+// foreground finalizer: TestIndependenceHolds caught the old relation
+// missing that). Every Always property is StoreOnly and no Sometimes
+// property that reads more than the store accepts these steps
+// (reductionApplies), so a skipped one breaks and witnesses nothing.
+// Relist coalescing, attemptToOrphan and the GC's sends write the store
+// or may reach the same state as a delivery; they and every other actor's
+// steps never sleep, but other steps may sleep after them.
 //
-// With one pair of processes and the order "GC step < controller step",
-// the sleep set of a state is either empty or every enabled GC-sleepable
-// step, so it is one bit: a state is asleep when every transition that
-// reached it at its BFS level was a controller delivery (or coalescing),
-// and then its GC-sleepable steps are not taken. The bit rides in bit 0
-// of the fingerprint (seenTable's flagged mode: fingerprints are 63 bits
-// then) and is the AND over all arrivals at the state's first level; a
-// later, deeper arrival does not matter.
+// The relation (commute, in independence.go). The model's GC state decides it:
+// the informer queues are FIFO per kind (one delivery per kind enabled),
+// the virtual events one FIFO, the work queues and the absentOwnerCache
+// sets sorted by UID (inserts commute), the graph one node per UID whose
+// dependents lists are written by the deliveries of the dependents. So a
+// step's footprint is a set of UIDs (a bit each, all bits for a UID past
+// 63): a node and its queue membership. Pairs taken as independent in a
+// state p, each with what it reads and writes:
+//   - anything sleepable after a controller delivery or relist skip,
+//     which pops the controller's queue only;
+//   - a delivery or virtual event after a client request, an adoption or
+//     a release: those write the store and append to queues' tails; a
+//     delivery reads neither the store nor a queue past its head;
+//   - two deliveries of different kinds, or one and the virtual event,
+//     when their footprints are disjoint (deliverUses: the object's node,
+//     its owners' when its references change, its dependents' when it
+//     reads or queues them);
+//   - a delivery or virtual event and an item, when the item's node and
+//     queue membership are not in the delivery's footprint, the delivery
+//     adds no absentOwnerCache entry the item's owners read, and removes,
+//     creates or marks no node among the item's dependents (the cycle
+//     check reads those marks);
+//   - two items whose owners (the absentOwnerCache keys they read and
+//     write) are disjoint and of which at most one may queue a virtual
+//     delete event (a FIFO: two appends do not commute);
+//   - an item and a store write (client request, adoption, release, GC
+//     send) whose target is none of the objects the item's live GETs read
+//     (keys: a hash of kind and name, so a collision only makes the
+//     relation smaller); with a send, not both able to queue a virtual
+//     event; creates and CRD and namespace deletes are dependent on all;
+//   - a delivery or virtual event and a GC send not touching its footprint.
+// TestIndependenceHolds checks every pair the relation puts to sleep on
+// every reachable state (up to a bound) of every preset, bug preset and
+// universe: the sleeping step is the same step in c(p) (matched by item,
+// whatever uid= its name needs there), leaves the store as it was in p
+// and in c(p), c is enabled in a(p), and a(c(p)) = c(a(p)). Dropping any
+// one condition above makes it fail.
+//
+// Sleep sets. A state's steps are ordered (rank) as the search numbers
+// them: client requests in op order, then the model's steps in
+// AppendEnabled's order (the GC's deliveries by kind, the virtual event,
+// sync, attemptToOrphan, attemptToDelete in queue order, sends, then the
+// controller's and apiextensions' steps). The sleep set an arrival (p, c) gives t = c(p) holds every
+// step a of p that commutes with c and is below it; and, when a was
+// asleep in p, a delivery that is the only step popping its queue (no
+// relist skip, no lost update enabled) or the virtual event even when it
+// is above c. A state's sleep set is the AND over its arrivals at its
+// BFS level (a later, deeper arrival does not matter), and its steps in
+// it are skipped. It is a sleepMask, a bit per class, kept complemented
+// (awake) beside the fingerprint in the visited set and the frontier,
+// where arrivals OR it.
 //
 // Soundness (every reachable state is reached at its BFS depth). Order
-// steps by any total order with every GC-sleepable step below every
-// controller delivery, and paths of equal length lexicographically. Take
-// a reachable state v and the least of its shortest paths, w = w1 a w2.
-// Its prefixes are least shortest paths too, so by induction w1 is
-// explored and reaches t = end(w1) at t's BFS level. If a were pruned at
-// t, t would be asleep, so the arrival by w1 = w1' c has c a controller
-// delivery and a is a GC-sleepable step enabled at t, hence (it is
-// independent of c) enabled at p = end(w1') too, and w1' a c w2 reaches v
-// by a path as short and lexicographically smaller (a < c): contradiction.
-// So w is explored and v is reached at its BFS depth. The pruned
-// transitions are GC-sleepable steps, which break and witness nothing, so
-// every transition that could is still checked from every reachable
-// state; a counterexample keeps its BFS length, though where several
-// paths of that length exist it may show another one than the unreduced
-// search would.
+// paths of equal length lexicographically by the ranks. Every prefix of a least shortest path is a
+// least shortest path, so the least shortest paths form a tree, and it
+// is enough that no tree edge is skipped: then every state is reached at
+// its BFS depth by its tree path. Invariant: for every a asleep in a
+// state x reached at its BFS level, the edge x -a-> is not a tree edge,
+// i.e. pi(a(x)) != pi(x) a, where pi is the least shortest path. It holds
+// at the roots (nothing asleep). Take t and a asleep in t; one of the
+// arrivals the AND is over is t's tree edge, pi(t) = pi(p) c, so a is in
+// that arrival's set: a commutes with c in p, and a(t) = c(a(p)).
+// Suppose pi(a(t)) = pi(p) c a. If a < c, pi(p) a c reaches a(t) as
+// short and smaller: contradiction. Else a was asleep in p and inherited,
+// so pi(a(p)) != pi(p) a by the invariant at p. pi(a(p)) c reaches a(t),
+// so a(p) is at depth |pi(p)|+1 and pi(a(p)) < pi(p) a. If they differ
+// before their last step, pi(a(p)) c < pi(p) c a: contradiction. Else
+// pi(a(p)) = pi(p) b with b != a and b(p) = a(p): another step of p
+// reaches a's state, which the inherited steps exclude (only a delivery
+// pops its queue, and no relist skip or lost update of that queue is
+// enabled; only the virtual delivery pops the virtual FIFO;
+// TestIndependenceHolds checks it). The skipped transitions break and
+// witness nothing, so every transition that could is still checked from
+// every reachable state.
 //
-// Symmetry is unaffected: neither kind of step creates a UID, so a state
-// reached by one is canonical already and the steps' names mean the same
-// in both orders. Constraints are unaffected too: a commuted path passes
-// through other states, which a constraint might refuse, so a scope with
-// constraints is searched unreduced.
+// Counterexamples. The search records for each state its smallest
+// (level, parent's frontier position, action) and orders each level's
+// frontier by it, so the recorded path of a state is its least shortest
+// path in exactly this order: by induction on the level, the tree edges
+// are never skipped, every other arrival has a larger ord, so every
+// state's ord and frontier position, and every counterexample, are the
+// unreduced search's (TestReductionKeepsStatesAndViolations compares
+// them step by step). The order is why a delivery does not sleep right
+// after a client request (requests come first), only after one it slept
+// before already.
+//
+// Symmetry. The sleeping steps create no UID, and their classes are
+// named by kind and by the item's place in the attemptToDelete queue of
+// c(p) before canonicalisation: a successor that keeps its parent's UID
+// table is canonical already, and the one step that adds UIDs (a create)
+// puts no item to sleep (explore drops item classes then all the same).
+// Constraints: a commuted path passes through other states, which a
+// constraint might refuse, so a scope with constraints is searched
+// unreduced.
 
-// gcSleepable reports whether st is a GC step that leaves the store as it
-// was and touches no controller state: the steps a sleep set may hold.
-func gcSleepable(st *model.Step) bool {
-	if st.Actor != model.ActorGC {
-		return false
-	}
-	switch st.Op {
-	case model.OpDeliver, model.OpDeliverVirtual, model.OpCoalesce, model.OpLose, model.OpSync:
-		return true
-	}
-	return false
-}
+// sleepMask is a sleep set: a set of sleep classes, one bit each. A class
+// names at most one enabled step of a state, so a set of classes is a set
+// of steps:
+//   - bit k < model.NumKinds: the GC's delivery (or lost update) of the
+//     head event of its kind-k informer queue;
+//   - sleepVirtual: the GC's delivery of the head virtual delete event;
+//   - sleepSync: the GC's discovery sync;
+//   - sleepItem+i: attemptToDelete of the i-th item of the state's
+//     attemptToDelete queue (a set sorted by UID), for i < sleepItems.
+//
+// Relist coalescing, attemptToOrphan, the GC's sends and every step of
+// another actor have no class: they never sleep.
+type sleepMask uint32
 
-// putsGCToSleep reports whether st is a controller informer step, which
-// touches only the controller's informer queue: after it, the GC steps
-// that were enabled before it (and only those) are enabled, and taking
-// them first reaches the same states.
-func putsGCToSleep(st *model.Step) bool {
-	return st.Actor == model.ActorController && (st.Op == model.OpDeliver || st.Op == model.OpCoalesce)
+const (
+	sleepVirtual = model.NumKinds
+	sleepSync    = model.NumKinds + 1
+	sleepItem    = model.NumKinds + 2
+	sleepItems   = 32 - sleepItem
+	// sleepAll is the sleep set nothing has narrowed yet; a state's set is
+	// the AND over its arrivals, so the visited set stores the complement
+	// (awake) and ORs it.
+	sleepAll = ^sleepMask(0)
+	// sleepItemClasses are the item classes
+	sleepItemClasses = sleepMask(1<<32 - 1<<sleepItem)
+)
+
+// sleepAfter is the sleep set of n = c(p) from this arrival: the classes,
+// in n, of p's steps that commute with c and are below it, or inherited
+// from p's sleep set zp. infos are p's steps.
+func sleepAfter(infos []sleepStep, c *sleepStep, n *model.State, zp sleepMask) sleepMask {
+	var z sleepMask
+	if c.role == roleNone || c.role == roleSync {
+		return 0
+	}
+	for i := range infos {
+		a := &infos[i]
+		if a.bit < 0 || !(a.rank < c.rank || a.inherit && zp&(1<<a.bit) != 0) || !commute(a, c) {
+			continue
+		}
+		if a.role != roleItem || c.role == roleCtlInform || c.role == roleStoreWrite {
+			// a class named in n as in p: those steps leave the GC's
+			// queues but the informers' as they were
+			z |= 1 << a.bit
+			continue
+		}
+		// the item's place in n's queue (c may have queued or taken others)
+		q := n.GC.AttemptToDelete
+		j, _ := slices.BinarySearchFunc(q, a.item, func(id model.Identity, u model.UID) int { return cmp.Compare(id.UID, u) })
+		if j < sleepItems && j < len(q) && q[j].UID == a.item {
+			z |= 1 << (sleepItem + j)
+		}
+	}
+	return z
 }
 
 // reductionApplies reports whether the scope may be searched with sleep
@@ -98,7 +194,7 @@ func reductionApplies(scope Scope) bool {
 		return false
 	}
 	probe := []model.Step{}
-	for _, op := range []model.Op{model.OpDeliver, model.OpDeliverVirtual, model.OpCoalesce, model.OpLose, model.OpSync} {
+	for _, op := range []model.Op{model.OpDeliver, model.OpDeliverVirtual, model.OpLose, model.OpSync, model.OpAttemptToDelete} {
 		probe = append(probe, model.Step{Actor: model.ActorGC, Op: op})
 	}
 	for i := range model.Properties {
@@ -116,19 +212,4 @@ func reductionApplies(scope Scope) bool {
 		}
 	}
 	return true
-}
-
-// flagFingerprint makes h a fingerprint of a flagged table: bit 0 is set
-// when the state is awake (reached by a transition after which every
-// step must be taken). Fingerprint 0 and 1 are kept free for the empty
-// slot.
-func flagFingerprint(h uint64, awake bool) uint64 {
-	h &^= 1
-	if h == 0 {
-		h = 2
-	}
-	if awake {
-		h |= 1
-	}
-	return h
 }

@@ -4,20 +4,21 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cascade-k8s/cascade/model"
 )
 
-// violationSet lists a result's violation classes with the length of
-// each class's shortest counterexample, and each property's.
+// violationSet lists a result's violation classes with each class's
+// shortest counterexample, and each property's, step by step.
 func violationSet(res *Result) []string {
 	var out []string
 	for _, v := range res.Violations {
-		out = append(out, fmt.Sprintf("property %s: %d steps", v.Property, len(v.Steps)))
+		out = append(out, fmt.Sprintf("property %s: %q", v.Property, v.Steps))
 	}
 	for _, v := range res.Classes {
-		out = append(out, fmt.Sprintf("class %s: %d steps", v.Class, len(v.Steps)))
+		out = append(out, fmt.Sprintf("class %s from %s: %q", v.Class, v.Root, v.Steps))
 	}
 	slices.Sort(out)
 	return out
@@ -51,7 +52,9 @@ func reductionSample(t *testing.T) []Scope {
 // the sample reaches exactly the distinct states of the unreduced search,
 // at the same depth, takes exactly the unreduced transitions less the
 // ones it reports skipped, and finds every violation (property and class)
-// with a counterexample exactly as short.
+// with the very counterexample the unreduced search finds: the sleep sets
+// order steps as the search numbers them, so they never skip the
+// transition a state's recorded path ends with.
 func TestReductionKeepsStatesAndViolations(t *testing.T) {
 	slept := int64(0)
 	for _, s := range reductionSample(t) {
@@ -77,6 +80,7 @@ func TestReductionKeepsStatesAndViolations(t *testing.T) {
 				t.Errorf("witnessed: reduced %v, unreduced %v", red.Witnessed, plain.Witnessed)
 			}
 			slept += red.Slept
+			t.Logf("%d distinct states, %d transitions unreduced, %d skipped (%.1f%%)", plain.Distinct, plain.Generated, red.Slept, 100*float64(red.Slept)/float64(max(plain.Generated, 1)))
 		})
 	}
 	if slept == 0 {
@@ -120,14 +124,34 @@ func mustConstraint(t *testing.T, text string) Constraint {
 	return c
 }
 
-// TestIndependenceHolds checks, on every reachable state of the sample
+// independenceSample is the scopes TestIndependenceHolds walks: the
+// reduction sample and the universes the reduction sample leaves out
+// (their reachable states up to the test's bound).
+func independenceSample(t *testing.T) []Scope {
+	out := reductionSample(t)
+	if testing.Short() || raceEnabled {
+		return out
+	}
+	for _, name := range []string{"pair", "scopes", "relist", "trio"} {
+		u, err := UniverseByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u.Scope())
+	}
+	return out
+}
+
+// TestIndependenceHolds checks, on every reachable state p of the sample
 // (up to a bound per scope), what the sleep sets rely on (reduction.go):
-// for every GC-sleepable step g and controller informer step c enabled
-// in s, g leaves the store as it was, c(s) has exactly s's GC-sleepable
-// steps enabled, c is enabled in g(s), and g(c(s)) = c(g(s)).
+// for every step c enabled in p (client requests of the scope included)
+// and every step a that sleepAfter puts to sleep after it, a is below c,
+// a is the step of its class in c(p) (the same step, enabled there), a
+// leaves the store as it was in p and in c(p), c is enabled in a(p), and
+// a(c(p)) = c(a(p)).
 func TestIndependenceHolds(t *testing.T) {
-	pairs := 0
-	for _, sc := range reductionSample(t) {
+	pairs := map[string]int{}
+	for _, sc := range independenceSample(t) {
 		t.Run(sc.Name+"/"+sc.Bugs.String(), func(t *testing.T) {
 			m := &model.Model{Bugs: sc.Bugs, Release: sc.Release}
 			opts := model.Options{Coalesce: sc.Coalesce}
@@ -139,6 +163,7 @@ func TestIndependenceHolds(t *testing.T) {
 					queue = append(queue, s)
 				}
 			}
+			canon := func(s *model.State) []byte { return s.Canonical().Encode(nil) }
 			roots := sc.Roots
 			if len(roots) == 0 {
 				roots = []Root{{}}
@@ -148,7 +173,7 @@ func TestIndependenceHolds(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				push(s)
+				push(s.Canonical())
 			}
 			ops := make([]model.Step, len(sc.Ops))
 			for i, c := range sc.Ops {
@@ -160,71 +185,131 @@ func TestIndependenceHolds(t *testing.T) {
 			}
 			const bound = 20000
 			for len(queue) > 0 && len(seen) < bound {
-				s := queue[0]
+				p := queue[0]
 				queue = queue[1:]
-				steps := m.Enabled(s, opts)
-				var gs, cs []model.Step
-				for _, st := range steps {
-					if gcSleepable(&st) {
-						gs = append(gs, st)
-					}
-					if putsGCToSleep(&st) {
-						cs = append(cs, st)
-					}
-				}
-				for _, c := range cs {
-					cn, _, err := m.Apply(s, c)
+				// the explorer's order: requests (a refused one is
+				// skipped below), then the model's steps
+				steps := append(slices.Clip(ops), m.Enabled(p, opts)...)
+				infos := classify(nil, p, steps, 0)
+				for ci := range steps {
+					c := &steps[ci]
+					cn, _, err := m.ApplyStep(p, c)
 					if err != nil {
 						continue
 					}
-					var after []string
-					for _, st := range m.Enabled(cn, opts) {
-						if gcSleepable(&st) {
-							after = append(after, st.String())
-						}
+					// the largest sleep set: as if every step of p slept
+					z := sleepAfter(infos, &infos[ci], cn, sleepAll)
+					if z == 0 {
+						continue
 					}
-					if !slices.Equal(stepStrings(gs), after) {
-						t.Fatalf("after %s the GC steps %q are enabled, before it %q", c, after, stepStrings(gs))
+					tn := cn
+					if !sameUIDs(p, cn) {
+						tn = cn.Canonical()
 					}
-					for _, g := range gs {
-						gn, _, err := m.Apply(s, g)
-						if err != nil {
+					tsteps := append(slices.Clip(ops), m.Enabled(tn, opts)...)
+					tinfos := classify(nil, tn, tsteps, 0)
+					// every step of t whose class is asleep: the search skips it
+					for ti := range tsteps {
+						at := &tsteps[ti]
+						if b := tinfos[ti].bit; b < 0 || z&(1<<b) == 0 {
 							continue
 						}
-						pairs++
-						if !model.SameStore(s, gn) {
-							t.Fatalf("%s changed the store", g)
+						var a *model.Step
+						ai := -1
+						for i := range steps {
+							if sameStep(&steps[i], &infos[i], at, &tinfos[ti]) {
+								ai = i
+							}
 						}
-						gc, _, err := m.Apply(gn, c)
+						if ai >= 0 && commute(&infos[ai], &infos[ci]) {
+							a = &steps[ai]
+						}
+						if a == nil {
+							t.Fatalf("after %s, %s is asleep, but is no step of p that commutes with it", c, at)
+						}
+						if infos[ai].rank >= infos[ci].rank {
+							if !infos[ai].inherit {
+								t.Fatalf("%s sleeps after %s, above it, and is not inherited", a, c)
+							}
+							// inherited: no other step of p reaches a(p)
+							ap, _, _ := m.ApplyStep(p, a)
+							for bi := range steps {
+								if bn, _, err := m.ApplyStep(p, &steps[bi]); bi != ai && err == nil && bytes.Equal(canon(bn), canon(ap)) {
+									t.Fatalf("%s is inherited, but %s reaches the same state", a, &steps[bi])
+								}
+							}
+							pairs["inherited"]++
+						}
+						pairs[fmt.Sprintf("%s after %s", roleNames[infos[ai].role], roleNames[infos[ci].role])]++
+						an, _, err := m.ApplyStep(p, a)
 						if err != nil {
-							t.Fatalf("%s disabled %s: %v", g, c, err)
+							t.Fatalf("%s: %v", a, err)
 						}
-						cg, _, err := m.Apply(cn, g)
+						if !model.SameStore(p, an) {
+							t.Fatalf("%s changed the store", a)
+						}
+						atn, _, err := m.ApplyStep(tn, at)
 						if err != nil {
-							t.Fatalf("%s disabled %s: %v", c, g, err)
+							t.Fatalf("%s disabled %s: %v", c, a, err)
 						}
-						if !bytes.Equal(gc.Canonical().Encode(nil), cg.Canonical().Encode(nil)) {
-							t.Fatalf("%s and %s do not commute", g, c)
+						if !model.SameStore(tn, atn) {
+							t.Fatalf("%s changed the store after %s", a, c)
+						}
+						// c in a(p): the same step, whose name may have
+						// changed (an item queued beside it with its key)
+						asteps := append(slices.Clip(ops), m.Enabled(an, opts)...)
+						ainfos := classify(nil, an, asteps, 0)
+						enabled := false
+						for i := range asteps {
+							if !sameStep(c, &infos[ci], &asteps[i], &ainfos[i]) {
+								continue
+							}
+							acn, _, err := m.ApplyStep(an, &asteps[i])
+							if err != nil {
+								continue
+							}
+							enabled = true
+							if !bytes.Equal(canon(acn), canon(atn)) {
+								t.Fatalf("%s and %s do not commute in\n%s", a, c, strings.Join(p.Dump(), "\n"))
+							}
+						}
+						if !enabled {
+							t.Fatalf("%s disabled %s", a, c)
 						}
 					}
 				}
-				for _, st := range steps {
-					if n, _, err := m.Apply(s, st); err == nil {
-						push(n)
-					}
-				}
-				for _, op := range ops {
-					if n, _, err := m.Apply(s, op); err == nil {
+				for i := range steps {
+					if n, _, err := m.ApplyStep(p, &steps[i]); err == nil {
+						if !sameUIDs(p, n) {
+							n = n.Canonical()
+						}
 						push(n)
 					}
 				}
 			}
 		})
 	}
-	if pairs == 0 {
+	t.Logf("pairs checked, by role (slept/after): %v", pairs)
+	if len(pairs) == 0 {
 		t.Errorf("no pair of steps was checked")
 	}
 }
+
+// sameStep reports whether step a of one state and b of another are the
+// same step: the same attemptToDelete item, or the same actor, op and
+// target, whatever uid= their names need in their states.
+func sameStep(a *model.Step, ai *sleepStep, b *model.Step, bi *sleepStep) bool {
+	if ai.role == roleItem || bi.role == roleItem || ai.role == roleSend || bi.role == roleSend {
+		return ai.role == bi.role && ai.item == bi.item
+	}
+	if a.Actor == model.ActorClient || b.Actor == model.ActorClient {
+		return a.String() == b.String()
+	}
+	return a.Actor == b.Actor && a.Op == b.Op && a.Target == b.Target && a.By == b.By
+}
+
+var roleNames = map[int8]string{roleNone: "other", roleDeliver: "gc deliver", roleVirtual: "gc deliver-virtual", roleSync: "gc sync",
+	roleItem: "gc attemptToDelete", roleSend: "gc send", roleCtlInform: "controller informer", roleStoreWrite: "store write"}
 
 func stepStrings(steps []model.Step) []string {
 	out := make([]string, len(steps))
@@ -232,4 +317,15 @@ func stepStrings(steps []model.Step) []string {
 		out[i] = steps[i].String()
 	}
 	return out
+}
+
+// TestReductionKindNames: the API kinds writeKeys takes as reaching
+// other objects are the model's CRD and Namespace kinds.
+func TestReductionKindNames(t *testing.T) {
+	for short, want := range map[string]string{"crd": crdKind, "ns": namespaceKind} {
+		k, ok := model.KindByShort(short)
+		if !ok || k.Info().Kind != want {
+			t.Errorf("kind %s: %v, want API kind %s", short, ok, want)
+		}
+	}
 }

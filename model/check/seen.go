@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // seenTable is the visited set: fingerprint -> ord, how the state was
@@ -39,9 +40,10 @@ type seenTable struct {
 	counts [numShards]atomic.Int64
 	// Fingerprint 0 marks an empty slot, so a state whose fingerprint is
 	// 0 is kept aside.
-	zeroMu  sync.Mutex
-	zero    bool
-	zeroOrd uint64
+	zeroMu    sync.Mutex
+	zero      bool
+	zeroOrd   uint64
+	zeroAwake uint32
 }
 
 // claimer says whether its worker may be inside a claim; it fills a
@@ -68,11 +70,11 @@ const (
 type slotTable struct {
 	slots   []slot
 	segBits uint
-	// flag is 1 when bit 0 of a fingerprint is not part of the state's
-	// identity but the sleep-set flag of partial-order reduction (see
-	// reduction.go): claims then compare fingerprints without it, and a
-	// claim with the bit set sets it in the slot. It is 0 otherwise.
-	flag uint64
+	// awake, in a masked table, holds beside each slot the complement of
+	// the state's sleep set of partial-order reduction (see reduction.go):
+	// every claim ORs its own into it, so the sleep set is the AND over
+	// the claims. It is nil otherwise.
+	awake []uint32
 }
 
 // slot holds a fingerprint and the bitwise complement of its ord: 0, the
@@ -82,13 +84,13 @@ type slot struct{ fp, inv uint64 }
 
 // newSeenTable returns a table for the given number of workers, which
 // claim with claimer(0) to claimer(workers-1); claimer(workers) is spare.
-// With flagged, bit 0 of every fingerprint is a flag that claims OR
-// together (slotTable.flag).
-func newSeenTable(workers int, flagged bool) *seenTable {
+// With masked, every slot has an awake mask beside it that claims OR
+// together (slotTable.awake).
+func newSeenTable(workers int, masked bool) *seenTable {
 	t := &seenTable{claimers: make([]claimer, workers+1)}
 	tb := &slotTable{slots: allocHuge[slot](numShards << initialSegBits), segBits: initialSegBits}
-	if flagged {
-		tb.flag = 1
+	if masked {
+		tb.awake = allocHuge[uint32](len(tb.slots))
 	}
 	t.tab.Store(tb)
 	return t
@@ -98,15 +100,23 @@ func (t *seenTable) claimer(i int) *claimer { return &t.claimers[i] }
 
 func shardOf(fp uint64) uint64 { return fp >> (64 - shardBits) }
 
-// segment returns the slots of fp's segment and where fp's probe starts.
-func (tb *slotTable) segment(fp uint64) ([]slot, uint64) {
+// segment returns the slots of fp's segment, where fp's probe starts,
+// and the segment's first slot's index in tb.slots.
+func (tb *slotTable) segment(fp uint64) ([]slot, uint64, uint64) {
 	size := uint64(1) << tb.segBits
 	base := shardOf(fp) << tb.segBits
-	return tb.slots[base : base+size : base+size], fp >> 1 & (size - 1)
+	return tb.slots[base : base+size : base+size], fp >> 1 & (size - 1), base
 }
 
-// same reports whether slot fingerprint f is fp's state.
-func (tb *slotTable) same(f, fp uint64) bool { return f|tb.flag == fp|tb.flag }
+// orAwake ORs a claim's awake mask into slot i's.
+func (tb *slotTable) orAwake(i uint64, awake uint32) {
+	if tb.awake == nil {
+		return
+	}
+	if old := atomic.LoadUint32(&tb.awake[i]); old|awake != old {
+		atomic.OrUint32(&tb.awake[i], awake)
+	}
+}
 
 // len is the number of fingerprints stored; the table must be quiescent.
 func (t *seenTable) len() int {
@@ -134,13 +144,15 @@ func (t *seenTable) leave(c *claimer) {
 	c.active.Store(false)
 }
 
-// claim records, on behalf of c's worker, that fp is reached with ord.
-// It reports whether fp was new; otherwise fp keeps the smaller of its
-// ord and this one. Outside enter and leave it enters for itself.
-func (t *seenTable) claim(c *claimer, fp, ord uint64) bool {
+// claim records, on behalf of c's worker, that fp is reached with ord
+// (and, in a masked table, with the awake mask awake). It reports whether
+// fp was new; otherwise fp keeps the smaller of its ord and this one.
+// Outside enter and leave it enters for itself.
+func (t *seenTable) claim(c *claimer, fp, ord uint64, awake uint32) bool {
 	if fp == 0 {
 		t.zeroMu.Lock()
 		defer t.zeroMu.Unlock()
+		t.zeroAwake |= awake
 		if t.zero {
 			t.zeroOrd = min(t.zeroOrd, ord)
 			return false
@@ -164,7 +176,7 @@ func (t *seenTable) claim(c *claimer, fp, ord uint64) bool {
 			continue
 		}
 		tb := t.tab.Load()
-		fresh, full := tb.claim(fp, ^ord)
+		fresh, full := tb.claim(fp, ^ord, awake)
 		grow := full
 		if fresh {
 			// Keep every segment at most half full: linear probing stays
@@ -182,23 +194,22 @@ func (t *seenTable) claim(c *claimer, fp, ord uint64) bool {
 
 // claim probes fp's segment. It reports whether fp was absent (and now
 // is present), or that the segment is full and fp could not be added.
-func (tb *slotTable) claim(fp, inv uint64) (fresh, full bool) {
-	seg, i := tb.segment(fp)
+func (tb *slotTable) claim(fp, inv uint64, awake uint32) (fresh, full bool) {
+	seg, i, base := tb.segment(fp)
 	mask := uint64(len(seg) - 1)
 	for range seg {
 		sl := &seg[i]
 		f := atomic.LoadUint64(&sl.fp)
 		if f == 0 {
 			if atomic.CompareAndSwapUint64(&sl.fp, 0, fp) {
+				tb.orAwake(base+i, awake)
 				raise(&sl.inv, inv)
 				return true, false
 			}
 			f = atomic.LoadUint64(&sl.fp) // another worker took the slot
 		}
-		if tb.same(f, fp) {
-			if fp&tb.flag != 0 && f&1 == 0 {
-				atomic.OrUint64(&sl.fp, 1)
-			}
+		if f == fp {
+			tb.orAwake(base+i, awake)
 			raise(&sl.inv, inv)
 			return false, false
 		}
@@ -243,7 +254,10 @@ func (t *seenTable) grow(c *claimer, old *slotTable) {
 			}
 		}
 	}
-	tb := &slotTable{slots: allocHuge[slot](2 * len(old.slots)), segBits: old.segBits + 1, flag: old.flag}
+	tb := &slotTable{slots: allocHuge[slot](2 * len(old.slots)), segBits: old.segBits + 1}
+	if old.awake != nil {
+		tb.awake = allocHuge[uint32](len(tb.slots))
+	}
 	parts := min(runtime.GOMAXPROCS(0), len(old.slots)>>16) // at least 64 K slots each
 	if parts <= 1 {
 		tb.rehash(old, 0, numShards)
@@ -263,12 +277,14 @@ func (t *seenTable) grow(c *claimer, old *slotTable) {
 	// No worker reads the old array any more: claims waited for the
 	// grow, and a prefetch (touch) of memory that is gone is ignored.
 	freeHuge(old.slots)
+	freeHuge(old.awake)
 }
 
 // free returns the table's memory; the table must not be used again.
 func (t *seenTable) free() {
 	if tb := t.tab.Load(); tb != nil {
 		freeHuge(tb.slots)
+		freeHuge(tb.awake)
 		t.tab.Store(nil)
 	}
 }
@@ -276,16 +292,20 @@ func (t *seenTable) free() {
 // rehash inserts the fingerprints of old's segments [from, to) into tb.
 func (tb *slotTable) rehash(old *slotTable, from, to int) {
 	size := 1 << old.segBits
-	for _, sl := range old.slots[from*size : to*size] {
+	for j := from * size; j < to*size; j++ {
+		sl := old.slots[j]
 		if sl.fp == 0 {
 			continue
 		}
-		seg, i := tb.segment(sl.fp)
+		seg, i, base := tb.segment(sl.fp)
 		mask := uint64(len(seg) - 1)
 		for seg[i].fp != 0 {
 			i = (i + 1) & mask
 		}
 		seg[i] = sl
+		if tb.awake != nil {
+			tb.awake[base+i] = old.awake[j]
+		}
 	}
 }
 
@@ -296,8 +316,12 @@ func (tb *slotTable) rehash(old *slotTable, from, to int) {
 // collector keeps the old array while it is referenced.
 func (t *seenTable) touch(fp uint64) {
 	tb := t.tab.Load()
-	seg, i := tb.segment(fp)
+	seg, i, base := tb.segment(fp)
 	prefetch(&seg[i])
+	if tb.awake != nil {
+		// the awake mask is a second line the claim reads
+		prefetch((*slot)(unsafe.Pointer(&tb.awake[base+i])))
+	}
 }
 
 // get returns fp's ord. The table must be quiescent.
@@ -306,20 +330,23 @@ func (t *seenTable) get(fp uint64) (uint64, bool) {
 	return ord, ok
 }
 
-// lookup returns fp's ord and the fingerprint as stored, whose bit 0 is
-// the flag claims ORed together in a flagged table. The table must be
-// quiescent.
-func (t *seenTable) lookup(fp uint64) (uint64, uint64, bool) {
+// lookup returns fp's ord and, in a masked table, the awake mask its
+// claims ORed together (0 otherwise). The table must be quiescent.
+func (t *seenTable) lookup(fp uint64) (uint64, uint32, bool) {
 	if fp == 0 {
-		return t.zeroOrd, 0, t.zero
+		return t.zeroOrd, t.zeroAwake, t.zero
 	}
 	tb := t.tab.Load()
-	seg, i := tb.segment(fp)
+	seg, i, base := tb.segment(fp)
 	mask := uint64(len(seg) - 1)
 	for range seg {
 		sl := &seg[i]
-		if tb.same(sl.fp, fp) {
-			return ^sl.inv, sl.fp, true
+		if sl.fp == fp {
+			var awake uint32
+			if tb.awake != nil {
+				awake = tb.awake[base+i]
+			}
+			return ^sl.inv, awake, true
 		}
 		if sl.fp == 0 {
 			return 0, 0, false

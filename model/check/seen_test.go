@@ -34,7 +34,7 @@ func TestSeenTableConcurrentClaims(t *testing.T) {
 			for range claims {
 				i := r.IntN(distinct)
 				ord := r.Uint64() >> 1
-				if tab.claim(tab.claimer(w), fps[i], ord) {
+				if tab.claim(tab.claimer(w), fps[i], ord, 0) {
 					fresh[w]++
 				}
 				mine[i] = min(mine[i], ord)
@@ -75,7 +75,7 @@ func TestSeenTableConcurrentClaims(t *testing.T) {
 func TestSeenTableZero(t *testing.T) {
 	tab := newSeenTable(1, false)
 	c := tab.claimer(0)
-	if !tab.claim(c, 0, 5) || tab.claim(c, 0, 3) || tab.claim(c, 0, 9) {
+	if !tab.claim(c, 0, 5, 0) || tab.claim(c, 0, 3, 0) || tab.claim(c, 0, 9, 0) {
 		t.Fatal("fingerprint 0: want new once")
 	}
 	if o, ok := tab.get(0); !ok || o != 3 || tab.len() != 1 {
@@ -86,31 +86,39 @@ func TestSeenTableZero(t *testing.T) {
 	}
 }
 
-// TestFlaggedClaimsORTheFlag: in a flagged table bit 0 is not part of a
-// state's identity; the state is stored once, and its flag is set as
-// soon as one claim sets it, whatever the order of the claims.
-func TestFlaggedClaimsORTheFlag(t *testing.T) {
+// TestMaskedClaimsORTheAwakeMask: in a masked table every state has an
+// awake mask beside it, the OR of its claims' masks, whatever their order
+// and whatever the table's growth in between; the state is stored once.
+func TestMaskedClaimsORTheAwakeMask(t *testing.T) {
 	tab := newSeenTable(1, true)
 	defer tab.free()
 	c := tab.claimer(0)
-	asleep, awake := flagFingerprint(0xabcdef12345678, false), flagFingerprint(0xabcdef12345678, true)
-	if !tab.claim(c, asleep, 7) {
+	const fp = 0xabcdef12345678
+	if !tab.claim(c, fp, 7, 0b0001) {
 		t.Fatal("first claim was not new")
 	}
-	if _, fp, _ := tab.lookup(awake); fp != asleep {
-		t.Fatalf("after an asleep claim the stored fingerprint is %x, want %x", fp, asleep)
+	if _, awake, _ := tab.lookup(fp); awake != 0b0001 {
+		t.Fatalf("after one claim the awake mask is %b, want 1", awake)
 	}
-	if tab.claim(c, awake, 9) {
-		t.Fatal("the awake claim of the same state was new")
+	if tab.claim(c, fp, 9, 0b0100) {
+		t.Fatal("the second claim of the same state was new")
 	}
-	ord, fp, ok := tab.lookup(asleep)
-	if !ok || fp != awake || ord != 7 {
-		t.Fatalf("lookup = %d, %x, %v; want 7, %x, true", ord, fp, ok, awake)
+	// grow the table past several doublings: the masks move with the slots
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 1<<18; i++ {
+		tab.claim(c, rng.Uint64()|1, 100, uint32(i))
 	}
-	if tab.claim(c, asleep, 5) || tab.len() != 1 {
-		t.Fatalf("a later asleep claim was new or added a state: %d states", tab.len())
+	if tab.claim(c, fp, 5, 0) {
+		t.Fatal("a later claim of the same state was new")
 	}
-	if ord, fp, _ := tab.lookup(asleep); fp != awake || ord != 5 {
-		t.Fatalf("a later asleep claim cleared the flag or lost the smaller ord: %d, %x", ord, fp)
+	ord, awake, ok := tab.lookup(fp)
+	if !ok || awake != 0b0101 || ord != 5 {
+		t.Fatalf("lookup = %d, %b, %v; want 5, 101, true", ord, awake, ok)
+	}
+	if !tab.claim(c, 0, 3, 0b10) || tab.claim(c, 0, 2, 0b1) {
+		t.Fatal("fingerprint 0: first claim not new or second new")
+	}
+	if ord, awake, _ := tab.lookup(0); ord != 2 || awake != 0b11 {
+		t.Fatalf("fingerprint 0: lookup = %d, %b; want 2, 11", ord, awake)
 	}
 }
