@@ -2,5 +2,7 @@
 
 package check
 
+import "unsafe"
+
 // prefetch is a no-op where cascade has no prefetch instruction for it.
-func prefetch(p *slot) {}
+func prefetch(p unsafe.Pointer) {}

@@ -317,10 +317,10 @@ func (tb *slotTable) rehash(old *slotTable, from, to int) {
 func (t *seenTable) touch(fp uint64) {
 	tb := t.tab.Load()
 	seg, i, base := tb.segment(fp)
-	prefetch(&seg[i])
+	prefetch(unsafe.Pointer(&seg[i]))
 	if tb.awake != nil {
 		// the awake mask is a second line the claim reads
-		prefetch((*slot)(unsafe.Pointer(&tb.awake[base+i])))
+		prefetch(unsafe.Pointer(&tb.awake[base+i]))
 	}
 }
 
