@@ -194,3 +194,49 @@ func TestWriteBetweenPodDeleteAndRemoval(t *testing.T) {
 	b.ops[len(b.ops)-1].Call, b.ops[len(b.ops)-1].Return = 70*ms, 80*ms
 	expectIllegal(t, b.check(), -1, "no pod/ns/p was live")
 }
+
+// TestConflictBetweenPodDeleteAndRemoval: a write whose resourceVersion
+// precondition names the version of a Pod not being deleted, landing
+// between the two writes of the Pod's DELETE, meets the version with
+// deletionTimestamp and answers 409 Conflict (Store.Update's
+// OptimisticLockErrorMsg), although no op of the history shows that
+// version: when a controller's patch removes the Pod in between, the
+// DELETE finds it gone and answers the Pod as it first read it
+// (updateForGracefulDeletionAndFinalizers' lastExisting). Found by
+// fuzzing upstream v1.37.2 (seed 777001, run 174): a client's
+// remove-finalizer patch carrying the version its GET had read. A kind
+// without graceful deletion is removed in one write, and a Conflict on
+// its removed version is not the API server's; nor is one sent after
+// the removal returned.
+func TestConflictBetweenPodDeleteAndRemoval(t *testing.T) {
+	build := func(k history.Key, call, ret int64) *builder {
+		b := newBuilder(t)
+		b.readsRecorded = true
+		b.create("client-0", k, 0, 10*ms, nil)
+		live := *b.live[k]
+		b.del("client-0", k, 20*ms, 60*ms, "")
+		read := live
+		read.Deleting = true
+		b.ops[len(b.ops)-1].Got = &read // the object as the DELETE first read it
+		if model.GracefulDelete(k.Kind) {
+			got := live
+			got.RV, got.Deleting = live.RV+1, true
+			got.Owners = []history.Ref{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "u9", Controller: true, Block: true}}
+			b.add(history.Op{Actor: "controller/replicaset-controller", Verb: history.Patch, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,
+				Code: 200, Got: &got, Removed: true, Call: 30 * ms, Return: 50 * ms})
+		}
+		sent := history.Object{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, RV: live.RV, Replicas: -1}
+		b.add(history.Op{Actor: "client-3", Verb: history.Patch, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,
+			Sent: &sent, Code: 409, Call: call, Return: ret})
+		return b
+	}
+	t.Run("a Pod's DELETE: Conflict on the version before deletionTimestamp", func(t *testing.T) {
+		expectOk(t, build(key("pod", "p"), 25*ms, 55*ms).check())
+	})
+	t.Run("a Pod's DELETE: Conflict sent after the removal returned", func(t *testing.T) {
+		expectIllegal(t, build(key("pod", "p"), 70*ms, 80*ms).check(), -1, "no pod/ns/p was live")
+	})
+	t.Run("a ReplicaSet's DELETE is one write", func(t *testing.T) {
+		expectIllegal(t, build(key("rs", "r"), 25*ms, 55*ms).check(), -1, "Conflict")
+	})
+}

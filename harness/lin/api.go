@@ -147,15 +147,23 @@ func (c *checker) removedMeanwhile(s *store, in *input, pre preconditions) bool 
 // by an op that may have taken effect after the write was sent, and its
 // last version fails the write's preconditions. A Pod's DELETE writes
 // deletionTimestamp (grace 0) in one transaction and removes the Pod in
-// another; the history shows only the removal, whose answer carries the
-// newer resourceVersion, and a write between the two meets that version.
+// another (model.DeleteResult.TwoWrites), and a write between the two
+// meets that version, which the history may not show: the removal's
+// answer carries it when the DELETE removed the Pod itself, but when an
+// update removed it in between (Store.deleteWithoutFinalizers), the
+// DELETE finds it gone and answers the Pod as it first read it
+// (updateForGracefulDeletionAndFinalizers' lastExisting), and the
+// tombstone keeps that older version. A tombstone of a graceful kind
+// not being deleted is such a removal, so any resourceVersion
+// precondition fails on the version in between.
 func (c *checker) conflictMeanwhile(s *store, in *input, pre preconditions) bool {
 	t := s.tombstone(in.key, in.kh)
 	if t == nil || t.end <= in.op.Call {
 		return false
 	}
+	twoWrites := t.flags&contentUnknown == 0 && !t.obj.Deleting && model.GracefulDelete(in.key.Kind)
 	return pre.uid != "" && t.flags&uidUnknown == 0 && pre.uid != t.obj.UID ||
-		pre.rvSet && (t.flags&rvUnknown != 0 || t.obj.RV != pre.rv)
+		pre.rvSet && (t.flags&rvUnknown != 0 || t.obj.RV != pre.rv || twoWrites)
 }
 
 func (c *checker) vagueUpdate(s *store, cur *entry, in *input) ([]outcome, string) {
