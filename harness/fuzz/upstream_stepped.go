@@ -18,7 +18,13 @@ import (
 //
 //   - the steps target.UnsteppableOps names: the generator draws none
 //     (SteppedEnv.Steppable); controller, coalesce and lose are not
-//     offered at all (no adopter, no coalescing, no bug)
+//     offered at all (no controller step, no coalescing, no bug): the
+//     workload controllers run unstepped, their traffic held until the
+//     final settle, and the model runs them at its settle
+//     (SteppedEnv.SettleControllers)
+//   - a step after which the model would settle with a ReplicaSet or
+//     ReplicationController misscaled (upstreamSystem.misscalesAfter,
+//     refuses), which the real controller scales at the settle
 //   - gc deliver-virtual: the real GC hands a virtual delete event to its
 //     graph builder inside attemptToDelete, with no IO between; the model
 //     takes it right after the step that queued it, on the model alone
