@@ -71,6 +71,9 @@ func (l *lockstep) client(line string) {
 	if err != nil {
 		return
 	}
+	if g, ok := l.sys.(clientRefuser); ok && g.refuses(next) {
+		return
+	}
 	got, err := l.sys.client(st, line)
 	if err != nil {
 		l.fail("error", fmt.Sprintf("%s: %v", line, err))
@@ -109,6 +112,13 @@ func (l *lockstep) takeEager() {
 		l.take(l.m.Enabled(l.s, l.opts)[i])
 	}
 }
+
+// clientRefuser is a system on which some client steps the model
+// accepts are not taken: refuses reports it of the step that leaves the
+// model in next (upstream-stepped: one after which the model would settle
+// with a ReplicaSet or ReplicationController its real controller scales).
+// The step is dropped as one the model refuses.
+type clientRefuser interface{ refuses(next *model.State) bool }
 
 // eagerSystem is a system that takes some internal steps by itself the
 // moment they are enabled.

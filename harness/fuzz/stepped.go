@@ -57,6 +57,12 @@ type SteppedEnv struct {
 	// Steppable, when set, says which enabled internal steps the target
 	// can take: the generator draws no other.
 	Steppable func(model.Step) bool
+	// SettleControllers are the owner kinds (short names) whose adopting
+	// controllers the target runs unstepped, their traffic held until a
+	// settle (upstream-stepped's workload kube-controller-manager): the
+	// model runs them too, so that its settle adopts and releases as
+	// theirs, and the generator draws none of their steps.
+	SettleControllers []string
 }
 
 // internalVerbs are the rapid action keys of internal steps: each takes
@@ -210,7 +216,9 @@ func (env SteppedEnv) newRun(ctx context.Context, cfg Config, it *impl.Target) *
 
 // model is the reference model of the runs, under bugs.
 func (env SteppedEnv) model(bugs model.BugSet) *model.Model {
-	return &model.Model{Bugs: bugs, Controllers: append([]string{}, env.AdopterKinds...)}
+	// never nil: a nil Controllers runs every controller
+	controllers := append(append([]string{}, env.AdopterKinds...), env.SettleControllers...)
+	return &model.Model{Bugs: bugs, Controllers: controllers}
 }
 
 // RunStepped runs cfg.Checks stepped runs against env.

@@ -37,8 +37,7 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 		return RunStepped(ctx, env, cfg)
 	case target.UpstreamStepped:
 		cfg.Universe.Kinds = UpstreamSteppedKinds(cfg.Universe.Kinds)
-		env := SteppedEnv{Target: t.Spec.Name, Admin: t.Admin, Limited: t.Limited, Hold: t.Hold, Steppable: steppable}
-		return RunStepped(ctx, env, cfg)
+		return RunStepped(ctx, upstreamSteppedEnv(t), cfg)
 	case target.Upstream, target.Impl, target.Kubeconfig:
 		env := ConcurrentEnv{Target: t.Spec.Name, Release: t.Spec.Release, Admin: t.Admin, Limited: t.Limited, Settler: t.Settler(), Inject: inject, LinTimeout: time.Minute,
 			Protection: t.HasWebhook(), Restarts: Restarts(t), GCTap: t.GCTap}
@@ -93,6 +92,14 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 		return RunConcurrent(ctx, env, cfg)
 	}
 	return nil, errors.New("fuzz: the model is the oracle of fuzzing, not a target (use upstream, impl, impl-stepped or kubeconfig)")
+}
+
+// upstreamSteppedEnv is the stepped environment of upstream-stepped t:
+// the GC stepped through the proxy, and the workload controllers of its
+// second kube-controller-manager run by the model too, their traffic
+// held until the final settle.
+func upstreamSteppedEnv(t *target.Target) SteppedEnv {
+	return SteppedEnv{Target: t.Spec.Name, Admin: t.Admin, Limited: t.Limited, Hold: t.Hold, Steppable: steppable, SettleControllers: SteppedAdopterKinds}
 }
 
 // SteppedAdopterKinds are target.SteppedAdopterKinds as the model names

@@ -18,7 +18,13 @@ import (
 //
 //   - the steps target.UnsteppableOps names: the generator draws none
 //     (SteppedEnv.Steppable); controller, coalesce and lose are not
-//     offered at all (no adopter, no coalescing, no bug)
+//     offered at all (no controller step, no coalescing, no bug): the
+//     workload controllers run unstepped, their traffic held until the
+//     final settle, and the model runs them at its settle
+//     (SteppedEnv.SettleControllers)
+//   - a step after which the model would settle with a ReplicaSet or
+//     ReplicationController misscaled (upstreamSystem.misscalesAfter,
+//     refuses), which the real controller scales at the settle
 //   - gc deliver-virtual: the real GC hands a virtual delete event to its
 //     graph builder inside attemptToDelete, with no IO between; the model
 //     takes it right after the step that queued it, on the model alone
@@ -54,6 +60,8 @@ type upstreamSystem struct {
 	// (workqueue.DefaultTypedControllerRateLimiter), where the model's
 	// retry is enabled at once.
 	failures map[string]int
+	// misscaled holds settlesMisscaled's answers, by encoded state.
+	misscaled map[string]string
 }
 
 // MaxRetries bounds the passes in a row of one work item that end in a
@@ -67,7 +75,101 @@ const MaxRetries = 10
 // retryable reports whether the generator may take st on the real GC:
 // not a pass of an item whose back-off has grown past MaxRetries.
 func (us upstreamSystem) retryable(st model.Step) bool {
-	return us.failures[st.String()] < MaxRetries && !silentPass(us.r.s, st) && !pastOrphanSnapshot(us.r.m, us.r.s, st) && !queuesAgain(us.r.m, us.r.s, st)
+	return us.failures[st.String()] < MaxRetries && !silentPass(us.r.s, st) && !pastOrphanSnapshot(us.r.m, us.r.s, st) && !queuesAgain(us.r.m, us.r.s, st) && !us.misscalesAfter(st)
+}
+
+// The real ReplicaSet and ReplicationController controllers, in the
+// workload kube-controller-manager whose traffic the proxy holds until
+// the final settle, scale their Pods to spec.replicas there
+// (manageReplicas deletes or creates Pods), where the model's controller
+// only adopts and releases: a run whose model settles with a ReplicaSet
+// or ReplicationController controlling another number of active Pods
+// than its replicas (target.Misscaled; replay's scalesPods skips such
+// traces) would diverge at the settle, the real cluster having deleted
+// Pods the model keeps (testdata/open seed3-run3: rc/b with replicas 0
+// adopting two orphaned app=web Pods). The generator draws no step,
+// client or internal, after which the model would settle so: each state
+// of a run then settles unmisscaled, the last one before the final
+// settle among them. Refusing the step is the narrowest cut: the run
+// goes on and its final settle still compares everything else, where
+// ending the run before its settle, or skipping the settle's compare,
+// would drop every divergence of another kind the settle shows. A
+// refused client step is not taken, as one the model refuses.
+//
+// The check settles the model from the step's state on (with the virtual
+// delete events the step queues, which the model takes right after it);
+// the final settle takes, on the model, the steps the proxy can produce
+// first, in the model's order (settleFirst), which this check sees as
+// the steps it draws, each checked in turn.
+
+// refuses reports whether the client step that leaves the model in next
+// is not to be taken: the model would settle misscaled after it.
+func (us upstreamSystem) refuses(next *model.State) bool {
+	return us.settlesMisscaled(next) != ""
+}
+
+// misscalesAfter reports whether the model would settle misscaled after
+// the internal step st.
+func (us upstreamSystem) misscalesAfter(st model.Step) bool {
+	if !workloadsIn(us.r.s) {
+		return false // a step creates no ReplicaSet or ReplicationController
+	}
+	next, _, err := us.r.m.Apply(us.r.s, st)
+	if err != nil {
+		return false
+	}
+	return us.settlesMisscaled(withVirtualEvents(us.r.m, next)) != ""
+}
+
+// settlesMisscaled names the ReplicaSet or ReplicationController the
+// model's settle from s leaves misscaled ("" when none; target.Misscaled).
+// The answers are kept per state: the generator asks about each enabled
+// step of every draw.
+func (us upstreamSystem) settlesMisscaled(s *model.State) string {
+	if !workloadsIn(s) {
+		return ""
+	}
+	key := string(s.Encode(nil))
+	if why, ok := us.misscaled[key]; ok {
+		return why
+	}
+	why := ""
+	if end, _, err := us.r.m.Settle(s); err == nil {
+		why = target.Misscaled(end)
+	}
+	if us.misscaled != nil {
+		us.misscaled[key] = why
+	}
+	return why
+}
+
+// workloadsIn reports whether s holds a ReplicaSet or
+// ReplicationController not being deleted, the only objects
+// target.Misscaled names.
+func workloadsIn(s *model.State) bool {
+	return slices.ContainsFunc(s.Objects, func(o model.Object) bool {
+		short := o.Kind.Info().Short
+		return (short == "rs" || short == "rc") && !o.Deleting
+	})
+}
+
+// withVirtualEvents takes on the model the virtual delete events enabled
+// in s (at most 10), as upstreamSystem.eager takes them right after the
+// step that queued them.
+func withVirtualEvents(m *model.Model, s *model.State) *model.State {
+	for range 10 {
+		en := m.Enabled(s, model.Options{})
+		i := slices.IndexFunc(en, func(e model.Step) bool { return e.Op == model.OpDeliverVirtual })
+		if i < 0 {
+			break
+		}
+		next, _, err := m.Apply(s, en[i])
+		if err != nil {
+			break
+		}
+		s = next
+	}
+	return s
 }
 
 // queuesAgain reports whether st is a delivery that queues for
@@ -102,15 +204,7 @@ func queuesAgain(m *model.Model, s *model.State, st model.Step) bool {
 		if err != nil {
 			continue
 		}
-		for range 10 { // the virtual delete events the pass queued
-			i := slices.IndexFunc(m.Enabled(next, model.Options{}), func(e model.Step) bool { return e.Op == model.OpDeliverVirtual })
-			if i < 0 {
-				break
-			}
-			if next, _, err = m.Apply(next, m.Enabled(next, model.Options{})[i]); err != nil {
-				break
-			}
-		}
+		next = withVirtualEvents(m, next) // the virtual delete events the pass queued
 		if slices.ContainsFunc(next.GC.AttemptToDelete, func(q model.Identity) bool { return q.UID == id.UID }) {
 			return true
 		}
@@ -359,6 +453,6 @@ func (r *steppedRun) beginUpstream() error {
 		return fmt.Errorf("hold kube-controller-manager's traffic: %w", err)
 	}
 	r.hold = h
-	r.sys = upstreamSystem{r: r, h: h, failures: map[string]int{}}
+	r.sys = upstreamSystem{r: r, h: h, failures: map[string]int{}, misscaled: map[string]string{}}
 	return nil
 }

@@ -191,7 +191,7 @@ func scalesPods(tr *traces.Trace) string {
 		if !c.Settle {
 			return ""
 		}
-		if why := misscaled(next); why != "" {
+		if why := Misscaled(next); why != "" {
 			return fmt.Sprintf("at its settle on line %d, %s; the real controller scales its Pods to spec.replicas (deleting or creating Pods), the model's controller only adopts and releases", c.Line, why)
 		}
 		return ""
@@ -247,9 +247,14 @@ func walkModel(tr *traces.Trace, f func(c traces.Command, prev, next *model.Stat
 	return ""
 }
 
-// misscaled names a ReplicaSet or ReplicationController of s that
-// controls a number of active Pods other than its replicas.
-func misscaled(s *model.State) string {
+// Misscaled names a ReplicaSet or ReplicationController of s that
+// controls a number of active Pods other than its replicas ("" when none
+// does): the real controller would scale its Pods to spec.replicas,
+// deleting or creating Pods, where the model's controller only adopts and
+// releases. Replay skips a trace misscaled at a settle (scalesPods); the
+// lockstep generator of upstream-stepped draws no step after which the
+// model would settle misscaled.
+func Misscaled(s *model.State) string {
 	for i := range s.Objects {
 		w := &s.Objects[i]
 		if short := w.Kind.Info().Short; (short != "rs" && short != "rc") || w.Deleting {
