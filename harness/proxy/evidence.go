@@ -174,9 +174,12 @@ type line struct {
 	at       time.Time
 	Request  *Request  `json:"request,omitempty"`
 	Delivery *Delivery `json:"delivery,omitempty"`
+	// GraphBuilder is one of Evidence.GraphBuilder's lines.
+	GraphBuilder *history.Processed `json:"graph_builder,omitempty"`
 }
 
-// lines merges requests and deliveries by the time each was recorded.
+// lines merges requests, deliveries and the graph builder's lines by the
+// time each was recorded (a line's klog stamp).
 func (e Evidence) lines() []line {
 	var out []line
 	for i := range e.Requests {
@@ -190,6 +193,10 @@ func (e Evidence) lines() []line {
 			at = d.Received
 		}
 		out = append(out, line{at: at, Delivery: d})
+	}
+	for i := range e.GraphBuilder {
+		p := &e.GraphBuilder[i]
+		out = append(out, line{at: time.Unix(0, p.At), GraphBuilder: p})
 	}
 	slices.SortStableFunc(out, func(a, b line) int { return a.at.Compare(b.at) })
 	return out

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/harness/proxy"
 )
 
@@ -173,11 +174,12 @@ func TestWatchesAreStreamed(t *testing.T) {
 	}
 }
 
-// The evidence's file form holds one JSON line per request and per
-// delivery, merged by time.
+// The evidence's file form holds one JSON line per request, per
+// delivery and per graph builder line, merged by time.
 func TestEvidenceFile(t *testing.T) {
 	needControlPlane(t)
 	ev := px.Evidence()
+	ev.GraphBuilder = []history.Processed{{UID: "u", Seq: 1, At: time.Now().UnixNano()}}
 	path := t.TempDir() + "/evidence.jsonl"
 	if err := ev.WriteFile(path); err != nil {
 		t.Fatal(err)
@@ -186,8 +188,11 @@ func TestEvidenceFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := len(ev.Requests) + len(ev.Deliveries); len(data) != want || want == 0 {
-		t.Fatalf("%d lines, want %d (one per request and delivery, and some)", len(data), want)
+	if want := len(ev.Requests) + len(ev.Deliveries) + 1; len(data) != want || want == 1 {
+		t.Fatalf("%d lines, want %d (one per request, delivery and graph builder line, and some)", len(data), want)
+	}
+	if !slices.ContainsFunc(data, func(l string) bool { return strings.HasPrefix(l, `{"graph_builder":`) }) {
+		t.Errorf("no graph builder line in %s", path)
 	}
 	if !slices.ContainsFunc(data, func(l string) bool { return strings.HasPrefix(l, `{"delivery":`) }) {
 		t.Errorf("no delivery line in %s", path)
