@@ -140,6 +140,28 @@ func (c *checker) gcDecidedBy(key history.Key, uid string, in *input) int64 {
 	return bound
 }
 
+// foregroundRead bounds from below when processDeletingDependentsItem
+// read the owner's blocking dependents from the graph, for a decision
+// gcDecidedBy bounds from above by decided: attemptToDeleteItem GETs the
+// item first and reads the graph only after that GET's answer, and
+// removeFinalizer's GET comes after the read. So when the GC's GET of
+// the owner just before the one that bounds decided answered this UID,
+// the read came after that answer: it returns the answer's time, else
+// decided. (Found by `cascade fuzz --target upstream --informer-relist
+// 300ms --seed 33`, run 63: a Pod handed on 1 ms after the first GET's
+// answer and 18 ms before the second GET was judged seen.)
+func (c *checker) foregroundRead(key history.Key, uid string, in *input, decided int64) int64 {
+	rs := c.requests[key]
+	g := slices.IndexFunc(rs, func(r history.GCRequest) bool { return r.Verb == "get" && r.Received == decided })
+	if g < 1 {
+		return decided
+	}
+	if p := rs[g-1]; p.Verb == "get" && p.Code == 200 && p.UID == uid && p.Answered <= decided {
+		return p.Answered
+	}
+	return decided
+}
+
 // orphanDependentsTaken bounds when attemptToOrphanWorker took the
 // dependents of the owner uid at key from its graph, for a decision
 // gcDecidedBy bounds by decided: the graph builder queues the owner as it

@@ -429,7 +429,9 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 		// owner's event or the decision (refSeen).
 		if c.deliveries && c.lenient && m >= 0 {
 			taken, atEvent := c.gcDecidedBy(in.key, d.UID, in), false
-			if !block {
+			if block {
+				taken = c.foregroundRead(in.key, d.UID, in, taken)
+			} else {
 				taken, atEvent = c.orphanDependentsTaken(in.key, d.UID, m, taken)
 			}
 			seen, logged, seenByLog := -1, 0, false
