@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -243,4 +244,47 @@ func TestAuditReaderReadIdle(t *testing.T) {
 	recs, err = r.ReadIdle(ctx, 30*time.Millisecond)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(recs).To(HaveLen(1))
+}
+
+// TestAuditReaderReadIdleOnABusyLog: a log that is never quiet (the real
+// GC passing a virtual node between two identities GETs without end)
+// still ends a read, at the first request received idle after the call
+// began, which the next read returns first: nothing is lost.
+func TestAuditReaderReadIdleOnABusyLog(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "audit.log")
+	f, err := os.Create(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer f.Close()
+	stamped := func(at time.Time) string {
+		return strings.Replace(sampleEvent, `"requestReceivedTimestamp":"2026-01-02T03:04:05.000001Z"`, `"requestReceivedTimestamp":"`+at.UTC().Format("2006-01-02T15:04:05.000000Z07:00")+`"`, 1)
+	}
+	_, err = f.WriteString(stamped(time.Now()) + "\n")
+	g.Expect(err).NotTo(HaveOccurred())
+	done := make(chan struct{})
+	go func() { // a record every 2 ms, never 30 ms of quiet
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+				_, _ = f.WriteString(stamped(time.Now()) + "\n")
+			}
+		}
+	}()
+	r, err := controlplane.OpenAuditLog(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer r.Close()
+	r.Poll = time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := r.ReadIdle(ctx, 30*time.Millisecond)
+	g.Expect(err).NotTo(HaveOccurred(), "the read must end on a busy log")
+	g.Expect(first).NotTo(BeEmpty())
+	second, err := r.ReadIdle(ctx, 30*time.Millisecond)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(second).NotTo(BeEmpty(), "the record read past the first read's end comes first in the next")
+	close(done)
+	last := first[len(first)-1].RequestReceived
+	g.Expect(second[0].RequestReceived.Before(last)).To(BeFalse(), "records in order, none repeated")
 }
