@@ -312,6 +312,7 @@ type Target struct {
 	graph      *graphLog        // impl: its GC's applied graph events
 	kcmSyncs   *kcmSyncLog      // upstream: the GC's discovery syncs, from kube-controller-manager's log
 	kcmGraph   *kcmGraphLog     // upstream: the order the GC's graph builder took events in, from the same log
+	kcmPasses  *kcmPasses       // upstream-stepped: which GC GET begins a work item's pass, from the same log
 
 	// Proxy is the API proxy kube-controller-manager talks through on
 	// upstream and upstream-stepped (nil elsewhere, and with
@@ -423,6 +424,9 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		t.hasWebhook = true
 		t.kcmSyncs = newKCMSyncLog(t.CP.ControllerManagerLog())
 		t.kcmGraph = newKCMGraphLog(t.CP.ControllerManagerLog())
+		if s.Name == UpstreamStepped {
+			t.kcmPasses = newKCMPasses(t.CP.ControllerManagerLog())
+		}
 	case Impl:
 		seed := s.faultSeed()
 		io := impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true,

@@ -154,6 +154,24 @@ type upstreamStepped struct {
 	// proxy holds, by object: the request each object's next `gc
 	// delete|patch|unblock` releases
 	decided decided
+	// first reports whether a GC GET is the first GET of a pass of its
+	// object's work item (kcmPasses.First, from kube-controller-manager's
+	// log), not another worker's GET of that object (nil: unknown, any
+	// GET may be either)
+	first func(proxy.Request) bool
+}
+
+// passGET reports whether r, a GET, may be the first GET of a pass of
+// its object's work item: the one an attemptToDelete step releases.
+func (u upstreamStepped) passGET(r proxy.Request) bool {
+	return u.first == nil || u.first(r)
+}
+
+// otherGET reports whether r, a GET, may be a GET a worker sends within
+// a pass (an owner's, isDangling; removeFinalizer's and deleteObject's
+// of the item): one a step's window admits.
+func (u upstreamStepped) otherGET(r proxy.Request) bool {
+	return u.first == nil || !u.first(r)
 }
 
 // decided maps an object (object.String()) to the ID of the GC's write
@@ -333,11 +351,12 @@ func writeVerb(op model.WriteOp) string {
 // cache answers sends none; one of a kind without a REST mapping (nobody
 // serves it) or of a namespaced owner of a cluster-scoped object ends
 // the pass without a request, and the references after it are not
-// looked at. When the worker's GET of the item's key finds no object
-// with the item's UID (a virtual owner, or an object deleted and made
-// again), the worker queues a virtual delete event and GETs nothing
-// more: no owners, although the key may name a live object with
-// references (a virtual owner named by its own dependent's key).
+// looked at. A node deleting its dependents sends none
+// (processDeletingDependentsItem). When the worker's GET of the item's
+// key finds no object with the item's UID (a virtual owner, or an object
+// deleted and made again), the worker queues a virtual delete event and
+// GETs nothing more: no owners, although the key may name a live object
+// with references (a virtual owner named by its own dependent's key).
 func (u upstreamStepped) owners(st model.Step, prev *model.State) []object {
 	ns := st.Target.Namespace
 	if !st.Target.Kind.Info().Namespaced {
@@ -347,7 +366,15 @@ func (u upstreamStepped) owners(st model.Step, prev *model.State) []object {
 	if obj == nil {
 		return nil // a virtual node: no object, no references
 	}
-	if item, ok := queuedItem(prev, st); ok && item.UID != obj.UID {
+	item, ok := queuedItem(prev, st)
+	if ok && item.UID != obj.UID {
+		return nil
+	}
+	// a node deleting its dependents (foreground) is passed by
+	// processDeletingDependentsItem, which looks no owner up: it queues
+	// the blocking dependents, whose workers' first GETs may be of the
+	// item's owners' keys, or removes the finalizer
+	if ok && slices.ContainsFunc(prev.GC.Nodes, func(n model.Node) bool { return n.UID == item.UID && n.DeletingDependents }) {
 		return nil
 	}
 	// isDangling looks owners up in the item's namespace, which a
@@ -402,7 +429,7 @@ func queuedItem(prev *model.State, st model.Step) (model.Identity, bool) {
 // its first GET whenever the timer fires, and that GET waits for the
 // item's own step.
 func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners []object, prev, next *model.State) error {
-	get, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && o.is(r) })
+	get, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && o.is(r) && u.passGET(r) })
 	if err != nil {
 		return err
 	}
@@ -411,7 +438,7 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners [
 	}
 	before := u.st.HeldIDs()
 	immediate := !slices.Equal(prev.Dump(), next.Dump())
-	w := &proxy.Window{Admits: attemptWindow(o, owners, immediate)}
+	w := &proxy.Window{Admits: attemptWindow(o, owners, immediate, u.otherGET)}
 	u.st.Open(w)
 	defer u.st.CloseWindow()
 	if _, err := u.st.Release(ctx, StepBound, get.ID); err != nil {
@@ -457,13 +484,19 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners [
 // attemptWindow admits, while o's attemptToDelete step lasts, each GET
 // of an owner of o's once (owners has one entry per GET the pass sends),
 // and o's requests when the step changes o at once (the
-// foregroundDeletion finalizer's removal). Admitting a GET of an owner's
-// key more often would let through the first GET of the item's next pass
-// when o names itself as owner: the real GC retries a requeued item after
-// 5 ms, doubling.
-func attemptWindow(o object, owners []object, immediate bool) func(proxy.Request) bool {
+// foregroundDeletion finalizer's removal), but no GET other does not
+// accept: the first GET of another item's pass (kcmPasses), which may
+// be of an owner's key (its own pass, begun when the owner was queued,
+// while o's worker looks it up) or of o's (its next pass, queued again).
+// Admitting a GET of an owner's key more often would let through the
+// first GET of the item's next pass when o names itself as owner: the
+// real GC retries a requeued item after 5 ms, doubling.
+func attemptWindow(o object, owners []object, immediate bool, other func(proxy.Request) bool) func(proxy.Request) bool {
 	left := slices.Clone(owners)
 	return func(r proxy.Request) bool {
+		if r.Verb == proxy.VerbGet && other != nil && !other(r) {
+			return false
+		}
 		if immediate && o.is(r) {
 			return true
 		}
@@ -533,7 +566,7 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 		gets := 0
 		admits := func(q proxy.Request) bool {
 			switch {
-			case q.Verb == proxy.VerbGet && o.is(q) && gets == 0:
+			case q.Verb == proxy.VerbGet && o.is(q) && gets == 0 && u.otherGET(q):
 				gets++
 				return true
 			case q.Verb == proxy.VerbDelete && o.is(q) && want.OK():
@@ -585,13 +618,15 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 // finalizer's removal, is answered.
 func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object) error {
 	since := time.Now()
-	u.st.Open(&proxy.Window{Admits: func(proxy.Request) bool { return true }})
+	// the first GET of an attemptToDelete pass waits for its own step
+	pass := func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && !u.otherGET(r) }
+	u.st.Open(&proxy.Window{Admits: func(r proxy.Request) bool { return !pass(r) }})
 	defer u.st.CloseWindow()
 	// a write an attemptToDelete worker decided, held for its `gc
 	// delete|patch|unblock` step
 	inFlight := u.decided.held
 	u.st.ReleaseAll(func(r proxy.Request) bool {
-		return proxy.GCHeld(&r) && !inFlight(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
+		return proxy.GCHeld(&r) && !inFlight(r) && !pass(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
 	})
 	// removeFinalizer ends the item: its write of the owner, or its GET
 	// finding the owner gone
@@ -666,6 +701,12 @@ func (t *Target) holdFor(ctx context.Context, d *driver.Driver) (upstreamStepped
 		t.customUsed = false
 	}
 	t.stepper.SetScope(inScope(d.Prefix()))
+	u := upstreamStepped{st: t.stepper, proxy: t.Proxy, d: d, decided: decided{}}
+	if t.kcmPasses != nil {
+		t.kcmPasses.Reset()
+		t.stepper.SetArrivals(t.kcmPasses.Arrived)
+		u.first = t.kcmPasses.First
+	}
 	t.stepper.Hold(true)
-	return upstreamStepped{st: t.stepper, proxy: t.Proxy, d: d, decided: decided{}}, nil
+	return u, nil
 }
