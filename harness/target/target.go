@@ -179,6 +179,14 @@ type Spec struct {
 	// runs exercise impl's own adopter, as impl-stepped's do; trace
 	// replays leave it off. The adopt-without-recheck bug implies it.
 	Adopter bool
+	// GCOnly, on upstream-stepped, starts kube-controller-manager's
+	// garbage collector alone, without the second process of workload
+	// controllers (SteppedWorkloadControllers). cascade fuzz sets it: its
+	// stepped runs on upstream-stepped draw no controller step, and their
+	// model runs no controller, while the real ones would adopt and
+	// release the runs' objects (and create Pods) once a settle lets
+	// their traffic through.
+	GCOnly bool
 	// RestartAPIServer, on upstream and impl, asks a concurrent fuzz run
 	// to restart kube-apiserver on the same etcd once per run, at a
 	// random time up to it after the run's clients start
@@ -382,10 +390,14 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ")"
 	case UpstreamStepped:
 		opts.ControllerManager, opts.Controllers = true, SteppedControllers
+		opts.ControllerManagerVia = t.startProxy
+		if s.GCOnly {
+			what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ") alone behind cascade's API proxy, stepped"
+			break
+		}
 		opts.WorkloadControllers = SteppedWorkloadControllers
 		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ") and a second one (" +
 			strings.Join(opts.WorkloadControllers, ",") + ") behind cascade's API proxy, stepped"
-		opts.ControllerManagerVia = t.startProxy
 		opts.WorkloadControllersVia = func() (string, error) { return t.Proxy.Listen(proxy.WorkloadsProcess) }
 	}
 	need := []string{controlplane.EtcdBinary, controlplane.APIServerBinary}
