@@ -346,3 +346,50 @@ func TestDeletingDependentsPassAdmitsNoOwnerGET(t *testing.T) {
 		t.Fatalf("owner GETs of cm/a's pass, deleting its dependents: %v, want none", owners)
 	}
 }
+
+// An attemptToOrphan step ends with the orphan worker's GET of the owner
+// when the owner has no orphan finalizer left: removeFinalizer finds it
+// already removed and writes nothing. A delete with Foreground after one
+// with Orphan switches the finalizer; the worker, which took the owner
+// at the Orphan event, GETs it only when the step lets it. (The step
+// waited for a write or a 404 alone and diverged after 10 s; `cascade
+// fuzz --target upstream-stepped --checks 200 --seed 4`, run 86.)
+func TestOrphanStepEndsOnTheGETWhenTheFinalizerIsGone(t *testing.T) {
+	st := proxy.NewStepper()
+	st.SetScope(func(string, string) bool { return true })
+	st.Hold(true)
+	defer st.Hold(false)
+	ctx := context.Background()
+	get := proxy.Request{ID: 1, Client: proxy.GarbageCollectorClient, Call: proxy.Call{Verb: proxy.VerbGet, Resource: "secrets", Namespace: "cascade-t1-ns3", Name: "a"}}
+	go func() {
+		if st.Admit(ctx, &get) == nil {
+			get.Code, get.Answered = 200, time.Now()
+			st.Answered(get)
+		}
+	}()
+	if _, ok, err := st.WaitRequest(ctx, time.Second, func(q proxy.Request) bool { return q.ID == 1 }); err != nil || !ok {
+		t.Fatalf("the orphan worker's GET is not held: %v", err)
+	}
+	m, s := &model.Model{}, model.NewState()
+	for _, line := range []string{"create secret/ns3/a", "delete secret/ns3/a propagation=Orphan", "delete secret/ns3/a propagation=Foreground"} {
+		step, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _, err = m.Apply(s, step); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step, err := model.ParseStep("gc attemptToOrphan secret/ns3/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if orphanFinalizer(s, step) {
+		t.Fatalf("secret/ns3/a keeps its orphan finalizer after the Foreground delete: %v", s.Dump())
+	}
+	u := upstreamStepped{st: st, decided: decided{}}
+	o := object{resource: "secrets", ns: "cascade-t1-ns3", name: "a"}
+	if err := u.attemptToOrphan(ctx, o, orphanFinalizer(s, step)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -311,7 +311,7 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 	case model.OpSend:
 		res, err = u.send(ctx, st, o, next, want)
 	case model.OpAttemptToOrphan:
-		err = u.attemptToOrphan(ctx, o)
+		err = u.attemptToOrphan(ctx, o, orphanFinalizer(prev, st))
 		res = model.Result{Code: 200}
 	case model.OpCoalesce:
 		err = u.st.Relist(ctx, RelistBound, "", o.group, o.resource, o.ns, o.name)
@@ -610,13 +610,27 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 	return model.Result{Code: a.Code, Reason: a.Reason}, nil
 }
 
+// orphanFinalizer reports whether the object of st's key has the orphan
+// finalizer in prev: what the orphan worker's removeFinalizer GET finds.
+func orphanFinalizer(prev *model.State, st model.Step) bool {
+	ns := st.Target.Namespace
+	if !st.Target.Kind.Info().Namespaced {
+		ns = ""
+	}
+	obj := prev.Lookup(st.Target.Kind, ns, st.Target.Name)
+	return obj != nil && slices.Contains(obj.Finalizers, model.FinalizerOrphan)
+}
+
 // attemptToOrphan lets the orphan worker's requests through: those it
 // sent when the owner's deletion reached the graph builder and the proxy
 // holds (its PATCHes of dependents, any held write but those
 // attemptToDelete steps decided, and its requests about the owner), and
-// those it sends now, until its write of the owner, the orphan
-// finalizer's removal, is answered.
-func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object) error {
+// those it sends now, until removeFinalizer ends the pass: its write of
+// the owner, the orphan finalizer's removal, answered, or its GET of the
+// owner answered 404, or, when the owner has no orphan finalizer left
+// (finalizer false: a later delete switched it to foregroundDeletion),
+// answered at all ("finalizer already removed", no write).
+func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, finalizer bool) error {
 	since := time.Now()
 	// the first GET of an attemptToDelete pass waits for its own step
 	pass := func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && !u.otherGET(r) }
@@ -629,9 +643,9 @@ func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object) error {
 		return proxy.GCHeld(&r) && !inFlight(r) && !pass(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
 	})
 	// removeFinalizer ends the item: its write of the owner, or its GET
-	// finding the owner gone
+	// finding the owner gone, or the finalizer gone
 	_, ok, err := u.st.AwaitAnswer(ctx, StepBound, since, func(r proxy.Request) bool {
-		return o.is(r) && (isWrite(r) && !inFlight(r) || r.Verb == proxy.VerbGet && r.Code == 404)
+		return o.is(r) && (isWrite(r) && !inFlight(r) || r.Verb == proxy.VerbGet && !pass(r) && (r.Code == 404 || !finalizer && r.Code != 0))
 	})
 	if err != nil {
 		return err
