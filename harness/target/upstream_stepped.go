@@ -29,7 +29,8 @@ import (
 //	gc deliver KEY          hands the head event of KEY's informer on
 //	                        (it must be about KEY), then waits
 //	                        DeliverPause for the graph builder
-//	gc attemptToDelete KEY  releases the GC worker's held GET of KEY, lets
+//	gc attemptToDelete KEY  releases the GC worker's held GET of KEY that
+//	                        begins a pass of KEY's item (kcmPasses), lets
 //	                        the worker's owner GETs through, and waits
 //	                        for what the model says comes next: the
 //	                        worker's first write held (`gc delete|patch|
@@ -40,7 +41,8 @@ import (
 //	                        answer is the step's result
 //	gc attemptToOrphan KEY  lets the GC's requests through until its write
 //	                        of KEY (the orphan finalizer's removal) is
-//	                        answered
+//	                        answered, or its GET of KEY when the finalizer
+//	                        is gone
 //	gc coalesce KEY         ends the watch of KEY's informer at its held
 //	                        head event, which must be about KEY, with a
 //	                        410 Expired, and waits for the informer's
