@@ -156,24 +156,24 @@ type upstreamStepped struct {
 	// proxy holds, by object: the request each object's next `gc
 	// delete|patch|unblock` releases
 	decided decided
-	// first reports whether a GC GET is the first GET of a pass of its
+	// passes tells whether a GC GET is the first GET of a pass of its
 	// object's work item (kcmPasses.First, from kube-controller-manager's
 	// log), not another worker's GET of that object (nil: unknown, any
 	// GET may be either)
-	first func(proxy.Request) bool
+	passes *kcmPasses
 }
 
 // passGET reports whether r, a GET, may be the first GET of a pass of
 // its object's work item: the one an attemptToDelete step releases.
 func (u upstreamStepped) passGET(r proxy.Request) bool {
-	return u.first == nil || u.first(r)
+	return u.passes == nil || u.passes.First(r)
 }
 
 // otherGET reports whether r, a GET, may be a GET a worker sends within
 // a pass (an owner's, isDangling; removeFinalizer's and deleteObject's
 // of the item): one a step's window admits.
 func (u upstreamStepped) otherGET(r proxy.Request) bool {
-	return u.first == nil || !u.first(r)
+	return u.passes == nil || !u.passes.First(r)
 }
 
 // decided maps an object (object.String()) to the ID of the GC's write
@@ -213,8 +213,19 @@ func inScope(prefix string) func(ns, name string) bool {
 // of an item of the trace it failed on).
 func (u upstreamStepped) Settle(ctx context.Context, d *driver.Driver) error {
 	u.st.Hold(false)
-	defer u.st.Hold(true)
+	defer u.hold()
 	return proxyQuiet{p: u.proxy, then: replay.DefaultQuiet}.Settle(ctx, d)
+}
+
+// hold holds again, forgetting the passes begun and the GETs sent while
+// nothing was held: their GETs passed unrecorded, and a pass left
+// unmatched would take a later GET of its object for its own.
+func (u upstreamStepped) hold() {
+	if u.passes != nil {
+		u.passes.Reset()
+		u.st.SetArrivals(u.passes.Arrived)
+	}
+	u.st.Hold(true)
 }
 
 func (u upstreamStepped) Step(context.Context, model.Step) (model.Result, error) {
@@ -717,12 +728,7 @@ func (t *Target) holdFor(ctx context.Context, d *driver.Driver) (upstreamStepped
 		t.customUsed = false
 	}
 	t.stepper.SetScope(inScope(d.Prefix()))
-	u := upstreamStepped{st: t.stepper, proxy: t.Proxy, d: d, decided: decided{}}
-	if t.kcmPasses != nil {
-		t.kcmPasses.Reset()
-		t.stepper.SetArrivals(t.kcmPasses.Arrived)
-		u.first = t.kcmPasses.First
-	}
-	t.stepper.Hold(true)
+	u := upstreamStepped{st: t.stepper, proxy: t.Proxy, d: d, decided: decided{}, passes: t.kcmPasses}
+	u.hold()
 	return u, nil
 }
