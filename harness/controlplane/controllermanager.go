@@ -73,9 +73,14 @@ func controllerManagerArgs(kubeconfig string, controllers []string) []string {
 		// apply (processGraphChanges: "GraphBuilder process object"): the
 		// order in which the graph took in the events of different
 		// informers, which nothing else outside the process shows
-		// (harness/target kcmGraphLog, lin.Options.GraphLog). vmodule
-		// limits level 5 to graph_builder.go.
-		"--vmodule=graph_builder=5",
+		// (harness/target kcmGraphLog, lin.Options.GraphLog). And, at
+		// level 5 in garbagecollector.go, each attemptToDelete pass that
+		// ends without a GET of its item ("processing item returned at
+		// once", "error syncing item"), so that upstream-stepped tells
+		// a pass's first GET from another worker's GET of the same
+		// object (harness/target kcmPasses). vmodule limits level 5 to
+		// the two files.
+		"--vmodule=graph_builder=5,garbagecollector=5",
 	}
 }
 

@@ -49,6 +49,9 @@ type Stepper struct {
 	// relisting are the informers Relist broke and that have not listed
 	// again yet
 	relisting map[string]bool
+	// arrived is told of every GC request in scope the Stepper receives
+	// while holding, in order (SetArrivals)
+	arrived func(Request)
 	// syncing lets the GC's discovery requests pass (Sync)
 	syncing bool
 	// discovered is when the GC last sent a discovery request
@@ -153,6 +156,16 @@ func (s *Stepper) Hold(on bool) {
 	s.broadcast()
 }
 
+// SetArrivals has f told of every GC request (GCHeld) about an object
+// in scope that arrives while the Stepper holds, in the order they
+// arrive, before any window or hold takes it; f runs under the
+// Stepper's lock and must not call it.
+func (s *Stepper) SetArrivals(f func(Request)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.arrived = f
+}
+
 func (s *Stepper) inScope(ns, name string) bool {
 	return s.scope != nil && s.scope(ns, name)
 }
@@ -171,6 +184,9 @@ func (s *Stepper) Admit(ctx context.Context, r *Request) error {
 	if !s.holding || (discovery && s.syncing) || (!discovery && !s.inScope(r.Namespace, r.Name)) {
 		s.mu.Unlock()
 		return nil
+	}
+	if s.arrived != nil && GCHeld(r) {
+		s.arrived(*r)
 	}
 	// a window is a GC step's: it admits none of the controllers' requests
 	if s.open != nil && s.open.Admits != nil && GCHeld(r) && s.open.Admits(*r) {

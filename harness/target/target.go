@@ -312,6 +312,7 @@ type Target struct {
 	graph      *graphLog        // impl: its GC's applied graph events
 	kcmSyncs   *kcmSyncLog      // upstream: the GC's discovery syncs, from kube-controller-manager's log
 	kcmGraph   *kcmGraphLog     // upstream: the order the GC's graph builder took events in, from the same log
+	kcmPasses  *kcmPasses       // upstream-stepped: which GC GET begins a work item's pass, from the same log
 
 	// Proxy is the API proxy kube-controller-manager talks through on
 	// upstream and upstream-stepped (nil elsewhere, and with
@@ -381,10 +382,10 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ")"
 	case UpstreamStepped:
 		opts.ControllerManager, opts.Controllers = true, SteppedControllers
+		opts.ControllerManagerVia = t.startProxy
 		opts.WorkloadControllers = SteppedWorkloadControllers
 		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ") and a second one (" +
 			strings.Join(opts.WorkloadControllers, ",") + ") behind cascade's API proxy, stepped"
-		opts.ControllerManagerVia = t.startProxy
 		opts.WorkloadControllersVia = func() (string, error) { return t.Proxy.Listen(proxy.WorkloadsProcess) }
 	}
 	need := []string{controlplane.EtcdBinary, controlplane.APIServerBinary}
@@ -436,6 +437,9 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		t.hasWebhook = true
 		t.kcmSyncs = newKCMSyncLog(t.CP.ControllerManagerLog())
 		t.kcmGraph = newKCMGraphLog(t.CP.ControllerManagerLog())
+		if s.Name == UpstreamStepped {
+			t.kcmPasses = newKCMPasses(t.CP.ControllerManagerLog())
+		}
 	case Impl:
 		seed := s.faultSeed()
 		io := impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true,

@@ -48,7 +48,7 @@ func TestAttemptToDeleteAdmitsOnlyOwnerGETs(t *testing.T) {
 	if len(owners) != 2 {
 		t.Fatalf("owners of deploy/b: want deploy/a and pv/p (Frob is unserved), got %v", owners)
 	}
-	admits := attemptWindow(o, owners, false)
+	admits := attemptWindow(o, owners, false, nil)
 	get := func(group, resource, ns, name string) proxy.Request {
 		return proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Group: group, Resource: resource, Namespace: ns, Name: name}, Client: proxy.GarbageCollectorClient}
 	}
@@ -110,7 +110,7 @@ func TestVirtualOwnerAttemptAdmitsNoGET(t *testing.T) {
 		t.Fatalf("owners GETs of the virtual owner's pass: want none, got %v", owners)
 	}
 	dependentGET := proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Resource: "configmaps", Namespace: "cascade-t1-default", Name: "c"}, Client: proxy.GarbageCollectorClient}
-	if attemptWindow(o, u.owners(st, s), false)(dependentGET) {
+	if attemptWindow(o, u.owners(st, s), false, nil)(dependentGET) {
 		t.Errorf("the virtual owner's pass admits %s, the dependent's first GET", proxy.DescribeRequest(dependentGET))
 	}
 }
@@ -250,7 +250,7 @@ func TestAttemptWindowAdmitsEachOwnerGETOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		admits := attemptWindow(o, u.owners(st, s), false)
+		admits := attemptWindow(o, u.owners(st, s), false, nil)
 		for i, want := range c.want {
 			if got := admits(get(c.pod)); got != want {
 				t.Errorf("pod/%s: GET %d of itself admitted %v, want %v", c.pod, i+1, got, want)
@@ -305,6 +305,91 @@ func sendStep(t *testing.T, ctx context.Context, u upstreamStepped, line string)
 		t.Fatal(err)
 	}
 	if _, err := u.send(ctx, step, o, model.NewState(), model.Result{Code: 200}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A pass of a node deleting its dependents (foreground) sends no owner
+// GET: processDeletingDependentsItem queues its blocking dependents (or
+// removes the finalizer) and looks no owner up. cm/a and cm/b own each
+// other: cm/a's pass queues cm/b, whose worker's first GET, of cm/b,
+// must wait for cm/b's step. (The window admitted a GET of each owner of
+// the item's, and took the first GETs of the dependents the pass queued,
+// both owners of the item too, for those: `cascade fuzz --target
+// upstream-stepped --checks 200 --seed 4`, run 16, deploy/b's pass took
+// rc/a's and rc/b's, and rc/b's step found no GET.)
+func TestDeletingDependentsPassAdmitsNoOwnerGET(t *testing.T) {
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, s := &model.Model{}, model.NewState()
+	for _, line := range []string{"create cm/a", "create cm/b owner=cm/a,block", "add-owner cm/a cm/b,block",
+		"gc deliver cm/a", "gc deliver cm/b", "gc deliver cm/a", "delete cm/a propagation=Foreground", "gc deliver cm/a"} {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _, err = m.Apply(s, st); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+	}
+	st, err := model.ParseStep("gc attemptToDelete cm/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(m.Enabled(s, model.Options{}), func(e model.Step) bool { return e.String() == st.String() }) {
+		t.Fatalf("%s is not enabled: queue %v", st, s.GC.AttemptToDelete)
+	}
+	u := upstreamStepped{d: d}
+	if owners := u.owners(st, s); len(owners) != 0 {
+		t.Fatalf("owner GETs of cm/a's pass, deleting its dependents: %v, want none", owners)
+	}
+}
+
+// An attemptToOrphan step ends with the orphan worker's GET of the owner
+// when the owner has no orphan finalizer left: removeFinalizer finds it
+// already removed and writes nothing. A delete with Foreground after one
+// with Orphan switches the finalizer; the worker, which took the owner
+// at the Orphan event, GETs it only when the step lets it. (The step
+// waited for a write or a 404 alone and diverged after 10 s; `cascade
+// fuzz --target upstream-stepped --checks 200 --seed 4`, run 86.)
+func TestOrphanStepEndsOnTheGETWhenTheFinalizerIsGone(t *testing.T) {
+	st := proxy.NewStepper()
+	st.SetScope(func(string, string) bool { return true })
+	st.Hold(true)
+	defer st.Hold(false)
+	ctx := context.Background()
+	get := proxy.Request{ID: 1, Client: proxy.GarbageCollectorClient, Call: proxy.Call{Verb: proxy.VerbGet, Resource: "secrets", Namespace: "cascade-t1-ns3", Name: "a"}}
+	go func() {
+		if st.Admit(ctx, &get) == nil {
+			get.Code, get.Answered = 200, time.Now()
+			st.Answered(get)
+		}
+	}()
+	if _, ok, err := st.WaitRequest(ctx, time.Second, func(q proxy.Request) bool { return q.ID == 1 }); err != nil || !ok {
+		t.Fatalf("the orphan worker's GET is not held: %v", err)
+	}
+	m, s := &model.Model{}, model.NewState()
+	for _, line := range []string{"create secret/ns3/a", "delete secret/ns3/a propagation=Orphan", "delete secret/ns3/a propagation=Foreground"} {
+		step, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _, err = m.Apply(s, step); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step, err := model.ParseStep("gc attemptToOrphan secret/ns3/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if orphanFinalizer(s, step) {
+		t.Fatalf("secret/ns3/a keeps its orphan finalizer after the Foreground delete: %v", s.Dump())
+	}
+	u := upstreamStepped{st: st, decided: decided{}}
+	o := object{resource: "secrets", ns: "cascade-t1-ns3", name: "a"}
+	if err := u.attemptToOrphan(ctx, o, orphanFinalizer(s, step)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -29,7 +29,8 @@ import (
 //	gc deliver KEY          hands the head event of KEY's informer on
 //	                        (it must be about KEY), then waits
 //	                        DeliverPause for the graph builder
-//	gc attemptToDelete KEY  releases the GC worker's held GET of KEY, lets
+//	gc attemptToDelete KEY  releases the GC worker's held GET of KEY that
+//	                        begins a pass of KEY's item (kcmPasses), lets
 //	                        the worker's owner GETs through, and waits
 //	                        for what the model says comes next: the
 //	                        worker's first write held (`gc delete|patch|
@@ -40,7 +41,8 @@ import (
 //	                        answer is the step's result
 //	gc attemptToOrphan KEY  lets the GC's requests through until its write
 //	                        of KEY (the orphan finalizer's removal) is
-//	                        answered
+//	                        answered, or its GET of KEY when the finalizer
+//	                        is gone
 //	gc coalesce KEY         ends the watch of KEY's informer at its held
 //	                        head event, which must be about KEY, with a
 //	                        410 Expired, and waits for the informer's
@@ -154,6 +156,24 @@ type upstreamStepped struct {
 	// proxy holds, by object: the request each object's next `gc
 	// delete|patch|unblock` releases
 	decided decided
+	// passes tells whether a GC GET is the first GET of a pass of its
+	// object's work item (kcmPasses.First, from kube-controller-manager's
+	// log), not another worker's GET of that object (nil: unknown, any
+	// GET may be either)
+	passes *kcmPasses
+}
+
+// passGET reports whether r, a GET, may be the first GET of a pass of
+// its object's work item: the one an attemptToDelete step releases.
+func (u upstreamStepped) passGET(r proxy.Request) bool {
+	return u.passes == nil || u.passes.First(r)
+}
+
+// otherGET reports whether r, a GET, may be a GET a worker sends within
+// a pass (an owner's, isDangling; removeFinalizer's and deleteObject's
+// of the item): one a step's window admits.
+func (u upstreamStepped) otherGET(r proxy.Request) bool {
+	return u.passes == nil || !u.passes.First(r)
 }
 
 // decided maps an object (object.String()) to the ID of the GC's write
@@ -193,8 +213,19 @@ func inScope(prefix string) func(ns, name string) bool {
 // of an item of the trace it failed on).
 func (u upstreamStepped) Settle(ctx context.Context, d *driver.Driver) error {
 	u.st.Hold(false)
-	defer u.st.Hold(true)
+	defer u.hold()
 	return proxyQuiet{p: u.proxy, then: replay.DefaultQuiet}.Settle(ctx, d)
+}
+
+// hold holds again, forgetting the passes begun and the GETs sent while
+// nothing was held: their GETs passed unrecorded, and a pass left
+// unmatched would take a later GET of its object for its own.
+func (u upstreamStepped) hold() {
+	if u.passes != nil {
+		u.passes.Reset()
+		u.st.SetArrivals(u.passes.Arrived)
+	}
+	u.st.Hold(true)
 }
 
 func (u upstreamStepped) Step(context.Context, model.Step) (model.Result, error) {
@@ -293,7 +324,7 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 	case model.OpSend:
 		res, err = u.send(ctx, st, o, next, want)
 	case model.OpAttemptToOrphan:
-		err = u.attemptToOrphan(ctx, o)
+		err = u.attemptToOrphan(ctx, o, orphanFinalizer(prev, st))
 		res = model.Result{Code: 200}
 	case model.OpCoalesce:
 		err = u.st.Relist(ctx, RelistBound, "", o.group, o.resource, o.ns, o.name)
@@ -333,11 +364,12 @@ func writeVerb(op model.WriteOp) string {
 // cache answers sends none; one of a kind without a REST mapping (nobody
 // serves it) or of a namespaced owner of a cluster-scoped object ends
 // the pass without a request, and the references after it are not
-// looked at. When the worker's GET of the item's key finds no object
-// with the item's UID (a virtual owner, or an object deleted and made
-// again), the worker queues a virtual delete event and GETs nothing
-// more: no owners, although the key may name a live object with
-// references (a virtual owner named by its own dependent's key).
+// looked at. A node deleting its dependents sends none
+// (processDeletingDependentsItem). When the worker's GET of the item's
+// key finds no object with the item's UID (a virtual owner, or an object
+// deleted and made again), the worker queues a virtual delete event and
+// GETs nothing more: no owners, although the key may name a live object
+// with references (a virtual owner named by its own dependent's key).
 func (u upstreamStepped) owners(st model.Step, prev *model.State) []object {
 	ns := st.Target.Namespace
 	if !st.Target.Kind.Info().Namespaced {
@@ -347,7 +379,15 @@ func (u upstreamStepped) owners(st model.Step, prev *model.State) []object {
 	if obj == nil {
 		return nil // a virtual node: no object, no references
 	}
-	if item, ok := queuedItem(prev, st); ok && item.UID != obj.UID {
+	item, ok := queuedItem(prev, st)
+	if ok && item.UID != obj.UID {
+		return nil
+	}
+	// a node deleting its dependents (foreground) is passed by
+	// processDeletingDependentsItem, which looks no owner up: it queues
+	// the blocking dependents, whose workers' first GETs may be of the
+	// item's owners' keys, or removes the finalizer
+	if ok && slices.ContainsFunc(prev.GC.Nodes, func(n model.Node) bool { return n.UID == item.UID && n.DeletingDependents }) {
 		return nil
 	}
 	// isDangling looks owners up in the item's namespace, which a
@@ -402,7 +442,7 @@ func queuedItem(prev *model.State, st model.Step) (model.Identity, bool) {
 // its first GET whenever the timer fires, and that GET waits for the
 // item's own step.
 func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners []object, prev, next *model.State) error {
-	get, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && o.is(r) })
+	get, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && o.is(r) && u.passGET(r) })
 	if err != nil {
 		return err
 	}
@@ -411,7 +451,7 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners [
 	}
 	before := u.st.HeldIDs()
 	immediate := !slices.Equal(prev.Dump(), next.Dump())
-	w := &proxy.Window{Admits: attemptWindow(o, owners, immediate)}
+	w := &proxy.Window{Admits: attemptWindow(o, owners, immediate, u.otherGET)}
 	u.st.Open(w)
 	defer u.st.CloseWindow()
 	if _, err := u.st.Release(ctx, StepBound, get.ID); err != nil {
@@ -457,13 +497,19 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners [
 // attemptWindow admits, while o's attemptToDelete step lasts, each GET
 // of an owner of o's once (owners has one entry per GET the pass sends),
 // and o's requests when the step changes o at once (the
-// foregroundDeletion finalizer's removal). Admitting a GET of an owner's
-// key more often would let through the first GET of the item's next pass
-// when o names itself as owner: the real GC retries a requeued item after
-// 5 ms, doubling.
-func attemptWindow(o object, owners []object, immediate bool) func(proxy.Request) bool {
+// foregroundDeletion finalizer's removal), but no GET other does not
+// accept: the first GET of another item's pass (kcmPasses), which may
+// be of an owner's key (its own pass, begun when the owner was queued,
+// while o's worker looks it up) or of o's (its next pass, queued again).
+// Admitting a GET of an owner's key more often would let through the
+// first GET of the item's next pass when o names itself as owner: the
+// real GC retries a requeued item after 5 ms, doubling.
+func attemptWindow(o object, owners []object, immediate bool, other func(proxy.Request) bool) func(proxy.Request) bool {
 	left := slices.Clone(owners)
 	return func(r proxy.Request) bool {
+		if r.Verb == proxy.VerbGet && other != nil && !other(r) {
+			return false
+		}
 		if immediate && o.is(r) {
 			return true
 		}
@@ -533,7 +579,7 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 		gets := 0
 		admits := func(q proxy.Request) bool {
 			switch {
-			case q.Verb == proxy.VerbGet && o.is(q) && gets == 0:
+			case q.Verb == proxy.VerbGet && o.is(q) && gets == 0 && u.otherGET(q):
 				gets++
 				return true
 			case q.Verb == proxy.VerbDelete && o.is(q) && want.OK():
@@ -577,26 +623,42 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 	return model.Result{Code: a.Code, Reason: a.Reason}, nil
 }
 
+// orphanFinalizer reports whether the object of st's key has the orphan
+// finalizer in prev: what the orphan worker's removeFinalizer GET finds.
+func orphanFinalizer(prev *model.State, st model.Step) bool {
+	ns := st.Target.Namespace
+	if !st.Target.Kind.Info().Namespaced {
+		ns = ""
+	}
+	obj := prev.Lookup(st.Target.Kind, ns, st.Target.Name)
+	return obj != nil && slices.Contains(obj.Finalizers, model.FinalizerOrphan)
+}
+
 // attemptToOrphan lets the orphan worker's requests through: those it
 // sent when the owner's deletion reached the graph builder and the proxy
 // holds (its PATCHes of dependents, any held write but those
 // attemptToDelete steps decided, and its requests about the owner), and
-// those it sends now, until its write of the owner, the orphan
-// finalizer's removal, is answered.
-func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object) error {
+// those it sends now, until removeFinalizer ends the pass: its write of
+// the owner, the orphan finalizer's removal, answered, or its GET of the
+// owner answered 404, or, when the owner has no orphan finalizer left
+// (finalizer false: a later delete switched it to foregroundDeletion),
+// answered at all ("finalizer already removed", no write).
+func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, finalizer bool) error {
 	since := time.Now()
-	u.st.Open(&proxy.Window{Admits: func(proxy.Request) bool { return true }})
+	// the first GET of an attemptToDelete pass waits for its own step
+	pass := func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && !u.otherGET(r) }
+	u.st.Open(&proxy.Window{Admits: func(r proxy.Request) bool { return !pass(r) }})
 	defer u.st.CloseWindow()
 	// a write an attemptToDelete worker decided, held for its `gc
 	// delete|patch|unblock` step
 	inFlight := u.decided.held
 	u.st.ReleaseAll(func(r proxy.Request) bool {
-		return proxy.GCHeld(&r) && !inFlight(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
+		return proxy.GCHeld(&r) && !inFlight(r) && !pass(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
 	})
 	// removeFinalizer ends the item: its write of the owner, or its GET
-	// finding the owner gone
+	// finding the owner gone, or the finalizer gone
 	_, ok, err := u.st.AwaitAnswer(ctx, StepBound, since, func(r proxy.Request) bool {
-		return o.is(r) && (isWrite(r) && !inFlight(r) || r.Verb == proxy.VerbGet && r.Code == 404)
+		return o.is(r) && (isWrite(r) && !inFlight(r) || r.Verb == proxy.VerbGet && !pass(r) && (r.Code == 404 || !finalizer && r.Code != 0))
 	})
 	if err != nil {
 		return err
@@ -666,6 +728,7 @@ func (t *Target) holdFor(ctx context.Context, d *driver.Driver) (upstreamStepped
 		t.customUsed = false
 	}
 	t.stepper.SetScope(inScope(d.Prefix()))
-	t.stepper.Hold(true)
-	return upstreamStepped{st: t.stepper, proxy: t.Proxy, d: d, decided: decided{}}, nil
+	u := upstreamStepped{st: t.stepper, proxy: t.Proxy, d: d, decided: decided{}, passes: t.kcmPasses}
+	u.hold()
+	return u, nil
 }

@@ -1,0 +1,180 @@
+package target
+
+import (
+	"cmp"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cascade-k8s/cascade/harness/proxy"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// kcmPasses tells, on upstream-stepped, which of the GC's held GETs of
+// an object is the first GET of a pass of that object's work item and
+// which is another worker's GET of it (an owner lookup, isDangling; a
+// removeFinalizer or deleteObject GET): the requests are the same at
+// the proxy. kube-controller-manager's log says when each pass began:
+// attemptToDeleteItem logs, at --v=2 and before its first request,
+//
+//	"Processing item" logger="garbage-collector-controller" item="[v1/ConfigMap, namespace: ns, name: a, uid: …]" virtual=false
+//
+// and at level 5 (--vmodule=garbagecollector=5) a pass that sends no
+// GET says so: "processing item returned at once, because its
+// DeletionTimestamp is non-nil" (a node being deleted without
+// foreground) or "error syncing item" (its kind has no REST mapping);
+// one of a namespaced kind without a namespace ends without a line
+// (namespacedOwnerOfClusterScopedObjectErr). A GET of an object is a
+// pass's first GET when a pass of it began before the proxy received
+// the GET and has had no GET yet; the GETs are matched with the passes
+// in the order they came. The line is written before the pass's GET is
+// sent, so reading the log when a GET is classified sees its pass. One
+// ambiguity stays: another worker's GET of the object received between
+// a pass's line and the pass's own GET (microseconds apart) is taken for
+// the pass's, and the pass's for the other's.
+type kcmPasses struct {
+	mu   sync.Mutex
+	tail logTail
+	// since: lines from before are left out (Reset)
+	since  time.Time
+	passes map[object][]*pass
+	// gets are the GC's GETs in scope not yet classified, by ID: in the
+	// order the proxy received them (Arrived)
+	gets  []proxy.Request
+	first map[int64]bool
+}
+
+// pass is one attemptToDeleteItem pass that sends a GET of its item.
+type pass struct {
+	uid     string
+	began   time.Time
+	ended   time.Time // the pass ended without a GET (zero: not seen to)
+	matched bool
+}
+
+func newKCMPasses(path string) *kcmPasses {
+	return &kcmPasses{tail: logTail{path: path}, passes: map[object][]*pass{}, first: map[int64]bool{}}
+}
+
+var (
+	kcmProcessing = regexp.MustCompile(`"Processing item" .*\bitem="\[(\S+)/([^/,\s]+), namespace: ([^,]*), name: ([^,]*), uid: ([^\]]*)\]"`)
+	kcmNoGET      = regexp.MustCompile(`"(?:processing item returned at once, because its DeletionTimestamp is non-nil|error syncing item)" .*\bitem="\[(\S+)/([^/,\s]+), namespace: ([^,]*), name: ([^,]*), uid: ([^\]]*)\]"`)
+)
+
+// Reset forgets every pass and GET: those of a settle, when nothing was
+// held, have been answered.
+func (k *kcmPasses) Reset() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.tail.lines(func(string) {})
+	k.since = time.Now()
+	clear(k.passes)
+	clear(k.first)
+	k.gets = nil
+}
+
+// Arrived records a GC request the proxy received while holding, in
+// scope (proxy.Stepper.SetArrivals); the GETs among them are classified
+// in that order.
+func (k *kcmPasses) Arrived(r proxy.Request) {
+	if r.Verb != proxy.VerbGet {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	// in the order the proxy received them: Admit runs for each in a
+	// goroutine of its own
+	i, _ := slices.BinarySearchFunc(k.gets, r.ID, func(g proxy.Request, id int64) int { return cmp.Compare(g.ID, id) })
+	k.gets = slices.Insert(k.gets, i, r)
+}
+
+// First reports whether r, a GC GET, is the first GET of a pass of its
+// object's work item.
+func (k *kcmPasses) First(r proxy.Request) bool {
+	if r.Verb != proxy.VerbGet {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if f, ok := k.first[r.ID]; ok {
+		return f
+	}
+	k.tail.lines(k.line)
+	for len(k.gets) > 0 && k.gets[0].ID <= r.ID {
+		g := k.gets[0]
+		k.gets = k.gets[1:]
+		k.first[g.ID] = k.match(g)
+	}
+	return k.first[r.ID]
+}
+
+// match pairs g with the earliest pass of its object that began before
+// g came, has not ended without a GET before, and has no GET yet.
+func (k *kcmPasses) match(g proxy.Request) bool {
+	o := object{group: g.Group, resource: g.Resource, ns: g.Namespace, name: g.Name}
+	for _, p := range k.passes[o] {
+		if p.matched || !p.began.Before(g.Received) || (!p.ended.IsZero() && p.ended.Before(g.Received)) {
+			continue
+		}
+		p.matched = true
+		return true
+	}
+	return false
+}
+
+func (k *kcmPasses) line(s string) {
+	at, ok := klogStamp(s)
+	if !ok || at.Before(k.since) {
+		return
+	}
+	if m := kcmProcessing.FindStringSubmatch(s); m != nil {
+		if o, ok := passObject(m[1], m[2], m[3], m[4]); ok {
+			k.passes[o] = append(k.passes[o], &pass{uid: m[5], began: at})
+		}
+		return
+	}
+	if m := kcmNoGET.FindStringSubmatch(s); m != nil {
+		o, ok := passObject(m[1], m[2], m[3], m[4])
+		if !ok {
+			return
+		}
+		// the pass of that item that began last before the line
+		ps := k.passes[o]
+		for i := len(ps) - 1; i >= 0; i-- {
+			if ps[i].uid == m[5] && !ps[i].began.After(at) {
+				if !ps[i].matched {
+					ps[i].ended = at
+				}
+				break
+			}
+		}
+	}
+}
+
+// passObject is the object a pass of the item (apiVersion, kind,
+// namespace, name) GETs first (getObject): a cluster-scoped kind's
+// without the namespace a virtual node borrowed from its dependent. ok
+// is false when the pass sends no GET: its kind is none the model
+// serves (no REST mapping), or it is namespaced and the item has no
+// namespace.
+func passObject(apiVersion, kind, ns, name string) (object, bool) {
+	k, ok := model.KindByName(kind)
+	if !ok {
+		return object{}, false
+	}
+	info := k.Info()
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return object{}, false
+	}
+	if !info.Namespaced {
+		ns = ""
+	} else if ns == "" {
+		return object{}, false
+	}
+	return object{group: gv.Group, resource: info.Resource, ns: strings.TrimSpace(ns), name: name}, true
+}
