@@ -222,12 +222,13 @@ decide some run's history, 130 interrupted.`,
 
 // spec is the target the flags ask fuzzing for. Concurrent runs on impl
 // use impl's own adopter for the built-in workloads, as stepped runs do
-// (target.Spec.Adopter).
+// (target.Spec.Adopter); stepped runs on upstream-stepped run the GC
+// alone, as their model does (target.Spec.GCOnly).
 func (f *fuzzFlags) spec(inject bugs.Set, log io.Writer) target.Spec {
 	return target.Spec{Name: f.target, Inject: inject, Kubeconfig: f.kubeconfig, Context: f.context, BinDir: f.binDir, Datastore: f.datastore, Log: log,
 		InformerLag: f.informerLag, InformerRelist: f.informerRelist, WriteDelay: f.writeDelay,
 		RestartAPIServer: f.restartAPIServer, RestartGC: f.restartGC, RestartKCM: f.restartKCM, NoProxy: f.noProxy, FaultSeed: f.seed,
-		Audit: f.target != target.Kubeconfig, Adopter: f.target == target.Impl}
+		Audit: f.target != target.Kubeconfig, Adopter: f.target == target.Impl, GCOnly: f.target == target.UpstreamStepped}
 }
 
 func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {

@@ -184,3 +184,19 @@ func TestFuzzUsesImplsAdopter(t *testing.T) {
 		}
 	}
 }
+
+// TestFuzzRunsUpstreamSteppedGCOnly: cascade fuzz on upstream-stepped
+// starts kube-controller-manager's GC without the workload controllers:
+// its runs draw no controller step and their model has no controller,
+// so the real ones would adopt and release the runs' objects at the
+// settle where the model does not (seed 1 run 5: the Deployment
+// controller released rs/a, whose labels did not match deploy/b's
+// selector). Trace replays keep them (controller steps).
+func TestFuzzRunsUpstreamSteppedGCOnly(t *testing.T) {
+	for name, want := range map[string]bool{target.UpstreamStepped: true, target.Upstream: false, target.Impl: false, target.ImplStepped: false} {
+		f := &fuzzFlags{target: name}
+		if got := f.spec(nil, nil).GCOnly; got != want {
+			t.Errorf("fuzz --target %s: GCOnly = %v, want %v", name, got, want)
+		}
+	}
+}

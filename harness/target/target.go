@@ -179,6 +179,17 @@ type Spec struct {
 	// runs exercise impl's own adopter, as impl-stepped's do; trace
 	// replays leave it off. The adopt-without-recheck bug implies it.
 	Adopter bool
+	// GCOnly, on upstream-stepped, starts kube-controller-manager's
+	// garbage collector alone, without the second process of workload
+	// controllers (SteppedWorkloadControllers). cascade fuzz sets it: its
+	// stepped runs on upstream-stepped draw no controller step, and their
+	// model runs no controller. With the real controllers, the model's
+	// settle would have to run its own (as conform's fuzz phase does,
+	// fuzz.SteppedEnv.SettleControllers), and where two workloads can
+	// adopt one orphan the real choice depends on timing, the model's on
+	// a fixed order (upstream-stepped --checks 30 --seed 2, run 10: rs/a
+	// adopted by deploy/a, the model's deploy/b).
+	GCOnly bool
 	// RestartAPIServer, on upstream and impl, asks a concurrent fuzz run
 	// to restart kube-apiserver on the same etcd once per run, at a
 	// random time up to it after the run's clients start
@@ -383,6 +394,10 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 	case UpstreamStepped:
 		opts.ControllerManager, opts.Controllers = true, SteppedControllers
 		opts.ControllerManagerVia = t.startProxy
+		if s.GCOnly {
+			what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ") alone behind cascade's API proxy, stepped"
+			break
+		}
 		opts.WorkloadControllers = SteppedWorkloadControllers
 		what += " with kube-controller-manager (" + strings.Join(opts.Controllers, ",") + ") and a second one (" +
 			strings.Join(opts.WorkloadControllers, ",") + ") behind cascade's API proxy, stepped"
