@@ -52,7 +52,7 @@ func appliedByUID(log []history.Processed, delivered map[string][]history.Delive
 		as := make([]applied, len(ls))
 		ok := true
 		for i := range ls {
-			if ls[i].Deleted != ds[i].Deleted || i > 0 && ls[i].Seq < ls[i-1].Seq {
+			if ls[i].Deleted != ds[i].Deleted {
 				ok = false
 				break
 			}
