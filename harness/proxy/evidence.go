@@ -207,11 +207,18 @@ type record struct {
 	mu         sync.Mutex
 	requests   []Request
 	deliveries []Delivery
+	// streaks are the GC's failed writes in a row per object, over
+	// requests (Proxy.GCFailStreak).
+	streaks failStreaks
 }
 
 func (r *record) request(q Request) {
 	r.mu.Lock()
 	r.requests = append(r.requests, q)
+	if r.streaks == nil {
+		r.streaks = failStreaks{}
+	}
+	r.streaks.add(q)
 	r.mu.Unlock()
 }
 
@@ -227,7 +234,7 @@ func (r *record) snapshot(take bool) Evidence {
 	defer r.mu.Unlock()
 	e := Evidence{Requests: slices.Clone(r.requests), Deliveries: slices.Clone(r.deliveries)}
 	if take {
-		r.requests, r.deliveries = nil, nil
+		r.requests, r.deliveries, r.streaks = nil, nil, nil
 	}
 	return e
 }

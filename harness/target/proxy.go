@@ -72,8 +72,9 @@ const proxyIdleWait = 30 * time.Second
 // nothing (no event or write waiting out a fault, no broken informer
 // that has not listed again; proxyIdleWait at most), then as then
 // settles: a quiet window (replay.Quiet) stretched to outlast the real
-// GC's back-off of the driver's objects it failed on (gcBackoff). A quiet window alone cannot see a watch event the proxy still
-// holds, on which the controller manager would act.
+// GC's back-off of the driver's objects it failed on
+// (proxy.GCFailStreak). A quiet window alone cannot see a watch event the
+// proxy still holds, on which the controller manager would act.
 type proxyQuiet struct {
 	p    *proxy.Proxy
 	then replay.Target
@@ -81,7 +82,7 @@ type proxyQuiet struct {
 
 func (q proxyQuiet) Settle(ctx context.Context, d *driver.Driver) error {
 	if quiet, ok := q.then.(replay.Quiet); ok && d != nil {
-		q.then = stretch(quiet, gcBackoff(q.p.Evidence(), inScope(d.Prefix())))
+		q.then = stretch(quiet, workqueueBackoff(q.p.GCFailStreak(inScope(d.Prefix()))))
 	}
 	deadline := time.Now().Add(proxyIdleWait)
 	for {

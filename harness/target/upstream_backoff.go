@@ -3,7 +3,6 @@ package target
 import (
 	"time"
 
-	"github.com/cascade-k8s/cascade/harness/proxy"
 	"github.com/cascade-k8s/cascade/harness/replay"
 )
 
@@ -42,33 +41,6 @@ func workqueueBackoff(n int) time.Duration {
 		return backoffMax
 	}
 	return min(backoffBase<<(n-1), backoffMax)
-}
-
-// gcBackoff is the longest back-off the real GC may be waiting out for an
-// item in scope, from the proxy's record of its writes: each object's
-// GC writes answered with an error since its last one answered 2xx
-// count as failed passes in a row. A pass can also fail before its write
-// (a GET's error) or succeed without one (forgetting the item), so this
-// is an estimate; when it errs by counting a forgotten failure, a settle
-// only waits longer.
-func gcBackoff(ev proxy.Evidence, inScope func(ns, name string) bool) time.Duration {
-	fails := map[string]int{}
-	n := 0
-	for _, r := range ev.Requests {
-		if r.Client != proxy.GarbageCollectorClient || r.Process != "" || !r.Write() || r.Subresource != "" || r.Code == 0 || !inScope(r.Namespace, r.Name) {
-			continue
-		}
-		k := r.Group + "/" + r.Resource + "/" + r.Namespace + "/" + r.Name
-		if r.Code >= 200 && r.Code < 300 {
-			delete(fails, k)
-			continue
-		}
-		fails[k]++
-	}
-	for _, f := range fails {
-		n = max(n, f)
-	}
-	return workqueueBackoff(n)
 }
 
 // stretch is q with its quiet window stretched to outlast backoff (up

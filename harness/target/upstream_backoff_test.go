@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cascade-k8s/cascade/harness/proxy"
 	"github.com/cascade-k8s/cascade/harness/replay"
 )
 
@@ -16,36 +15,6 @@ func TestWorkqueueBackoff(t *testing.T) {
 		if got := workqueueBackoff(n); got != want {
 			t.Errorf("after %d failures: %s, want %s", n, got, want)
 		}
-	}
-}
-
-// gcBackoff counts, per object of the run, the GC's writes answered with
-// an error since its last 2xx write: a 2xx write resets the object's
-// count; other clients, subresources, unanswered requests and objects out
-// of scope do not count.
-func TestGCBackoffCountsFailedWritesInARow(t *testing.T) {
-	gc := func(verb, name string, code int) proxy.Request {
-		return proxy.Request{Client: proxy.GarbageCollectorClient, Call: proxy.Call{Verb: verb, Resource: "statefulsets", Namespace: "run-ns", Name: name}, Code: code}
-	}
-	in := func(ns, _ string) bool { return ns == "run-ns" }
-	var ev proxy.Evidence
-	for range 4 {
-		ev.Requests = append(ev.Requests, gc(proxy.VerbDelete, "a", 403))
-	}
-	ev.Requests = append(ev.Requests, gc(proxy.VerbPatch, "a", 200))
-	for range 3 {
-		ev.Requests = append(ev.Requests, gc(proxy.VerbDelete, "a", 403), gc(proxy.VerbGet, "a", 200))
-	}
-	ev.Requests = append(ev.Requests, gc(proxy.VerbDelete, "b", 409), gc(proxy.VerbDelete, "b", 0))
-	other := gc(proxy.VerbDelete, "a", 403)
-	other.Client = "replicaset-controller"
-	status := gc(proxy.VerbPatch, "a", 500)
-	status.Subresource = "status"
-	out := gc(proxy.VerbDelete, "c", 403)
-	out.Namespace = "elsewhere"
-	ev.Requests = append(ev.Requests, other, status, out, out, out, out, out)
-	if got, want := gcBackoff(ev, in), workqueueBackoff(3); got != want {
-		t.Fatalf("back-off %s, want %s (a's 3 failed DELETEs after its patch)", got, want)
 	}
 }
 
