@@ -103,6 +103,14 @@ func (c *checker) seenWrite(uid string, m mark, t int64) (seen, known bool) {
 // request after the proxy passed it on), so that they refute more and
 // admit nothing the proxy's would not.
 func (c *checker) gcDecidedBy(key history.Key, uid string, in *input) int64 {
+	t, _ := c.gcDecidedByGET(key, uid, in)
+	return t
+}
+
+// gcDecidedByGET is gcDecidedBy with the index, in the GC's requests of
+// key, of the GET whose sending bounds the decision (-1 when no GET of
+// the proxy's record does).
+func (c *checker) gcDecidedByGET(key history.Key, uid string, in *input) (int64, int) {
 	if w := c.gcRequestOf(in); w >= 0 {
 		rs := c.requests[key]
 		latest := -1
@@ -116,12 +124,12 @@ func (c *checker) gcDecidedBy(key history.Key, uid string, in *input) int64 {
 			}
 		}
 		if latest < 0 {
-			return rs[w].Received
+			return rs[w].Received, -1
 		}
 		if first, ok := decidedBeforeRetries(rs, w, uid); ok {
-			return rs[first].Received
+			return rs[first].Received, first
 		}
-		return rs[latest].Received
+		return rs[latest].Received, latest
 	}
 	bound := in.op.Call
 	var latest *history.Read
@@ -137,26 +145,26 @@ func (c *checker) gcDecidedBy(key history.Key, uid string, in *input) int64 {
 	if latest != nil {
 		bound = latest.Call
 	}
-	return bound
+	return bound, -1
 }
 
 // foregroundRead bounds from below when processDeletingDependentsItem
 // read the owner's blocking dependents from the graph, for a decision
-// gcDecidedBy bounds from above by decided: attemptToDeleteItem GETs the
-// item first and reads the graph only after that GET's answer, and
-// removeFinalizer's GET comes after the read. So when the GC's GET of
-// the owner just before the one that bounds decided answered this UID,
-// the read came after that answer: it returns the answer's time, else
-// decided. (Found by `cascade fuzz --target upstream --informer-relist
-// 300ms --seed 33`, run 63: a Pod handed on 1 ms after the first GET's
-// answer and 18 ms before the second GET was judged seen.)
-func (c *checker) foregroundRead(key history.Key, uid string, in *input, decided int64) int64 {
+// gcDecidedByGET bounds from above by decided, the sending of the GC's
+// request get of key: attemptToDeleteItem GETs the item first and reads
+// the graph only after that GET's answer, and removeFinalizer's GET
+// comes after the read. So when the GC's GET of the owner just before
+// get answered this UID, the read came after that answer: it returns
+// the answer's time, else decided. (Found by `cascade fuzz --target
+// upstream --informer-relist 300ms --seed 33`, run 63: a Pod handed on
+// 1 ms after the first GET's answer and 18 ms before the second GET was
+// judged seen.)
+func (c *checker) foregroundRead(key history.Key, uid string, get int, decided int64) int64 {
 	rs := c.requests[key]
-	g := slices.IndexFunc(rs, func(r history.GCRequest) bool { return r.Verb == "get" && r.Received == decided })
-	if g < 1 {
+	if get < 1 || rs[get].Verb != "get" {
 		return decided
 	}
-	if p := rs[g-1]; p.Verb == "get" && p.Code == 200 && p.UID == uid && p.Answered <= decided {
+	if p := rs[get-1]; p.Verb == "get" && p.Code == 200 && p.UID == uid && p.Answered <= decided {
 		return p.Answered
 	}
 	return decided

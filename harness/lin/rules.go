@@ -428,9 +428,10 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 		// builder's log, if the graph took the reference in after the
 		// owner's event or the decision (refSeen).
 		if c.deliveries && c.lenient && m >= 0 {
-			taken, atEvent := c.gcDecidedBy(in.key, d.UID, in), false
+			taken, get := c.gcDecidedByGET(in.key, d.UID, in)
+			atEvent := false
 			if block {
-				taken = c.foregroundRead(in.key, d.UID, in, taken)
+				taken = c.foregroundRead(in.key, d.UID, get, taken)
 			} else {
 				taken, atEvent = c.orphanDependentsTaken(in.key, d.UID, m, taken)
 			}
