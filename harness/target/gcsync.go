@@ -33,22 +33,24 @@ var (
 // kcmSyncLog follows kube-controller-manager's log for the GC's discovery
 // syncs.
 type kcmSyncLog struct {
+	log     *kcmLog
 	mu      sync.Mutex
-	tail    logTail
 	pending map[schema.GroupResource]time.Time   // added by a sync not yet finished, and when
 	synced  map[schema.GroupResource][]time.Time // when each finished sync that added it began
 }
 
-func newKCMSyncLog(path string) *kcmSyncLog {
-	return &kcmSyncLog{tail: logTail{path: path}, pending: map[schema.GroupResource]time.Time{}, synced: map[schema.GroupResource][]time.Time{}}
+func newKCMSyncLog(log *kcmLog) *kcmSyncLog {
+	l := &kcmSyncLog{log: log, pending: map[schema.GroupResource]time.Time{}, synced: map[schema.GroupResource][]time.Time{}}
+	log.parse(l.line)
+	return l
 }
 
 // Synced reports whether a finished GC sync added the CRD named
 // (plural.group) with a discovery read after since.
 func (l *kcmSyncLog) Synced(crd string, since time.Time) bool {
+	l.log.read()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.read()
 	plural, group, _ := strings.Cut(crd, ".")
 	for _, at := range l.synced[schema.GroupResource{Group: group, Resource: plural}] {
 		if !at.Before(since) {
@@ -58,10 +60,9 @@ func (l *kcmSyncLog) Synced(crd string, since time.Time) bool {
 	return false
 }
 
-// read takes in the lines written since the last call.
-func (l *kcmSyncLog) read() { l.tail.lines(l.line) }
-
 func (l *kcmSyncLog) line(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if m := kcmSyncing.FindStringSubmatch(s); m != nil {
 		at, ok := klogStamp(s)
 		if !ok {

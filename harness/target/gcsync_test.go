@@ -19,7 +19,7 @@ func TestKCMSyncLogSeesTheSyncThatAddedTheCRD(t *testing.T) {
 	created := time.Now().Add(-time.Minute).Truncate(time.Microsecond)
 	earlier := created.Add(-10 * time.Minute)
 	write := func(lines ...string) { appendLog(t, path, lines...) }
-	l := newKCMSyncLog(path)
+	l := newKCMSyncLog(newKCMLog(path))
 	if l.Synced("widgets.cascade.dev", created) {
 		t.Fatal("synced before the log exists")
 	}

@@ -43,6 +43,40 @@ func (l *logTail) lines(fn func(string)) {
 	}
 }
 
+// kcmLog follows kube-controller-manager's log once for all that read
+// it (the GC's discovery syncs, its graph builder's lines, its passes):
+// each read hands the lines written since the last read, of whichever
+// reader, to every parser, in log order. A parser guards its own state:
+// it is called with the follower's lock held, so a reader calls read
+// before it takes its own lock, never while holding it.
+type kcmLog struct {
+	mu      sync.Mutex
+	tail    logTail
+	parsers []func(string)
+}
+
+// newKCMLog follows the log at path.
+func newKCMLog(path string) *kcmLog { return &kcmLog{tail: logTail{path: path}} }
+
+// parse adds a parser; parsers added later see only the lines read
+// after.
+func (l *kcmLog) parse(fn func(string)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.parsers = append(l.parsers, fn)
+}
+
+// read hands the lines written since the last read to every parser.
+func (l *kcmLog) read() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tail.lines(func(s string) {
+		for _, p := range l.parsers {
+			p(s)
+		}
+	})
+}
+
 // kcmProcessed matches the line kube-controller-manager's graph builder
 // logs as it begins to apply an event (processGraphChanges, at level 5:
 // controlplane's --vmodule=graph_builder=5), the same in v1.31 through
@@ -56,20 +90,24 @@ var kcmProcessed = regexp.MustCompile(`"GraphBuilder process object" .*\buid="([
 // kcmGraphLog follows the GC process's log for its graph builder's
 // lines (history.Processed).
 type kcmGraphLog struct {
-	mu   sync.Mutex
-	tail logTail
-	seq  int
-	got  []history.Processed
+	log *kcmLog
+	mu  sync.Mutex
+	seq int
+	got []history.Processed
 }
 
-func newKCMGraphLog(path string) *kcmGraphLog { return &kcmGraphLog{tail: logTail{path: path}} }
+func newKCMGraphLog(log *kcmLog) *kcmGraphLog {
+	g := &kcmGraphLog{log: log}
+	log.parse(g.line)
+	return g
+}
 
 // take returns the graph builder's lines since the last call, in log
 // order, and forgets them.
 func (g *kcmGraphLog) take() []history.Processed {
+	g.log.read()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.tail.lines(g.line)
 	out := g.got
 	g.got = nil
 	return out
@@ -84,6 +122,8 @@ func (g *kcmGraphLog) line(s string) {
 	if !ok {
 		return
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.seq++
 	g.got = append(g.got, history.Processed{UID: m[1], Deleted: m[2] == "delete", Virtual: m[3] == "true", Seq: g.seq, At: at.UnixNano()})
 }

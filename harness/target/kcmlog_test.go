@@ -21,7 +21,7 @@ func TestKCMGraphLogReadsTheGraphBuildersLines(t *testing.T) {
 	line := func(uid, typ, virtual string) string {
 		return stamp + `"GraphBuilder process object" logger="garbage-collector-controller" apiVersion="v1" kind="ConfigMap" object="ns/a" uid="` + uid + `" eventType="` + typ + `" virtual=` + virtual + "\n"
 	}
-	g := newKCMGraphLog(path)
+	g := newKCMGraphLog(newKCMLog(path))
 	full := line("u2", "delete", "false")
 	appendLog(t, path, line("u1", "add", "false"), stamp+`"synced garbage collector"`+"\n", line("u1", "delete", "true"), full[:40])
 	got := g.take()
@@ -34,6 +34,33 @@ func TestKCMGraphLogReadsTheGraphBuildersLines(t *testing.T) {
 	want = []history.Processed{{UID: "u2", Deleted: true, Seq: 3, At: at.UnixNano()}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("after the rest of the line: got %+v, want %+v", got, want)
+	}
+}
+
+// One follower reads the log for every parser: the lines one reader's
+// read takes in reach the others too, each once, so a reader that reads
+// later still sees lines another reader's read consumed.
+func TestKCMLogFeedsEveryParserOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kube-controller-manager.log")
+	at := time.Now().Add(-time.Minute).Truncate(time.Microsecond)
+	stamp := at.Format("I0102 15:04:05.000000") + "   4242 graph_builder.go:716] "
+	log := newKCMLog(path)
+	g := newKCMGraphLog(log)
+	l := newKCMSyncLog(log)
+	appendLog(t, path,
+		stamp+`"syncing garbage collector with updated resources from discovery" logger="garbage-collector-controller" attempt=1 diff="added: [cascade.dev/v1, Resource=widgets], removed: []"`+"\n",
+		stamp+`"GraphBuilder process object" logger="garbage-collector-controller" apiVersion="v1" kind="ConfigMap" object="ns/a" uid="u1" eventType="add" virtual=false`+"\n",
+		stamp+`"synced garbage collector" logger="garbage-collector-controller"`+"\n")
+	if !l.Synced("widgets.cascade.dev", at.Add(-time.Second)) {
+		t.Fatal("the sync was not seen")
+	}
+	// the sync log's read took the graph builder's line in: it waits for
+	// take, and is handed on once
+	if got := g.take(); len(got) != 1 || got[0].UID != "u1" {
+		t.Fatalf("graph builder lines after another reader's read: %+v, want u1's", got)
+	}
+	if got := g.take(); len(got) != 0 {
+		t.Fatalf("a line handed on twice: %+v", got)
 	}
 }
 

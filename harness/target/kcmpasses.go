@@ -37,8 +37,8 @@ import (
 // a pass's line and the pass's own GET (microseconds apart) is taken for
 // the pass's, and the pass's for the other's.
 type kcmPasses struct {
-	mu   sync.Mutex
-	tail logTail
+	log *kcmLog
+	mu  sync.Mutex
 	// since: lines from before are left out (Reset)
 	since  time.Time
 	passes map[object][]*pass
@@ -56,8 +56,10 @@ type pass struct {
 	matched bool
 }
 
-func newKCMPasses(path string) *kcmPasses {
-	return &kcmPasses{tail: logTail{path: path}, passes: map[object][]*pass{}, first: map[int64]bool{}}
+func newKCMPasses(log *kcmLog) *kcmPasses {
+	k := &kcmPasses{log: log, passes: map[object][]*pass{}, first: map[int64]bool{}}
+	log.parse(k.line)
+	return k
 }
 
 var (
@@ -68,9 +70,9 @@ var (
 // Reset forgets every pass and GET: those of a settle, when nothing was
 // held, have been answered.
 func (k *kcmPasses) Reset() {
+	k.log.read()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.tail.lines(func(string) {})
 	k.since = time.Now()
 	clear(k.passes)
 	clear(k.first)
@@ -98,12 +100,12 @@ func (k *kcmPasses) First(r proxy.Request) bool {
 	if r.Verb != proxy.VerbGet {
 		return false
 	}
+	k.log.read()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if f, ok := k.first[r.ID]; ok {
 		return f
 	}
-	k.tail.lines(k.line)
 	for len(k.gets) > 0 && k.gets[0].ID <= r.ID {
 		g := k.gets[0]
 		k.gets = k.gets[1:]
@@ -128,7 +130,12 @@ func (k *kcmPasses) match(g proxy.Request) bool {
 
 func (k *kcmPasses) line(s string) {
 	at, ok := klogStamp(s)
-	if !ok || at.Before(k.since) {
+	if !ok {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if at.Before(k.since) {
 		return
 	}
 	if m := kcmProcessing.FindStringSubmatch(s); m != nil {

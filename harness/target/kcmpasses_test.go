@@ -29,7 +29,7 @@ type passLog struct {
 func newPassLog(t *testing.T) *passLog {
 	path := filepath.Join(t.TempDir(), "kube-controller-manager.log")
 	appendLog(t, path)
-	k := newKCMPasses(path)
+	k := newKCMPasses(newKCMLog(path))
 	k.Reset()
 	time.Sleep(2 * time.Millisecond) // lines after the Reset
 	return &passLog{t: t, path: path, k: k}

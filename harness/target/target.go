@@ -450,10 +450,11 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 			return nil, err
 		}
 		t.hasWebhook = true
-		t.kcmSyncs = newKCMSyncLog(t.CP.ControllerManagerLog())
-		t.kcmGraph = newKCMGraphLog(t.CP.ControllerManagerLog())
+		log := newKCMLog(t.CP.ControllerManagerLog())
+		t.kcmSyncs = newKCMSyncLog(log)
+		t.kcmGraph = newKCMGraphLog(log)
 		if s.Name == UpstreamStepped {
-			t.kcmPasses = newKCMPasses(t.CP.ControllerManagerLog())
+			t.kcmPasses = newKCMPasses(log)
 		}
 	case Impl:
 		seed := s.faultSeed()
