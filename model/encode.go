@@ -521,11 +521,10 @@ func (s *State) encQueues(b []byte, w *Watcher) []byte {
 	if n > 2 {
 		pos = s.memory().cachePositions(w.Cache)
 	}
-	for k := range w.Queues {
-		q := w.Queues[k]
-		if len(q) == 0 {
-			continue
-		}
+	// Most of the kinds' queues are empty: only those in the mask are
+	// visited.
+	for m := mask; m != 0; m &= m - 1 {
+		q := w.Queues[bits.TrailingZeros64(m)]
 		b = binary.AppendUvarint(b, uint64(len(q)))
 		for i := range q {
 			o := &q[i].Obj
