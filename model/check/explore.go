@@ -341,7 +341,7 @@ type explorer struct {
 	sleep bool
 	// silentSleep: a sleeping step's transition breaks and witnesses
 	// nothing (sleepersSilent), so an unreduced search counts it without
-	// checking it.
+	// checking it, or taking it where the model tells without (Takes).
 	silentSleep bool
 }
 
@@ -856,6 +856,19 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 					continue
 				}
 				asleepStep = true
+			}
+		}
+		if asleepStep && e.silentSleep {
+			// Neither its successor nor its transition is looked at:
+			// only whether Apply would take it, to count it. (Had it set
+			// changed, the quiescence search below finds s not
+			// quiescent all the same.)
+			if takes, known := e.m.Takes(s, st); known {
+				if takes {
+					w.generated++
+					w.unclaimed++
+				}
+				continue
 			}
 		}
 		n, r, err := e.m.ApplyStep(s, st)
