@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"math/bits"
+	"unsafe"
 )
 
 // Encode appends a canonical encoding of the state: two states are equal
@@ -304,7 +305,7 @@ func (s *State) encRefs(b []byte, rs []OwnerRef) []byte {
 			f |= refBlockUnset
 		}
 		in := s.madeFor(r.UID)
-		implied := in != nil && r.Kind == Kinds[in.Kind].Kind && r.Name == in.Name
+		implied := in != nil && sameString(r.Kind, Kinds[in.Kind].Kind) && sameString(r.Name, in.Name)
 		if implied {
 			f |= refImplied
 		}
@@ -320,7 +321,7 @@ func (s *State) encRefs(b []byte, rs []OwnerRef) []byte {
 // set when kind, namespace and name are implied by the UID table.
 func (s *State) encIdent(b []byte, id *Identity) []byte {
 	in := s.madeFor(id.UID)
-	if in != nil && id.Kind == Kinds[in.Kind].Kind && id.Namespace == in.Namespace && id.Name == in.Name {
+	if in != nil && sameString(id.Kind, Kinds[in.Kind].Kind) && sameString(id.Namespace, in.Namespace) && sameString(id.Name, in.Name) {
 		return binary.AppendUvarint(b, uint64(id.UID)<<1|1)
 	}
 	b = binary.AppendUvarint(b, uint64(id.UID)<<1)
@@ -398,8 +399,17 @@ func objectIndex(objs []Object, uid UID) (int, bool) {
 // Copies usually share their slices, which then compare in O(1).
 func sameObject(a, b *Object) bool {
 	return a.UID == b.UID && a.Kind == b.Kind && a.RV == b.RV && a.Deleting == b.Deleting && a.Replicas == b.Replicas &&
-		a.Namespace == b.Namespace && a.Name == b.Name && a.Selector == b.Selector &&
+		sameString(a.Namespace, b.Namespace) && sameString(a.Name, b.Name) &&
+		sameString(a.Selector.Key, b.Selector.Key) && sameString(a.Selector.Value, b.Selector.Value) &&
 		sameSlice(a.Owners, b.Owners) && sameSlice(a.Finalizers, b.Finalizers) && sameSlice(a.Labels, b.Labels)
+}
+
+// sameString is a == b without a call when the two strings share their
+// bytes, as the strings of a decoded state and of the UID table it names
+// mostly do (the decoder interns them and takes implied names from the
+// table).
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 func sameSlice[T comparable](a, b []T) bool {
@@ -427,7 +437,7 @@ func (s *State) encObjectBody(b []byte, o *Object, prev *[]OwnerRef) []byte {
 		f |= objDeleting
 	}
 	in := s.madeFor(o.UID)
-	implied := in != nil && o.Namespace == in.Namespace && o.Name == in.Name
+	implied := in != nil && sameString(o.Namespace, in.Namespace) && sameString(o.Name, in.Name)
 	if implied {
 		f |= objImplied
 	}
@@ -445,7 +455,7 @@ func (s *State) encObjectBody(b []byte, o *Object, prev *[]OwnerRef) []byte {
 	if len(o.Labels) > 0 {
 		f |= objLabels
 	}
-	if o.Selector != (Label{}) {
+	if o.Selector.Key != "" || o.Selector.Value != "" { // not != Label{}, which compiles to string comparisons
 		f |= objSelector
 	}
 	if o.Replicas != 0 {
@@ -521,11 +531,10 @@ func (s *State) encQueues(b []byte, w *Watcher) []byte {
 	if n > 2 {
 		pos = s.memory().cachePositions(w.Cache)
 	}
-	for k := range w.Queues {
-		q := w.Queues[k]
-		if len(q) == 0 {
-			continue
-		}
+	// Most of the kinds' queues are empty: only those in the mask are
+	// visited.
+	for m := mask; m != 0; m &= m - 1 {
+		q := w.Queues[bits.TrailingZeros64(m)]
 		b = binary.AppendUvarint(b, uint64(len(q)))
 		for i := range q {
 			o := &q[i].Obj

@@ -144,6 +144,55 @@ func (m *Model) apply(s *State, st *Step) (Result, error) {
 	return Result{}, fmt.Errorf("unknown actor %d", st.Actor)
 }
 
+// Takes reports whether Apply takes st in s without an error, for a GC
+// delivery, relist skip, lost update, discovery sync, virtual delete
+// event or work item (attemptToDelete, attemptToOrphan): those check
+// their precondition first, and once it holds they always succeed. known
+// is false for any other step, whose Apply must be run to tell.
+func (m *Model) Takes(s *State, st *Step) (takes, known bool) {
+	if st.Actor != ActorGC {
+		return false, false
+	}
+	checked, _, _, err := m.gcPrecondition(s, st)
+	return checked && err == nil, checked
+}
+
+// gcPrecondition checks whether the GC step st may be taken in s, for the
+// steps Takes lists (checked), and returns what applyGC needs to take it:
+// the queue's kind or the item's UID.
+func (m *Model) gcPrecondition(s *State, st *Step) (checked bool, k KindID, uid UID, err error) {
+	g := &s.GC
+	switch st.Op {
+	case OpDeliver:
+		k, err = headFor(&g.Watch, st.Target)
+	case OpCoalesce:
+		if k, err = headFor(&g.Watch, st.Target); err == nil && !g.Watch.canCoalesce(k) {
+			err = notEnabled("a relist cannot skip the next %s event", st.Target)
+		}
+	case OpLose:
+		if k, err = headFor(&g.Watch, st.Target); err == nil && (!m.Bugs.Has(BugLostFirstUpdate) || g.Watch.queue(k)[0].Type != Modified) {
+			err = notEnabled("gc lose needs bug %s and a pending update", BugLostFirstUpdate)
+		}
+	case OpSync:
+		if start, stop := syncNeeded(s); len(start)+len(stop) == 0 {
+			err = notEnabled("gc sync: the monitored resources are up to date")
+		}
+	case OpDeliverVirtual:
+		if len(g.VirtualEvents) == 0 || !s.identMatches(&g.VirtualEvents[0], st) {
+			err = notEnabled("next virtual delete event is not for %s", st.Target)
+		}
+	case OpAttemptToDelete:
+		if uid, err = s.findItem(g.AttemptToDelete, st); err == nil && inFlight(g, uid) != nil {
+			err = notEnabled("%s is being processed: its writes are in flight", st.Target)
+		}
+	case OpAttemptToOrphan:
+		uid, err = s.findItem(g.AttemptToOrphan, st)
+	default:
+		return false, 0, 0, nil
+	}
+	return true, k, uid, err
+}
+
 // headFor checks that the head event of the target's kind queue is about
 // the target and returns the kind.
 func headFor(w *Watcher, t Target) (KindID, error) {
@@ -159,64 +208,29 @@ func headFor(w *Watcher, t Target) (KindID, error) {
 
 func (m *Model) applyGC(s *State, st *Step) (Result, error) {
 	g := &s.GC
-	switch st.Op {
-	case OpDeliver:
-		k, err := headFor(&g.Watch, st.Target)
+	if checked, k, uid, err := m.gcPrecondition(s, st); checked {
 		if err != nil {
 			return Result{}, err
 		}
-		m.gcDeliver(s, k)
-		return ok(200), nil
-	case OpCoalesce:
-		k, err := headFor(&g.Watch, st.Target)
-		if err != nil {
-			return Result{}, err
-		}
-		if !g.Watch.canCoalesce(k) {
-			return Result{}, notEnabled("a relist cannot skip the next %s event", st.Target)
-		}
-		s.coalesce(&g.Watch, k)
-		return ok(200), nil
-	case OpLose:
-		k, err := headFor(&g.Watch, st.Target)
-		if err != nil {
-			return Result{}, err
-		}
-		if !m.Bugs.Has(BugLostFirstUpdate) || g.Watch.queue(k)[0].Type != Modified {
-			return Result{}, notEnabled("gc lose needs bug %s and a pending update", BugLostFirstUpdate)
-		}
-		s.pop(&g.Watch, k)
-		return ok(200), nil
-	case OpSync:
-		if start, stop := syncNeeded(s); len(start)+len(stop) == 0 {
-			return Result{}, notEnabled("gc sync: the monitored resources are up to date")
-		}
-		m.gcSync(s)
-		return ok(200), nil
-	case OpDeliverVirtual:
-		if len(g.VirtualEvents) == 0 || !s.identMatches(&g.VirtualEvents[0], st) {
-			return Result{}, notEnabled("next virtual delete event is not for %s", st.Target)
-		}
-		m.gcDeliverVirtual(s)
-		return ok(200), nil
-	case OpAttemptToDelete, OpAttemptToOrphan:
-		set := g.AttemptToDelete
-		if st.Op == OpAttemptToOrphan {
-			set = g.AttemptToOrphan
-		}
-		uid, err := s.findItem(set, st)
-		if err != nil {
-			return Result{}, err
-		}
-		if st.Op == OpAttemptToOrphan {
+		switch st.Op {
+		case OpDeliver:
+			m.gcDeliver(s, k)
+		case OpCoalesce:
+			s.coalesce(&g.Watch, k)
+		case OpLose:
+			s.pop(&g.Watch, k)
+		case OpSync:
+			m.gcSync(s)
+		case OpDeliverVirtual:
+			m.gcDeliverVirtual(s)
+		case OpAttemptToOrphan:
 			m.attemptToOrphan(s, uid)
-			return ok(200), nil
+		case OpAttemptToDelete:
+			m.attemptToDelete(s, uid)
 		}
-		if inFlight(g, uid) != nil {
-			return Result{}, notEnabled("%s is being processed: its writes are in flight", st.Target)
-		}
-		m.attemptToDelete(s, uid)
 		return ok(200), nil
+	}
+	switch st.Op {
 	case OpSend:
 		var uid UID
 		for _, f := range g.InFlight {

@@ -190,9 +190,14 @@ func sleepAfter(infos []sleepStep, c *sleepStep, n *model.State, zp sleepMask) s
 // sets: it asks for them, has no constraints, and the properties are such
 // that a GC-sleepable step can neither break nor witness one.
 func reductionApplies(scope Scope) bool {
-	if !scope.Reduction || len(scope.Constraints) > 0 {
-		return false
-	}
+	return scope.Reduction && len(scope.Constraints) == 0 && sleepersSilent()
+}
+
+// sleepersSilent reports whether the properties are such that a
+// GC-sleepable step, which leaves the store as it was, can neither break
+// nor witness one: each is StoreOnly, Quiescent, or has Steps that
+// rejects every sleepable op.
+func sleepersSilent() bool {
 	probe := []model.Step{}
 	for _, op := range []model.Op{model.OpDeliver, model.OpDeliverVirtual, model.OpLose, model.OpSync, model.OpAttemptToDelete} {
 		probe = append(probe, model.Step{Actor: model.ActorGC, Op: op})
