@@ -60,8 +60,12 @@ store as it was, an informer delivery, a virtual event, a discovery sync or an
 attemptToDelete pass, is not taken right after a step it commutes with when
 the search takes it before that step instead): the same distinct states,
 violations and counterexamples, fewer transitions; the output says how many
-were skipped. --no-reduction searches it unreduced; --reduction searches a
-preset or custom scope with it too (by default they are searched unreduced).
+were skipped. --reduction searches a preset or custom scope with it too (by
+default they are searched unreduced: every transition taken and counted, but
+the successor of a step the sleep sets put to sleep, reached elsewhere by the
+same path, is not claimed again). --no-reduction is the plain search: no sleep
+sets at all, every transition applied, checked and claimed; it does not rest
+on the independence relation, so it is the oracle for the other two.
 
 --shard i/n explores only every n-th of a universe's initial graphs from the
 i-th; --shards n takes i from $JOB_COMPLETION_INDEX, as in an Indexed Job's
@@ -106,7 +110,7 @@ Examples:
 	fl.StringArrayVar(&f.expect, "expect", nil, "reachability property the scope must witness (repeatable)")
 	fl.BoolVar(&f.coalesce, "coalesce", false, "let informer relists skip superseded events (presets set their own)")
 	fl.BoolVar(&f.noSymmetry, "no-symmetry", false, "do not merge states that differ only in UID assignment")
-	fl.BoolVar(&f.noReduction, "no-reduction", false, "search a universe without partial-order reduction (sleep sets; presets and custom scopes use it only with --reduction)")
+	fl.BoolVar(&f.noReduction, "no-reduction", false, "the plain search: no partial-order reduction (sleep sets) of any kind, every transition applied, checked and claimed; a universe uses reduction unless this, a preset or custom scope only with --reduction, and otherwise skips only the claims of successors the sleep sets prove reached elsewhere")
 	fl.BoolVar(&f.reduction, "reduction", false, "search a preset or custom scope with partial-order reduction too (sleep sets; the same states and counterexamples, fewer transitions; universes use it unless --no-reduction)")
 	fl.IntVar(&f.maxDepth, "max-depth", 0, "stop expanding at this depth (0: unbounded)")
 	fl.IntVar(&f.maxStates, "max-states", 0, "stop after this many distinct states (0: unbounded)")
@@ -160,7 +164,9 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 	if !f.quiet {
 		fmt.Fprintln(stderr, "check: "+releaseNote(scope.Release))
 	}
-	opts := check.Options{Workers: f.workers}
+	// --no-reduction is the plain search: no sleep sets at all, not even
+	// the unreduced search's skipped claims (check.Options.Plain)
+	opts := check.Options{Workers: f.workers, Plain: f.noReduction}
 	if !f.quiet {
 		opts.Progress = func(p check.Progress) {
 			fmt.Fprintf(stderr, "check %s: states=%d distinct=%d depth=%d queue=%d %.0f distinct/s\n", scope.Name, p.Generated, p.Distinct, p.Depth, p.Queue, p.StatesPerSecond())

@@ -23,10 +23,14 @@ type Options struct {
 	Progress      func(Progress)
 	ProgressEvery time.Duration
 
-	// claimSleeping, for tests: an unreduced search claims the successors
-	// of sleeping steps as well (see explorer.sleep), as it did before it
-	// kept sleep sets.
-	claimSleeping bool
+	// Plain searches with no sleep sets at all: every transition is
+	// applied, checked and its successor claimed, where a search without
+	// Scope.Reduction otherwise skips the claim (and, where no property
+	// can notice, the step) of a sleeping step's successor (see
+	// explorer.sleep). The plain search is the oracle the sleep sets are
+	// tested against (`cascade check --no-reduction`): it does not rest on
+	// the independence relation. It overrides Scope.Reduction.
+	Plain bool
 }
 
 // Progress is a snapshot of a running exploration.
@@ -504,8 +508,8 @@ func Run(scope Scope, opts Options) (*Result, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	e.reduce = reductionApplies(scope)
-	e.sleep = e.reduce || (len(scope.Constraints) == 0 && !opts.claimSleeping)
+	e.reduce = reductionApplies(scope) && !opts.Plain
+	e.sleep = e.reduce || (len(scope.Constraints) == 0 && !opts.Plain)
 	e.silentSleep = e.sleep && sleepersSilent()
 	e.seen = newSeenTable(workers, e.sleep)
 	start := time.Now()

@@ -22,7 +22,7 @@ func TestSleepingClaimsChangeNothing(t *testing.T) {
 	for _, s := range reductionSample(t) {
 		s.Reduction = false
 		for _, workers := range []int{1, 2} {
-			plain, err := Run(s, Options{Workers: workers, claimSleeping: true})
+			plain, err := Run(s, Options{Workers: workers, Plain: true})
 			if err != nil {
 				t.Fatal(err)
 			}
