@@ -267,7 +267,7 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 			return nil, "the delete succeeded although validation refuses its options: " + deny
 		}
 		if c.protection {
-			if deny := protectionDenial(s, cur); deny != "" {
+			if deny := c.protectionDenial(s, cur, in); deny != "" {
 				return nil, fmt.Sprintf("the delete of %s succeeded although the deletion-protection webhook denies it: %s [%s]",
 					in.key, deny, model.PropProtectionHolds)
 			}
