@@ -390,8 +390,11 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 			return &violation{PropGCWrites, fmt.Sprintf("gc added finalizer %q to %s", f, in.key), "", ""}
 		}
 	}
+	// finalizers put on after the version the write checked went with
+	// the API server's removal, not the GC's write (emptiedRemoval)
+	late, _ := c.laterFinalizers(cur, in)
 	for _, f := range d.Finalizers {
-		if slices.Contains(after, f) {
+		if slices.Contains(after, f) || slices.Contains(late, f) {
 			continue
 		}
 		if v := viewOf(d); model.GCFinalizerDenial(&v, f) != "" {
