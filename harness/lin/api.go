@@ -105,13 +105,7 @@ func (c *checker) laterFinalizers(cur *entry, in *input) (fins []string, by mark
 		return nil, by
 	}
 	for _, f := range cur.obj.Finalizers {
-		m := noMark
-		switch f {
-		case model.FinalizerOrphan:
-			m = cur.prov.orphan
-		case model.FinalizerForeground:
-			m = cur.prov.fg
-		}
+		m := cur.prov.putOn(f)
 		if rv, ok := c.writtenVersion(m, cur.obj.UID); ok && rv > pre.rv {
 			fins = append(fins, f)
 			if by < 0 || c.ins[m].ret > c.ins[by].ret {
@@ -427,13 +421,7 @@ func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pr
 	case model.GracefulDelete(k):
 		var by []mark
 		for _, f := range fins {
-			m := noMark
-			switch f {
-			case model.FinalizerOrphan:
-				m = cur.prov.orphan
-			case model.FinalizerForeground:
-				m = cur.prov.fg
-			}
+			m := cur.prov.putOn(f)
 			if m < 0 || c.ins[m].ret <= in.op.Call || c.ins[m].op.Verb != history.Delete && c.ins[m].op.Verb != history.Observed {
 				return v
 			}
