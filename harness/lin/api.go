@@ -96,13 +96,19 @@ func (c *checker) update(s *store, cur *entry, in *input) ([]outcome, string) {
 // then removed whatever version was current (see update). Only a
 // DELETE's GC finalizer (orphan, foregroundDeletion) can be put on an
 // object being deleted, and its provenance names the write: by is the
-// latest such write. None without provenance, a precondition or a known
-// version.
+// latest such write. None without a precondition or a known version.
+// Without provenance (the strict pass) every GC finalizer may be one, by
+// noMark: the strict pass then fails, and the lenient pass decides.
 func (c *checker) laterFinalizers(cur *entry, in *input) (fins []string, by mark) {
 	by = noMark
 	pre := preconditionsOf(in.op)
-	if !in.op.Removed || !pre.rvSet || !cur.known() || cur.prov == nil || cur.flags&rvUnknown != 0 || pre.rv >= cur.obj.RV {
+	if !in.op.Removed || !pre.rvSet || !cur.known() || cur.flags&rvUnknown != 0 || pre.rv >= cur.obj.RV {
 		return nil, by
+	}
+	if cur.prov == nil {
+		return slices.DeleteFunc(slices.Clone(cur.obj.Finalizers), func(f string) bool {
+			return f != model.FinalizerOrphan && f != model.FinalizerForeground
+		}), by
 	}
 	for _, f := range cur.obj.Finalizers {
 		m := cur.prov.putOn(f)
@@ -126,8 +132,12 @@ func (c *checker) laterFinalizers(cur *entry, in *input) (fins []string, by mark
 // one the DELETE wrote, and the removal linearizes after that DELETE.
 func (c *checker) emptiedRemoval(cur *entry, in *input) *violation {
 	fins, by := c.laterFinalizers(cur, in)
-	if len(fins) == 0 {
+	switch {
+	case len(fins) == 0:
 		return nil
+	case by < 0:
+		return &violation{model.PropNoRemovalWithFinalizers, fmt.Sprintf("the %s removed the object while finalizers %v remained, which a write may have put on after the rv %d its precondition checked",
+			in.op.Verb, fins, preconditionsOf(in.op).rv), "", ""}
 	}
 	v := &violation{model.PropNoRemovalWithFinalizers, fmt.Sprintf("the %s removed the object while finalizers %v remained, which op %d put on at rv %d, after the rv %d its precondition checked",
 		in.op.Verb, fins, by, c.ops[by].Got.RV, preconditionsOf(in.op).rv), "", ""}

@@ -81,3 +81,38 @@ func TestUpdateRemovalAfterFinalizerAdded(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdateRemovalAfterAnotherWrite: a client's update that empties
+// the finalizers of the version it checked removes the object where it
+// lands; a write in between that put no finalizer on changes nothing
+// (no violation, no known race), a DELETE that put orphan on makes the
+// removal the known emptied-finalizers-removal, whoever sent the update.
+func TestUpdateRemovalAfterAnotherWrite(t *testing.T) {
+	const hold = "cascade.dev/hold"
+	a := key("pv", "a")
+	for _, orphan := range []bool{false, true} {
+		b := newBuilder(t)
+		b.create("client-0", a, 0, 10*ms, []string{hold})
+		b.del("client-0", a, 11*ms, 15*ms, "Background")
+		checked := *b.live[a]
+		if orphan {
+			b.del("client-1", a, 30*ms, 40*ms, "Orphan")
+		} else {
+			b.write("client-1", a, 30*ms, 40*ms, label("app", "web"))
+		}
+		got := checked
+		got.Finalizers = nil
+		p := b.add(history.Op{Actor: "client-0", Verb: history.Patch, Kind: a.Kind, Name: a.Name,
+			Sent: &history.Object{RV: checked.RV}, Code: 200, Got: &got, Removed: true, Call: 20 * ms, Return: 60 * ms})
+		delete(b.live, a)
+		r := b.check()
+		if !orphan {
+			expectOk(t, r)
+			continue
+		}
+		expectKnown(t, r, p, model.KnownEmptiedFinalizersRemoval)
+		if k := r.Known[0]; k.Property != model.PropNoRemovalWithFinalizers || !contains(k.Message, "finalizers [orphan] remained, which op 2 put on") {
+			t.Errorf("known finding: %+v", k)
+		}
+	}
+}
