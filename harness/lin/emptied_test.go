@@ -63,11 +63,7 @@ func TestUpdateRemovalAfterFinalizerAdded(t *testing.T) {
 			if tc.checkedOrphan {
 				checked = *b.live[a]
 			}
-			got := checked
-			got.Finalizers = nil
-			gc := b.add(history.Op{Actor: "gc", Verb: history.Patch, Kind: a.Kind, Name: a.Name,
-				Sent: &history.Object{RV: checked.RV}, Code: 200, Got: &got, Removed: true, Call: 200 * ms, Return: 250 * ms})
-			delete(b.live, a)
+			gc := b.emptying("gc", a, &checked, 200*ms, 250*ms)
 			r := b.check()
 			if tc.checkedOrphan {
 				expectIllegal(t, r, gc, model.PropOrphanRespected, "gc removed orphan from pv/a while pv/c still references it")
@@ -100,11 +96,7 @@ func TestUpdateRemovalAfterAnotherWrite(t *testing.T) {
 		} else {
 			b.write("client-1", a, 30*ms, 40*ms, label("app", "web"))
 		}
-		got := checked
-		got.Finalizers = nil
-		p := b.add(history.Op{Actor: "client-0", Verb: history.Patch, Kind: a.Kind, Name: a.Name,
-			Sent: &history.Object{RV: checked.RV}, Code: 200, Got: &got, Removed: true, Call: 20 * ms, Return: 60 * ms})
-		delete(b.live, a)
+		p := b.emptying("client-0", a, &checked, 20*ms, 60*ms)
 		r := b.check()
 		if !orphan {
 			expectOk(t, r)
@@ -115,4 +107,16 @@ func TestUpdateRemovalAfterAnotherWrite(t *testing.T) {
 			t.Errorf("known finding: %+v", k)
 		}
 	}
+}
+
+// emptying appends actor's patch of k that empties the finalizers of the
+// version checked, its resourceVersion precondition, and removes the
+// object where it lands (Store.Update's deleteWithoutFinalizers),
+// answering the patched version as kube-apiserver does.
+func (b *builder) emptying(actor string, k history.Key, checked *history.Object, call, ret int64) int {
+	got := *checked
+	got.Finalizers = nil
+	delete(b.live, k)
+	return b.add(history.Op{Actor: actor, Verb: history.Patch, Kind: k.Kind, Namespace: k.Namespace, Name: k.Name,
+		Sent: &history.Object{RV: checked.RV}, Code: 200, Got: &got, Removed: true, Call: call, Return: ret})
 }
