@@ -90,6 +90,9 @@ const (
 	// Namespace before another DELETE started its deletion acts as the
 	// first.
 	KnownNamespaceDeleteRead = "namespace-delete-read"
+	// KnownEmptiedFinalizersRemoval: an update that emptied the
+	// finalizers of the version it checked removes a later one.
+	KnownEmptiedFinalizersRemoval = "emptied-finalizers-removal"
 )
 
 // harness/lin's own rules (lin.Prop*), which entries relax by name, and
@@ -158,7 +161,8 @@ var KnownRaces = []KnownRace{
 		Fixtures: []string{"traces/races/kubernetes-26120.trace", "harness/lin.TestKnownOrphanRace", "harness/lin.TestKnownForegroundRace",
 			"harness/lin.TestUnobservedDependentOnDeliveries",
 			"harness/lin.TestForegroundDecidedBeforeDependentsOnDeliveries", "harness/lin.TestOrphanDecidedBeforeRetriesOnDeliveries",
-			"harness/lin.TestOrphanTakesDependentsOnOwnersEvent", "harness/lin.TestOrphanMissesAnotherInformersReference"},
+			"harness/lin.TestOrphanTakesDependentsOnOwnersEvent", "harness/lin.TestOrphanMissesAnotherInformersReference",
+			"harness/lin.TestOrphanMissesReferenceLoggedTwice"},
 		Doc: "The GC processes an owner's orphan or foreground deletion before it has observed a dependent's reference, so attemptToOrphan or processDeletingDependentsItem misses the dependent."},
 	{ID: KnownPolicySwitch, Upstream: "kubernetes#32339, fixed by #32354 on the update path only: a DELETE still re-chooses the GC finalizer of a deletion under way",
 		Relaxes:  []string{PropOrphanRespected, PropNoSolidOwnerCollected, knownLinGCWrites, knownLinResolvable},
@@ -268,6 +272,12 @@ var KnownRaces = []KnownRace{
 		Sites:    []string{"lin delete"},
 		Fixtures: []string{"harness/lin.TestNamespaceDeleteRead"},
 		Doc:      "Two DELETEs of one Namespace sent before either landed both read it not yet Terminating; the one that lands second re-chooses orphan or foregroundDeletion on the deletion the first started, where a DELETE of a Terminating Namespace changes nothing."},
+	{ID: KnownEmptiedFinalizersRemoval, Upstream: "k8s.io/apiserver registry Store.Update (every release from v1.31 to v1.37): an update that empties the finalizers of an object being deleted (kubernetes#77952's delete-during-update) checks its preconditions and ShouldDeleteDuringUpdate in GuaranteedUpdate, then deleteWithoutFinalizers calls Storage.Delete with the update's preconditions, none for a PATCH (defaultUpdatedObjectInfo.Preconditions), which removes whatever version is current; the flaw kubernetes#77988 reports for Store.Delete, on the update path (no upstream issue found; found by cascade fuzz --target upstream --write-delay 200ms --seed 32)",
+		Relaxes:  []string{PropNoRemovalWithFinalizers},
+		Evidence: []Evidence{EvidenceAuditOrder},
+		Sites:    []string{"lin update"},
+		Fixtures: []string{"harness/lin.TestUpdateRemovalAfterFinalizerAdded"},
+		Doc:      "A write removes the last finalizers of the version its resourceVersion precondition names (the GC's removeFinalizer of foregroundDeletion, say); before its removal a DELETE puts a GC finalizer on (switching the deletion to orphan, kubernetes#32339), and the removal takes the object with that finalizer: the orphan deletion's dependents are then collected, not orphaned."},
 }
 
 // KnownRaceByID finds an entry.

@@ -58,7 +58,7 @@ func (c *checker) update(s *store, cur *entry, in *input) ([]outcome, string) {
 		got := op.Got
 		if got == nil {
 			if op.Removed {
-				return []outcome{{changed: true, applied: true}}, ""
+				return []outcome{{changed: true, applied: true, v: c.emptiedRemoval(cur, in)}}, ""
 			}
 			obj := *cur.obj
 			return []outcome{{e: c.vague(s, cur, in, &obj, cur.flags|rvUnknown|contentUnknown), changed: true, applied: true}}, ""
@@ -80,13 +80,72 @@ func (c *checker) update(s *store, cur *entry, in *input) ([]outcome, string) {
 			return nil, why
 		}
 		if op.Removed {
-			return []outcome{{changed: true, applied: true}}, ""
+			return []outcome{{changed: true, applied: true, v: c.emptiedRemoval(cur, in)}}, ""
 		}
 		return []outcome{{e: c.entryFor(s, cur, in, got, h, 0), changed: true, applied: true}}, ""
 	case op.Code == 404 || op.Code == 409:
 		return c.refused(s, cur, in, pre, model.VerbUpdate)
 	}
 	return []outcome{unchanged}, ""
+}
+
+// laterFinalizers are the finalizers of cur's object that a write put
+// on after the version the resourceVersion precondition of in names, an
+// update or patch that removed the object: it emptied the finalizers of
+// the version it checked, and Store.Update's deleteWithoutFinalizers
+// then removed whatever version was current (see update). Only a
+// DELETE's GC finalizer (orphan, foregroundDeletion) can be put on an
+// object being deleted, and its provenance names the write: by is the
+// latest such write. None without a precondition or a known version.
+// Without provenance (the strict pass) every GC finalizer may be one, by
+// noMark: the strict pass then fails, and the lenient pass decides.
+func (c *checker) laterFinalizers(cur *entry, in *input) (fins []string, by mark) {
+	by = noMark
+	pre := preconditionsOf(in.op)
+	if !in.op.Removed || !pre.rvSet || !cur.known() || cur.flags&rvUnknown != 0 || pre.rv >= cur.obj.RV {
+		return nil, by
+	}
+	if cur.prov == nil {
+		return slices.DeleteFunc(slices.Clone(cur.obj.Finalizers), func(f string) bool {
+			return f != model.FinalizerOrphan && f != model.FinalizerForeground
+		}), by
+	}
+	for _, f := range cur.obj.Finalizers {
+		m := cur.prov.putOn(f)
+		if rv, ok := c.writtenVersion(m, cur.obj.UID); ok && rv > pre.rv {
+			fins = append(fins, f)
+			if by < 0 || c.ins[m].ret > c.ins[by].ret {
+				by = m
+			}
+		}
+	}
+	return fins, by
+}
+
+// emptiedRemoval checks an update or patch that removed the object on
+// cur: it may not take finalizers no write removed, but Store.Update
+// checks the version its precondition names, finds the finalizers
+// emptied, and removes the object in a second storage transaction
+// without one, so a GC finalizer a DELETE put on in between goes too.
+// That is the known race model.KnownEmptiedFinalizersRemoval, on the
+// history's own evidence: the precondition names a version before the
+// one the DELETE wrote, and the removal linearizes after that DELETE.
+func (c *checker) emptiedRemoval(cur *entry, in *input) *violation {
+	fins, by := c.laterFinalizers(cur, in)
+	switch {
+	case len(fins) == 0:
+		return nil
+	case by < 0:
+		return &violation{model.PropNoRemovalWithFinalizers, fmt.Sprintf("the %s removed the object while finalizers %v remained, which a write may have put on after the rv %d its precondition checked",
+			in.op.Verb, fins, preconditionsOf(in.op).rv), "", ""}
+	}
+	v := &violation{model.PropNoRemovalWithFinalizers, fmt.Sprintf("the %s removed the object while finalizers %v remained, which op %d put on at rv %d, after the rv %d its precondition checked",
+		in.op.Verb, fins, by, c.ops[by].Got.RV, preconditionsOf(in.op).rv), "", ""}
+	if c.lenient {
+		v.known, v.basis = model.Excuse(model.KnownEmptiedFinalizersRemoval), basisOrder
+		v.message += "; it emptied the finalizers of the version it checked, and Store.Update's deleteWithoutFinalizers removed the version then current"
+	}
+	return v
 }
 
 // answers is model.PreconditionAnswers of a write of verb with pre on
@@ -267,7 +326,7 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 			return nil, "the delete succeeded although validation refuses its options: " + deny
 		}
 		if c.protection {
-			if deny := protectionDenial(s, cur); deny != "" {
+			if deny := c.protectionDenial(s, cur, in); deny != "" {
 				return nil, fmt.Sprintf("the delete of %s succeeded although the deletion-protection webhook denies it: %s [%s]",
 					in.key, deny, model.PropProtectionHolds)
 			}
@@ -372,13 +431,7 @@ func (c *checker) removal(cur *entry, in *input, opts *history.DeleteOptions, pr
 	case model.GracefulDelete(k):
 		var by []mark
 		for _, f := range fins {
-			m := noMark
-			switch f {
-			case model.FinalizerOrphan:
-				m = cur.prov.orphan
-			case model.FinalizerForeground:
-				m = cur.prov.fg
-			}
+			m := cur.prov.putOn(f)
 			if m < 0 || c.ins[m].ret <= in.op.Call || c.ins[m].op.Verb != history.Delete && c.ins[m].op.Verb != history.Observed {
 				return v
 			}

@@ -2,6 +2,7 @@ package lin
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -92,13 +93,26 @@ func viewOf(o *history.Object) model.View {
 // ptr returns a pointer to a copy of v.
 func ptr[T any](v T) *T { return &v }
 
-// protectionDenial is model.ProtectionDenial of a DELETE of cur in s:
-// why the deletion-protection webhook denies it, or "". The dependents
+// protectionDenial is model.ProtectionDenial of the DELETE in of cur in
+// s: why the deletion-protection webhook denies it, or "". The dependents
 // counted are those s knows for certain (entries with known content, and
 // cur's UID known for references to it), so the count is a lower bound:
 // a denial this returns is one the webhook owes. "" when cur's content is
 // unknown.
-func protectionDenial(s *store, cur *entry) string {
+//
+// The webhook reads the dependents when the API server calls it, after
+// the DELETE arrived and before the removal (impl/webhook LISTs the API
+// server live; etcd3's conditionalDelete runs admission before its
+// transaction), not at the removal, where the DELETE linearizes. So a
+// dependent counts only when what makes it one was in place before the
+// DELETE was sent: the write that last set its reference to cur (a
+// Namespace's or a CRD's dependents: the create that made it) returned
+// before in's Call. (Found by `cascade fuzz --target upstream
+// --write-delay 200ms --seed 32`: a Pod created with a reference to a
+// Cascading Job while the Job's DELETE was in flight.) Entries without
+// provenance (the strict pass) count whatever their writes' times, a
+// stricter rule the lenient pass, which has it, corrects.
+func (c *checker) protectionDenial(s *store, cur *entry, in *input) string {
 	if !cur.known() {
 		return ""
 	}
@@ -107,17 +121,41 @@ func protectionDenial(s *store, cur *entry) string {
 		return ""
 	}
 	uidKnown := cur.flags&uidUnknown == 0
+	k := cur.obj.Kind.Info().Kind
+	byCreate := k == "Namespace" || k == "CustomResourceDefinition"
 	deps := func(yield func(*model.View, bool) bool) {
 		s.each(func(e *entry) bool {
 			if e == cur || !e.known() {
 				return true
 			}
-			_, refers := findRef(e.obj.Owners, cur.obj.UID)
+			j := slices.IndexFunc(e.obj.Owners, func(r history.Ref) bool { return r.UID == cur.obj.UID })
+			if (j >= 0 || byCreate) && !c.settledBefore(e, j, byCreate, in.op.Call) {
+				return true
+			}
 			v := viewOf(e.obj)
-			return yield(&v, refers && uidKnown)
+			return yield(&v, j >= 0 && uidKnown)
 		})
 	}
 	return model.ProtectionDenial(&o, model.ActiveDependents(&o, deps))
+}
+
+// settledBefore reports whether e was a dependent before the instant t:
+// the write that last set its reference j returned before t or, byCreate
+// (a Namespace's Pod, a CRD's custom resource), the create that made it
+// did. True for an entry without provenance (strict mode); false when
+// the history shows no such write.
+func (c *checker) settledBefore(e *entry, j int, byCreate bool, t int64) bool {
+	if e.prov == nil {
+		return true
+	}
+	m := noMark
+	switch {
+	case byCreate:
+		m = c.createOf(e.obj.UID)
+	case j < len(e.prov.refs):
+		m = e.prov.refs[j].by
+	}
+	return m >= 0 && c.ins[m].ret < t
 }
 
 // webhookDenial reports a refusal by a validating admission webhook.

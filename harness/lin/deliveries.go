@@ -3,6 +3,7 @@ package lin
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/model"
@@ -235,6 +236,11 @@ func (c *checker) gcSent(in *input) int64 {
 // removeFinalizer's retry.RetryOnConflict.
 const removeFinalizerTries = 4
 
+// retryGap bounds the time from a try's Conflict to the next try's GET:
+// retry.DefaultBackoff sleeps 10, 50 and 250 ms (±10%) between tries;
+// the rest is slack for a loaded machine.
+const retryGap = int64(time.Second)
+
 // decidedBeforeRetries finds the first GET of removeFinalizer's retry
 // loop that ended with the patch rs[w]: the GC decided on its graph
 // (attemptToOrphan's dependents, processDeletingDependentsItem's
@@ -242,11 +248,17 @@ const removeFinalizerTries = 4
 // was not refused with a Conflict. So the GC's requests of the object
 // just before the patch, in the order the proxy got them, alternate
 // GET (answering uid) and patch refused with 409, each answered before
-// the next was got. A new decision begins such a chain only after a loop
-// gave up, after removeFinalizerTries conflicts; so a maximal chain of
-// at most removeFinalizerTries tries is one decision's, and its first
-// GET bounds it. ok is false when rs[w] is not a patch just after a GET,
-// or the chain is longer (it may hold two decisions).
+// the next was got, the next try's GET within retryGap of the Conflict;
+// GETs of other workers (attemptToDelete looking the object up as an
+// owner) may come between a Conflict and the next try, and are passed
+// over (found by `cascade fuzz --target upstream --write-delay 200ms
+// --checks 200 --seed 7741`, run 120: two such GETs of a Namespace, one
+// got 63 µs before the proxy handed the Conflict back). A new decision
+// begins such a chain only after a loop gave up, after
+// removeFinalizerTries conflicts; so a chain of at most
+// removeFinalizerTries tries is one decision's, and its first GET bounds
+// it. ok is false when rs[w] is not a patch just after a GET, or the
+// chain is longer (it may hold two decisions).
 func decidedBeforeRetries(rs []history.GCRequest, w int, uid string) (first int, ok bool) {
 	if rs[w].Verb != "patch" {
 		return 0, false
@@ -255,14 +267,22 @@ func decidedBeforeRetries(rs []history.GCRequest, w int, uid string) (first int,
 		return i >= 0 && rs[i].Verb == "get" && rs[i].Code == 200 && rs[i].UID == uid && rs[i].Answered <= rs[next].Received
 	}
 	conflict := func(i, next int) bool {
-		return i >= 0 && rs[i].Verb == "patch" && rs[i].Code == 409 && rs[i].Answered <= rs[next].Received
+		return i >= 0 && rs[i].Verb == "patch" && rs[i].Code == 409 && rs[i].Answered <= rs[next].Received &&
+			rs[next].Received-rs[i].Answered <= retryGap
 	}
 	if !get(w-1, w) {
 		return 0, false
 	}
 	first, tries := w-1, 1
-	for conflict(first-1, first) && get(first-2, first-1) {
-		first, tries = first-2, tries+1
+	for {
+		p := first - 1
+		for p >= 0 && rs[p].Verb == "get" {
+			p-- // another worker's
+		}
+		if !conflict(p, first) || !get(p-1, p) {
+			break
+		}
+		first, tries = p-1, tries+1
 	}
 	return first, tries <= removeFinalizerTries
 }

@@ -82,16 +82,20 @@ func TestOrphanDecidedBeforeRetriesOnDeliveries(t *testing.T) {
 		pAt       int64 // pod p's ADDED handed to the GC's informers, µs
 		conflicts int   // patches refused with a Conflict before the one that lands
 		known     bool
+		// foreign: another worker's GET of d between each Conflict and
+		// the next try (seed 7741, run 120)
+		foreign bool
 	}{
-		{"pod handed on between two tries of one decision", 20465, 1, true},
+		{"pod handed on between two tries of one decision", 20465, 1, true, false},
+		{"another worker's GET between the tries", 20465, 1, true, true},
 		// attemptToOrphanWorker takes the dependents as soon as the
 		// owner's orphan deletion (handed on at 1000 µs) is in the
 		// graph, so only a pod handed on before that is surely seen
 		// (TestOrphanTakesDependentsOnOwnersEvent)
-		{"pod handed on before the owner's orphan deletion", 800, 1, false},
+		{"pod handed on before the owner's orphan deletion", 800, 1, false, false},
 		// five tries are more than one RetryOnConflict makes: the last
 		// GET may begin a new decision, made with p
-		{"pod handed on before the last of five tries", 20465, 4, false},
+		{"pod handed on before the last of five tries", 20465, 4, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBuilder(t)
@@ -110,6 +114,9 @@ func TestOrphanDecidedBeforeRetriesOnDeliveries(t *testing.T) {
 				if i == 0 {
 					b.create("controller/replicaset-controller", p, 10500*us, 20000*us, nil, b.ref(d, true, true))
 					b.delivered(p, tc.pAt*us)
+				}
+				if tc.foreign {
+					b.requested("gc", "get", d, (at+25000)*us, (at+26000)*us)
 				}
 				at += 29100
 			}

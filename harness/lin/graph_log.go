@@ -19,23 +19,33 @@ import (
 // that order exactly.
 
 // applied is one event of one object the graph builder began to apply,
-// paired with the delivery that carried it.
+// paired with the delivery that carried it. When the graph builder logs
+// each event k times (one line per event handler its monitors
+// registered on the informer: a custom resource whose CRD was deleted
+// and created again keeps its stopped monitor's handler, the
+// stopped-monitor race), the i-th event's first line, the one that
+// changed the graph, is among the object's lines i to k·i: each handler
+// hands the events on in order, so at least i lines come before it, and
+// only copies of the i earlier events, at most k·i. seq and at are the
+// first bound's, seqLate and atLate the second's (equal when k is 1).
 type applied struct {
-	rv      uint64
-	deleted bool
-	seq     int   // place in the log
-	at      int64 // klog stamp: the graph builder began at or after it
+	rv           uint64
+	deleted      bool
+	seq, seqLate int   // place in the log
+	at, atLate   int64 // klog stamp: the graph builder began at or after it
 }
 
 // appliedByUID pairs each object's graph builder lines (leaving out the
 // virtual ones, which no delivery carried) with its deliveries, in order:
 // an informer and the graph builder's queue keep one object's events in
-// order, and the GC's event handlers queue one graph change per event
-// (graph_builder.go controllerFor). An object whose lines and deliveries
-// do not pair one to one (not as many, or a delete paired with an
-// update) is left out, so that the log proves nothing about it: a
-// relist hands objects on in a LIST, which the delivery record does not
-// hold, and a restarted kube-controller-manager lists everything again.
+// order, and each of the GC's event handlers queues one graph change per
+// event (graph_builder.go controllerFor). An object whose lines are k
+// times its deliveries (k handlers, see applied) pairs with bounds; one
+// whose lines do not pair (not a multiple, or deletes not k times the
+// deleted deliveries, or with k = 1 a delete paired with an update) is
+// left out, so that the log proves nothing about it: a relist hands
+// objects on in a LIST, which the delivery record does not hold, and a
+// restarted kube-controller-manager lists everything again.
 func appliedByUID(log []history.Processed, delivered map[string][]history.Delivery) map[string][]applied {
 	lines := map[string][]history.Processed{}
 	for _, p := range log {
@@ -46,19 +56,30 @@ func appliedByUID(log []history.Processed, delivered map[string][]history.Delive
 	out := map[string][]applied{}
 	for uid, ls := range lines {
 		ds := delivered[uid]
-		if len(ds) != len(ls) {
+		if len(ds) == 0 || len(ls)%len(ds) != 0 {
 			continue
 		}
-		as := make([]applied, len(ls))
-		ok := true
+		k := len(ls) / len(ds)
+		deletes := 0
 		for i := range ls {
-			if ls[i].Deleted != ds[i].Deleted {
+			if ls[i].Deleted {
+				deletes++
+			}
+		}
+		as := make([]applied, len(ds))
+		ok := true
+		for i := range ds {
+			if ds[i].Deleted {
+				deletes -= k
+			}
+			first, late := ls[i], ls[k*i]
+			if k == 1 && first.Deleted != ds[i].Deleted {
 				ok = false
 				break
 			}
-			as[i] = applied{rv: ds[i].RV, deleted: ds[i].Deleted, seq: ls[i].Seq, at: ls[i].At}
+			as[i] = applied{rv: ds[i].RV, deleted: ds[i].Deleted, seq: first.Seq, seqLate: late.Seq, at: first.At, atLate: late.At}
 		}
-		if ok {
+		if ok && deletes == 0 {
 			out[uid] = as
 		}
 	}
@@ -100,10 +121,23 @@ func (c *checker) refSeen(d depRef, owner string, m mark, taken int64, atEvent b
 			if ref, found, paired := c.firstApplied(d.e.obj.UID, rv); paired {
 				if orv, ok := c.writtenVersion(m, owner); ok && atEvent {
 					if ev, evFound, _ := c.firstApplied(owner, orv); evFound {
-						return found && ref.seq < ev.seq, true
+						switch {
+						case !found || ref.seq > ev.seqLate:
+							return false, true
+						case ref.seqLate < ev.seq:
+							return true, true
+						}
+						// the bounds overlap: the log cannot tell
+						return !c.undelivered(d, taken), false
 					}
 				}
-				return found && ref.at < taken, true
+				switch {
+				case !found || ref.at >= taken:
+					return false, true
+				case ref.atLate < taken:
+					return true, true
+				}
+				return !c.undelivered(d, taken), false
 			}
 		}
 	}

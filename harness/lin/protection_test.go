@@ -118,3 +118,49 @@ func TestProtectionDenialPermitted(t *testing.T) {
 		}
 	}
 }
+
+// TestCascadingProtectionReadsBeforeTheDelete: the deletion-protection
+// webhook counts an object's dependents when the API server calls it,
+// after the DELETE arrived and before the removal it then makes (its
+// LISTs read the API server live), so a dependent whose reference came
+// from a write still in flight when the DELETE was sent may be missing
+// from its count though the removal linearizes after that write. Found
+// by `cascade fuzz --target upstream --write-delay 200ms --seed 32`
+// (harness/fuzz/testdata/open-concurrent, write-delay-seed32-run50): a
+// Pod created with a reference to a Cascading Job 16 ms before the
+// Job's DELETE was sent and answered 51 ms after it; the DELETE, forced
+// after the create by a patch that answered the Job live, removed the
+// Job, and lin said the webhook owed a denial for 1 active dependent.
+// A reference written before the DELETE was sent still holds it.
+func TestCascadingProtectionReadsBeforeTheDelete(t *testing.T) {
+	cascading := label(model.ProtectionLabel, model.ProtectCascading)
+	for _, tc := range []struct {
+		name               string
+		depCall, depReturn int64
+		illegal            bool
+	}{
+		{"a dependent written while the DELETE was in flight", 35 * ms, 60 * ms, false},
+		{"a dependent written before the DELETE was sent", 30 * ms, 38 * ms, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuilder(t)
+			o, d := key("job", "a"), key("pod", "d")
+			b.create("client-1", o, 0, 10*ms, nil)
+			b.write("client-1", o, 11*ms, 20*ms, cascading)
+			b.create("client-3", d, tc.depCall, tc.depReturn, []string{"cascade.dev/hold"}, b.ref(o, true, true))
+			dl := b.del("client-0", o, 40*ms, 100*ms, "Background")
+			// a patch that answered the Job live after the dependent's
+			// create returned: the removal linearizes after both
+			live := *b.ops[1].Got
+			b.add(history.Op{Actor: "client-1", Verb: history.Patch, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name,
+				Code: 200, Got: &live, Call: 70 * ms, Return: 75 * ms})
+			history.AssignLanes(b.ops)
+			r := Check(b.ops, Options{Protection: true})
+			if tc.illegal {
+				expectIllegal(t, r, dl, model.PropProtectionHolds, "Cascading and 1 active dependents")
+			} else {
+				expectOk(t, r)
+			}
+		})
+	}
+}

@@ -150,13 +150,19 @@ func TestOrphanSwitchedToBackgroundOnDeliveries(t *testing.T) {
 		// stamps at 40 ms, ms; 0: no proxy record of it
 		sent  int64
 		known bool
+		// later: a later version of o, still orphaning, answered before
+		// the patch and handed on after it (seed 7741, run 47: the Pod's
+		// removal, answered by a second DELETE): attemptToOrphan began
+		// on the earlier one
+		later bool
 	}{
-		{"orphan deletion handed on before the patch", 27, 0, true},
-		{"orphan deletion handed on after the patch", 50, 0, false},
-		{"orphan deletion never handed on", 0, 0, false},
-		{"orphan deletion handed on before the proxy got the patch", 34, 36, true},
+		{"orphan deletion handed on before the patch", 27, 0, true, false},
+		{"orphan deletion handed on after the patch", 50, 0, false, false},
+		{"orphan deletion never handed on", 0, 0, false, false},
+		{"orphan deletion handed on before the proxy got the patch", 34, 36, true, false},
 		// attemptToOrphan cannot have begun on it: the patch was sent
-		{"orphan deletion handed on after the proxy got the patch, before its audit stamp", 38, 36, false},
+		{"orphan deletion handed on after the proxy got the patch, before its audit stamp", 38, 36, false, false},
+		{"a later orphaning version handed on after the patch", 27, 0, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBuilder(t)
@@ -169,7 +175,13 @@ func TestOrphanSwitchedToBackgroundOnDeliveries(t *testing.T) {
 			if tc.orphanAt != 0 {
 				b.delivered(o, tc.orphanAt*ms)
 			}
+			if tc.later {
+				b.write("client-2", o, 25*ms+500*ms/1000, 26*ms-ms/10, label("x", "y"))
+			}
 			b.del("client-1", o, 26*ms, 30*ms, "Background")
+			if tc.later {
+				b.delivered(o, 50*ms)
+			}
 			if tc.sent != 0 {
 				b.requested("gc", "patch", d, tc.sent*ms, 46*ms)
 			}

@@ -390,8 +390,11 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 			return &violation{PropGCWrites, fmt.Sprintf("gc added finalizer %q to %s", f, in.key), "", ""}
 		}
 	}
+	// finalizers put on after the version the write checked went with
+	// the API server's removal, not the GC's write (emptiedRemoval)
+	late, _ := c.laterFinalizers(cur, in)
 	for _, f := range d.Finalizers {
-		if slices.Contains(after, f) {
+		if slices.Contains(after, f) || slices.Contains(late, f) {
 			continue
 		}
 		if v := viewOf(d); model.GCFinalizerDenial(&v, f) != "" {
@@ -733,18 +736,29 @@ func liveByUID(s *store, uid string) *entry {
 	return found
 }
 
-// orphanHandedOn is the op that answered the owner uid deleting with the
-// orphan finalizer, if that version's event had been handed to the GC's
-// informers before in was sent (the proxy's delivery record), else -1:
-// attemptToOrphan then began, and it orphans the dependents whatever a
-// later DELETE chose (kubernetes#32339).
+// orphanHandedOn is the latest op, returned before in was sent, that
+// answered the owner uid deleting with the orphan finalizer in a version
+// whose event had been handed to the GC's informers before in was sent
+// (the proxy's delivery record), else -1: attemptToOrphan then began,
+// and it orphans the dependents whatever a later DELETE chose
+// (kubernetes#32339). Any such version will do, not only the last
+// orphaning one: a later one handed on after the patch (a second
+// DELETE's answer, the owner's removal) does not undo the pass the
+// earlier began (found by `cascade fuzz --target upstream --write-delay
+// 200ms --checks 200 --seed 7741`, run 47).
 func (c *checker) orphanHandedOn(uid string, in *input) mark {
-	if m := c.lastVersion(uid, in, orphaning); m >= 0 {
-		if seen, _ := c.seenWrite(uid, m, c.gcSent(in)); seen {
-			return m
+	sent := c.gcSent(in)
+	m := noMark
+	for i := range c.ops {
+		got := c.ops[i].Got
+		if got == nil || got.UID != uid || got.RV == 0 || c.ins[i].ret >= in.op.Call || !orphaning(got) {
+			continue
+		}
+		if seen, _ := c.seenWrite(uid, mark(i), sent); seen && (m < 0 || c.ins[i].ret > c.ins[m].ret) {
+			m = mark(i)
 		}
 	}
-	return -1
+	return m
 }
 
 // orphanHandedOnWhy says why orphanHandedOn admits a patch.

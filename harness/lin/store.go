@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/model"
 )
 
 // The checker's state is a store of objects keyed by (kind, namespace,
@@ -78,6 +79,18 @@ type prov struct {
 	// (no finalizers, not being deleted), noMark while it is bare or
 	// when it never was (see delete's kubernetes#77988).
 	dressed mark
+}
+
+// putOn is the write that put the GC finalizer f on (orphan,
+// foregroundDeletion), noMark for any other finalizer.
+func (p *prov) putOn(f string) mark {
+	switch f {
+	case model.FinalizerOrphan:
+		return p.orphan
+	case model.FinalizerForeground:
+		return p.fg
+	}
+	return noMark
 }
 
 func (p *prov) equal(q *prov) bool {
