@@ -44,8 +44,10 @@ type kcmPasses struct {
 	passes map[object][]*pass
 	// gets are the GC's GETs in scope not yet classified, by ID: in the
 	// order the proxy received them (Arrived)
-	gets  []proxy.Request
-	first map[int64]bool
+	gets []proxy.Request
+	// first is, by GET ID, the UID of the item whose pass the GET began
+	// ("": another worker's GET)
+	first map[int64]string
 }
 
 // pass is one attemptToDeleteItem pass that sends a GET of its item.
@@ -57,7 +59,7 @@ type pass struct {
 }
 
 func newKCMPasses(path string) *kcmPasses {
-	return &kcmPasses{tail: logTail{path: path}, passes: map[object][]*pass{}, first: map[int64]bool{}}
+	return &kcmPasses{tail: logTail{path: path}, passes: map[object][]*pass{}, first: map[int64]string{}}
 }
 
 var (
@@ -95,13 +97,23 @@ func (k *kcmPasses) Arrived(r proxy.Request) {
 // First reports whether r, a GC GET, is the first GET of a pass of its
 // object's work item.
 func (k *kcmPasses) First(r proxy.Request) bool {
+	return k.Item(r) != ""
+}
+
+// Item is the UID of the work item whose pass r, a GC GET, is the first
+// GET of, as the log names it ("" when r is another worker's GET). Two
+// items of one key (a virtual node of an object's coordinates with
+// another UID, taken by an idle worker before the graph replaced it
+// with the observed object elsewhere, and that object's own item) send
+// the same GET; the UID tells their passes apart.
+func (k *kcmPasses) Item(r proxy.Request) string {
 	if r.Verb != proxy.VerbGet {
-		return false
+		return ""
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if f, ok := k.first[r.ID]; ok {
-		return f
+	if uid, ok := k.first[r.ID]; ok {
+		return uid
 	}
 	k.tail.lines(k.line)
 	for len(k.gets) > 0 && k.gets[0].ID <= r.ID {
@@ -113,17 +125,18 @@ func (k *kcmPasses) First(r proxy.Request) bool {
 }
 
 // match pairs g with the earliest pass of its object that began before
-// g came, has not ended without a GET before, and has no GET yet.
-func (k *kcmPasses) match(g proxy.Request) bool {
+// g came, has not ended without a GET before, and has no GET yet, and
+// returns that pass's item's UID ("": none).
+func (k *kcmPasses) match(g proxy.Request) string {
 	o := object{group: g.Group, resource: g.Resource, ns: g.Namespace, name: g.Name}
 	for _, p := range k.passes[o] {
 		if p.matched || !p.began.Before(g.Received) || (!p.ended.IsZero() && p.ended.Before(g.Received)) {
 			continue
 		}
 		p.matched = true
-		return true
+		return cmp.Or(p.uid, "?")
 	}
-	return false
+	return ""
 }
 
 func (k *kcmPasses) line(s string) {

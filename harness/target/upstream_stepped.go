@@ -166,9 +166,14 @@ type upstreamStepped struct {
 }
 
 // passGET reports whether r, a GET, may be the first GET of a pass of
-// its object's work item: the one an attemptToDelete step releases.
-func (u upstreamStepped) passGET(r proxy.Request) bool {
-	return u.passes == nil || u.passes.First(r)
+// its object's work item whose real UID is uid ("": any): the one an
+// attemptToDelete step releases.
+func (u upstreamStepped) passGET(r proxy.Request, uid string) bool {
+	if u.passes == nil {
+		return true
+	}
+	item := u.passes.Item(r)
+	return item != "" && (uid == "" || item == uid)
 }
 
 // otherGET reports whether r, a GET, may be a GET a worker sends within
@@ -321,7 +326,7 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 		}
 		res = model.Result{Code: 200}
 	case model.OpAttemptToDelete:
-		err = u.attemptToDelete(ctx, o, u.owners(st, prev), prev, next)
+		err = u.attemptToDelete(ctx, o, u.itemUID(prev, st), u.owners(st, prev), prev, next)
 		res = model.Result{Code: 200}
 	case model.OpSend:
 		res, err = u.send(ctx, st, o, next, want)
@@ -425,10 +430,14 @@ func absent(s *model.State, ref model.OwnerRef, ns string) bool {
 	})
 }
 
-// queuedItem is the work item st passes in prev's attemptToDelete queue
-// (ok false: none of its key is queued).
+// queuedItem is the work item st passes in prev's attemptToDelete queue:
+// the one of its key, or of its key and uid= when it names one (ok
+// false: none is queued).
 func queuedItem(prev *model.State, st model.Step) (model.Identity, bool) {
 	for _, id := range prev.GC.AttemptToDelete {
+		if st.UIDLabel != "" && prev.UIDLabel(id.UID) != st.UIDLabel {
+			continue
+		}
 		// a virtual owner of a cluster-scoped kind carries its
 		// dependent's namespace, as the step does
 		if id.Kind == st.Target.Kind.Info().Kind && id.Namespace == st.Target.Namespace && id.Name == st.Target.Name {
@@ -438,13 +447,28 @@ func queuedItem(prev *model.State, st model.Step) (model.Identity, bool) {
 	return model.Identity{}, false
 }
 
-// attemptToDelete releases the held first GET of o's worker and lets
-// through, while the step lasts, the GETs of o's owners (isDangling) and
-// no other: another item's worker retrying on its back-off timer sends
-// its first GET whenever the timer fires, and that GET waits for the
-// item's own step.
-func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners []object, prev, next *model.State) error {
-	get, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && o.is(r) && u.passGET(r) })
+// itemUID is the real UID of the work item st passes, as prev's
+// attemptToDelete queue holds it ("": none queued).
+func (u upstreamStepped) itemUID(prev *model.State, st model.Step) string {
+	item, ok := queuedItem(prev, st)
+	if !ok {
+		return ""
+	}
+	return u.d.RealUID(prev.UIDLabel(item.UID))
+}
+
+// attemptToDelete releases the held first GET of the pass of o's work
+// item of real UID uid ("": any item of o's key) and lets through, while
+// the step lasts, the GETs of o's owners (isDangling) and no other:
+// another item's worker retrying on its back-off timer sends its first
+// GET whenever the timer fires, and that GET waits for the item's own
+// step. Another item of o's key may hold its first GET too: a virtual
+// node of o's coordinates with another UID, which an idle worker took
+// before the graph replaced it with the observed object elsewhere (the
+// model's queue then holds no such item: its pass would do nothing), and
+// whose pass the final settle releases.
+func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, uid string, owners []object, prev, next *model.State) error {
+	get, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && o.is(r) && u.passGET(r, uid) })
 	if err != nil {
 		return err
 	}
