@@ -253,3 +253,40 @@ func TestAttemptToDeleteReleasesItsOwnItemsPassGET(t *testing.T) {
 		t.Fatalf("held after cm/ns3/a's step: %v, want the virtual item's GET (1) alone", held)
 	}
 }
+
+// Two items of one key whose passes both began before the first of
+// their GETs came cannot be told apart: their workers' GETs are the
+// same request, and either worker may have sent first. Such GETs are
+// ambiguous, and no attemptToDelete step releases one (the final settle
+// takes both). A pass of the key that began after the GETs came is not.
+// (Two virtual owners ConfigMap ns3/c of two UIDs, named by one
+// Deployment, were taken at once; the step of one released the other's
+// GET: `cascade fuzz --target upstream-stepped --checks 200 --seed 4`,
+// run 58.)
+func TestKCMPassesOfTwoItemsBegunTogetherAreAmbiguous(t *testing.T) {
+	p := newPassLog(t)
+	p.log("Processing item", "[v1/ConfigMap, namespace: ns3, name: c, uid: uid-cm-c]")
+	p.log("Processing item", "[v1/ConfigMap, namespace: ns3, name: c, uid: uid-ghost-d]")
+	one, two := p.get("ns3", "c"), p.get("ns3", "c")
+	p.log("Processing item", "[v1/ConfigMap, namespace: ns3, name: c, uid: uid-later]")
+	later := p.get("ns3", "c")
+	for _, c := range []struct {
+		what      string
+		r         proxy.Request
+		ambiguous bool
+	}{
+		{"the first of the two GETs", one, true},
+		{"the second", two, true},
+		{"the GET of the pass begun after them", later, false},
+	} {
+		if !p.k.First(c.r) {
+			t.Errorf("%s is not taken for a pass's first GET", c.what)
+		}
+		if got := p.k.Ambiguous(c.r); got != c.ambiguous {
+			t.Errorf("%s: ambiguous %v, want %v", c.what, got, c.ambiguous)
+		}
+	}
+	if got := p.k.Item(later); got != "uid-later" {
+		t.Errorf("the later GET's item: %q, want uid-later", got)
+	}
+}

@@ -167,13 +167,27 @@ type upstreamStepped struct {
 
 // passGET reports whether r, a GET, may be the first GET of a pass of
 // its object's work item whose real UID is uid ("": any): the one an
-// attemptToDelete step releases.
+// attemptToDelete step releases. Not one the log cannot attribute to a
+// single item (kcmPasses.Ambiguous).
 func (u upstreamStepped) passGET(r proxy.Request, uid string) bool {
 	if u.passes == nil {
 		return true
 	}
 	item := u.passes.Item(r)
-	return item != "" && (uid == "" || item == uid)
+	return item != "" && (uid == "" || item == uid) && !u.passes.Ambiguous(r)
+}
+
+// ambiguous reports whether the proxy holds a first GET of o that may
+// be the pass of either of two items of o's key (kcmPasses.Ambiguous):
+// an attemptToDelete step of o cannot tell which to release.
+func (u upstreamStepped) ambiguous(o object) bool {
+	if u.passes == nil {
+		return false
+	}
+	_, ok, _ := u.st.WaitRequest(context.Background(), 0, func(r proxy.Request) bool {
+		return r.Verb == proxy.VerbGet && o.is(r) && u.passes.Ambiguous(r)
+	})
+	return ok
 }
 
 // otherGET reports whether r, a GET, may be a GET a worker sends within
@@ -473,7 +487,11 @@ func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, uid stri
 		return err
 	}
 	if !ok {
-		return &proxy.Divergence{Expected: "a GC worker's GET of " + o.String(), Observed: "none within " + StepBound.String() + held(u.st)}
+		why := ""
+		if u.ambiguous(o) {
+			why = "; the first GETs of passes of two items of its key, held, cannot be told apart"
+		}
+		return &proxy.Divergence{Expected: "a GC worker's GET of " + o.String(), Observed: "none within " + StepBound.String() + held(u.st) + why}
 	}
 	before := u.st.HeldIDs()
 	immediate := !slices.Equal(prev.Dump(), next.Dump())
