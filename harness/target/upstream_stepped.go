@@ -340,7 +340,11 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 		}
 		res = model.Result{Code: 200}
 	case model.OpAttemptToDelete:
-		err = u.attemptToDelete(ctx, o, u.itemUID(prev, st), u.owners(st, prev), prev, next)
+		gets := u.owners(st, prev)
+		if removesForegroundFinalizer(prev, st) {
+			gets = append(gets, o) // removeFinalizer's GET of the item
+		}
+		err = u.attemptToDelete(ctx, o, u.itemUID(prev, st), gets, prev, next)
 		res = model.Result{Code: 200}
 	case model.OpSend:
 		res, err = u.send(ctx, st, o, next, want)
@@ -433,6 +437,37 @@ func (u upstreamStepped) owners(st model.Step, prev *model.State) []object {
 		}
 	}
 	return out
+}
+
+// removesForegroundFinalizer reports whether st's pass, in prev, is
+// processDeletingDependentsItem of a node no dependent in the graph
+// blocks: it calls removeFinalizer, whose GET of the item follows the
+// pass's first GET whether or not the object still has the
+// foregroundDeletion finalizer (already removed, it writes nothing and
+// the model's state does not change: the node stays deleting its
+// dependents, and a dependent's deletion queues it again).
+func removesForegroundFinalizer(prev *model.State, st model.Step) bool {
+	item, ok := queuedItem(prev, st)
+	if !ok {
+		return false
+	}
+	node := func(uid model.UID) *model.Node {
+		if i := slices.IndexFunc(prev.GC.Nodes, func(n model.Node) bool { return n.UID == uid }); i >= 0 {
+			return &prev.GC.Nodes[i]
+		}
+		return nil
+	}
+	n := node(item.UID)
+	if n == nil || !n.DeletingDependents {
+		return false
+	}
+	// blockingDependents: a dependent whose reference to n blocks
+	for _, du := range n.Dependents {
+		if d := node(du); d != nil && slices.ContainsFunc(d.Owners, func(r model.OwnerRef) bool { return r.UID == n.UID && r.Block }) {
+			return false
+		}
+	}
+	return true
 }
 
 // absent reports whether the GC's absentOwnerCache in s holds the owner
