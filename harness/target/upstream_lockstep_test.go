@@ -389,7 +389,7 @@ func TestOrphanStepEndsOnTheGETWhenTheFinalizerIsGone(t *testing.T) {
 	}
 	u := upstreamStepped{st: st, decided: decided{}}
 	o := object{resource: "secrets", ns: "cascade-t1-ns3", name: "a"}
-	if err := u.attemptToOrphan(ctx, o, "uid-secret-a", orphanFinalizer(s, step)); err != nil {
+	if err := u.attemptToOrphan(ctx, o, "uid-secret-a", nil, orphanFinalizer(s, step)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -414,7 +414,10 @@ func TestOrphanStepReleasesItsOwnersPassAlone(t *testing.T) {
 	deploy := object{group: "apps", resource: "deployments", ns: "cascade-t1-default", name: "a"}
 	const deployUID, nsUID, otherUID = "uid-deploy-a", "uid-ns-d", "uid-cm-b"
 	decidedWrite := gc(9, proxy.VerbPatch, "configmaps", "cascade-t1-default", "x", deployUID)
-	mine := orphanPass(deploy, deployUID, decided{"configmaps/cascade-t1-default/x": 9}.held, func(r proxy.Request) bool { return r.ID != 6 })
+	pod := object{resource: "pods", ns: "cascade-t1-default", name: "p"}
+	pass := &orphanPass{o: deploy, ownerUID: deployUID, ordered: []object{pod}, decided: decided{"configmaps/cascade-t1-default/x": 9}.held, other: func(r proxy.Request) bool { return r.ID != 6 }}
+	mine := pass.admits
+	podPatch := gc(15, proxy.VerbPatch, "pods", "cascade-t1-default", "p", deployUID)
 	for _, c := range []struct {
 		what string
 		r    proxy.Request
@@ -433,9 +436,16 @@ func TestOrphanStepReleasesItsOwnersPassAlone(t *testing.T) {
 		{"the JSON merge PATCH of that dependent", gc(12, proxy.VerbPatch, "widgets", "cascade-t1-default", "w"), true},
 		{"a GET of another object", gc(13, proxy.VerbGet, "widgets", "cascade-t1-default", "v"), false},
 		{"a DELETE of deploy/a", gc(14, proxy.VerbDelete, "deployments", "cascade-t1-default", "a"), false},
+		{"deploy/a's PATCH of a dependent the step releases in the model's order", podPatch, false},
 	} {
 		if got := mine(c.r); got != c.want {
-			t.Errorf("%s (%s): of deploy/a's orphan pass = %v, want %v", c.what, proxy.DescribeRequest(c.r), got, c.want)
+			t.Errorf("%s (%s): admitted in deploy/a's orphan pass = %v, want %v", c.what, proxy.DescribeRequest(c.r), got, c.want)
 		}
+	}
+	if !pass.dependentPatch(podPatch, pod) {
+		t.Errorf("deploy/a's PATCH of pod/p is not taken for its orphan pass's")
+	}
+	if pass.dependentPatch(gc(16, proxy.VerbPatch, "pods", "cascade-t1-default", "p", otherUID), pod) {
+		t.Errorf("another owner's PATCH of pod/p is taken for deploy/a's orphan pass's")
 	}
 }

@@ -349,7 +349,7 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 	case model.OpSend:
 		res, err = u.send(ctx, st, o, next, want)
 	case model.OpAttemptToOrphan:
-		err = u.attemptToOrphan(ctx, o, u.orphanUID(prev, st), orphanFinalizer(prev, st))
+		err = u.attemptToOrphan(ctx, o, u.orphanUID(prev, st), u.orphanDependents(prev, st), orphanFinalizer(prev, st))
 		res = model.Result{Code: 200}
 	case model.OpCoalesce:
 		err = u.st.Relist(ctx, RelistBound, "", o.group, o.resource, o.ns, o.name)

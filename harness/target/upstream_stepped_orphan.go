@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cascade-k8s/cascade/harness/proxy"
@@ -41,6 +42,43 @@ func orphanFinalizer(prev *model.State, st model.Step) bool {
 	return obj != nil && slices.Contains(obj.Finalizers, model.FinalizerOrphan)
 }
 
+// orphanDependents are the real objects of the dependents st's orphan
+// pass PATCHes, in prev, in the model's order (its node's dependents, or
+// those a node removed from the graph kept: Detached, sorted by UID): the
+// order of their watch events in the model. Dependents of custom kinds
+// are left out (their PATCHes go in any order).
+func (u upstreamStepped) orphanDependents(prev *model.State, st model.Step) []object {
+	i := slices.IndexFunc(prev.GC.AttemptToOrphan, func(id model.Identity) bool {
+		return id.Kind == st.Target.Kind.Info().Kind && id.Namespace == st.Target.Namespace && id.Name == st.Target.Name
+	})
+	if i < 0 {
+		return nil
+	}
+	uid := prev.GC.AttemptToOrphan[i].UID
+	var deps []model.UID
+	if j := slices.IndexFunc(prev.GC.Detached, func(d model.Detached) bool { return d.UID == uid }); j >= 0 {
+		deps = prev.GC.Detached[j].Dependents
+	} else if j := slices.IndexFunc(prev.GC.Nodes, func(n model.Node) bool { return n.UID == uid }); j >= 0 {
+		deps = prev.GC.Nodes[j].Dependents
+	}
+	var out []object
+	for _, du := range deps {
+		j := slices.IndexFunc(prev.GC.Nodes, func(n model.Node) bool { return n.UID == du })
+		if j < 0 {
+			continue
+		}
+		n := prev.GC.Nodes[j]
+		kind, ok := model.KindByName(n.Kind)
+		if !ok || kind.Info().Custom {
+			continue
+		}
+		if o, err := u.object(model.Step{Actor: model.ActorGC, Op: model.OpAttemptToDelete, Target: model.Target{Kind: kind, Namespace: n.Namespace, Name: n.Name}}); err == nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // attemptToOrphan lets the requests of o's orphan worker's pass
 // through (orphanPass): those it sent when the owner's deletion reached
 // the graph builder and the proxy holds (its PATCHes of dependents, and
@@ -51,17 +89,32 @@ func orphanFinalizer(prev *model.State, st model.Step) bool {
 // later delete switched it to foregroundDeletion), answered at all
 // ("finalizer already removed", no write). Another owner's orphan
 // worker, waiting on its PATCH of a dependent, stays held: its pass is
-// another step's.
-func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, ownerUID string, finalizer bool) error {
+// another step's. orphanDependents sends its PATCHes of the dependents
+// at once, each from a goroutine of its own, so they land in any order;
+// the step releases those of deps one at a time, in deps' order, the
+// model's, whose watch events come in that order.
+func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, ownerUID string, deps []object, finalizer bool) error {
 	since := time.Now()
-	mine := orphanPass(o, ownerUID, u.decided.held, u.otherGET)
-	u.st.Open(&proxy.Window{Admits: mine})
+	pass := &orphanPass{o: o, ownerUID: ownerUID, ordered: deps, decided: u.decided.held, other: u.otherGET}
+	u.st.Open(&proxy.Window{Admits: pass.admits})
 	defer u.st.CloseWindow()
-	u.st.ReleaseAll(func(r proxy.Request) bool { return proxy.GCHeld(&r) && mine(r) })
+	u.st.ReleaseAll(func(r proxy.Request) bool { return proxy.GCHeld(&r) && pass.admits(r) })
+	for _, d := range deps {
+		r, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return pass.dependentPatch(r, d) })
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &proxy.Divergence{Expected: "the orphan worker's PATCH of " + d.String() + " removing its reference to " + o.String() + ", held", Observed: "none within " + StepBound.String() + held(u.st)}
+		}
+		if _, err := u.st.Release(ctx, StepBound, r.ID); err != nil {
+			return err
+		}
+	}
 	// removeFinalizer ends the item: its write of the owner, or its GET
 	// finding the owner gone, or the finalizer gone
 	_, ok, err := u.st.AwaitAnswer(ctx, StepBound, since, func(r proxy.Request) bool {
-		return o.is(r) && (isWrite(r) && !u.decided.held(r) && !removesOther(r, ownerUID) || r.Verb == proxy.VerbGet && u.otherGET(r) && (r.Code == 404 || !finalizer && r.Code != 0))
+		return o.is(r) && (isWrite(r) && !u.decided.held(r) && len(r.RemovedOwners) == 0 || r.Verb == proxy.VerbGet && u.otherGET(r) && (r.Code == 404 || !finalizer && r.Code != 0))
 	})
 	if err != nil {
 		return err
@@ -73,16 +126,8 @@ func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, ownerUID
 	return err
 }
 
-// removesOther reports whether r, a PATCH, deletes owner references and
-// none to the owner of UID ownerUID: another orphan worker's PATCH of a
-// dependent of its owner (or an attemptToDelete worker's removing
-// dangling references).
-func removesOther(r proxy.Request, ownerUID string) bool {
-	return len(r.RemovedOwners) > 0 && !slices.Contains(r.RemovedOwners, ownerUID)
-}
-
-// orphanPass reports whether a GC request is one of a pass of o's orphan
-// worker (attemptToOrphanWorker), whose owner has the real UID ownerUID:
+// orphanPass tells which GC requests are of a pass of o's orphan worker
+// (attemptToOrphanWorker), whose owner has the real UID ownerUID:
 // orphanDependents' PATCH of each dependent deleting its reference to
 // ownerUID (deleteOwnerRefStrategicMergePatch; the proxy reads the body,
 // proxy.Request.RemovedOwners) and, for a dependent whose kind takes no
@@ -93,26 +138,56 @@ func removesOther(r proxy.Request, ownerUID string) bool {
 // write an attemptToDelete step decided (decided), held for its `gc
 // delete|patch|unblock`; and another orphan worker's PATCH of a dependent
 // of its own owner, o included (a reference to another owner deleted).
-// It is stateful: a dependent's GET and merge PATCH are its after its
-// strategic merge PATCH was accepted.
-func orphanPass(o object, ownerUID string, decided, other func(proxy.Request) bool) func(proxy.Request) bool {
-	var patched []object
-	return func(r proxy.Request) bool {
-		if decided(r) || r.Verb == proxy.VerbGet && !other(r) {
-			return false
-		}
-		target := object{group: r.Group, resource: r.Resource, ns: r.Namespace, name: r.Name}
-		switch {
-		case r.Verb == proxy.VerbPatch && slices.Contains(r.RemovedOwners, ownerUID):
-			patched = append(patched, target)
-			return true
-		case r.Verb == proxy.VerbPatch && len(r.RemovedOwners) > 0:
-			return false
-		case r.Verb != proxy.VerbGet && r.Verb != proxy.VerbPatch:
-			return false
-		case o.names(r):
-			return true
-		}
-		return slices.Contains(patched, target)
+type orphanPass struct {
+	o              object
+	ownerUID       string
+	decided, other func(proxy.Request) bool
+	// ordered are the dependents whose PATCHes the step releases one at
+	// a time (dependentPatch); admits holds them
+	ordered []object
+	mu      sync.Mutex
+	// patched are the dependents whose PATCH came
+	patched []object
+}
+
+// admits reports whether r is of the pass and passes as it comes (the
+// window's and the first release's predicate): any of its requests but
+// the PATCHes of the ordered dependents.
+func (p *orphanPass) admits(r proxy.Request) bool {
+	if p.decided(r) || r.Verb == proxy.VerbGet && !p.other(r) {
+		return false
 	}
+	target := object{group: r.Group, resource: r.Resource, ns: r.Namespace, name: r.Name}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case r.Verb == proxy.VerbPatch && slices.Contains(r.RemovedOwners, p.ownerUID):
+		if slices.Contains(p.ordered, target) {
+			return false
+		}
+		p.patched = append(p.patched, target)
+		return true
+	case r.Verb == proxy.VerbPatch && len(r.RemovedOwners) > 0:
+		return false
+	case r.Verb != proxy.VerbGet && r.Verb != proxy.VerbPatch:
+		return false
+	case p.o.names(r):
+		return true
+	}
+	return slices.Contains(p.patched, target)
+}
+
+// dependentPatch reports whether r is the pass's PATCH of the dependent
+// d, one of the ordered; once it is, d's GET and merge PATCH after a 415
+// are the pass's too.
+func (p *orphanPass) dependentPatch(r proxy.Request, d object) bool {
+	if r.Verb != proxy.VerbPatch || !proxy.GCHeld(&r) || !d.is(r) || !slices.Contains(r.RemovedOwners, p.ownerUID) || p.decided(r) {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !slices.Contains(p.patched, d) {
+		p.patched = append(p.patched, d)
+	}
+	return true
 }
