@@ -75,7 +75,7 @@ const MaxRetries = 10
 // retryable reports whether the generator may take st on the real GC:
 // not a pass of an item whose back-off has grown past MaxRetries.
 func (us upstreamSystem) retryable(st model.Step) bool {
-	return us.failures[st.String()] < MaxRetries && !silentPass(us.r.s, st) && !pastOrphanSnapshot(us.r.m, us.r.s, st) && !queuesAgain(us.r.m, us.r.s, st) && !us.misscalesAfter(st)
+	return us.failures[st.String()] < MaxRetries && !silentPass(us.r.s, st) && !pastOrphanSnapshot(us.r.m, us.r.s, st) && !queuesAgain(us.r.m, us.r.s, st) && !us.misscalesAfter(st) && !us.h.Ambiguous(st)
 }
 
 // The real ReplicaSet and ReplicationController controllers, in the

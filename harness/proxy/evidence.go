@@ -58,6 +58,11 @@ type Request struct {
 	Deleting bool `json:"deleting,omitempty"`
 	// Items is the number of items a LIST answered.
 	Items int `json:"items,omitempty"`
+	// RemovedOwners are the UIDs of the owner references a PATCH's body
+	// deletes (a strategic merge patch's "$patch": "delete" entries,
+	// RemovedOwners): for a GC PATCH of a dependent, the owners whose
+	// references it removes.
+	RemovedOwners []string `json:"removedOwners,omitempty"`
 	// Err says why there is no answer: the request was refused by the
 	// Controller, failed on its way, or kube-controller-manager went away.
 	Err string `json:"err,omitempty"`

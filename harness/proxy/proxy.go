@@ -232,6 +232,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func (p *Proxy) serveProcess(w http.ResponseWriter, req *http.Request, process string) {
 	ua := req.Header.Get("User-Agent")
 	r := &Request{ID: p.ids.Add(1), Client: clientName(ua), UserAgent: ua, Process: process, Call: parseCall(req), Received: time.Now()}
+	if r.Verb == VerbPatch {
+		r.RemovedOwners = readPatch(req)
+	}
 	if c := p.opts.Controller; c != nil {
 		p.held.Add(1)
 		err := c.Admit(req.Context(), r)

@@ -44,8 +44,10 @@ type kcmPasses struct {
 	passes map[object][]*pass
 	// gets are the GC's GETs in scope not yet classified, by ID: in the
 	// order the proxy received them (Arrived)
-	gets  []proxy.Request
-	first map[int64]bool
+	gets []proxy.Request
+	// first is, by GET ID, the pass the GET began (nil: another
+	// worker's GET)
+	first map[int64]*pass
 }
 
 // pass is one attemptToDeleteItem pass that sends a GET of its item.
@@ -54,10 +56,14 @@ type pass struct {
 	began   time.Time
 	ended   time.Time // the pass ended without a GET (zero: not seen to)
 	matched bool
+	// ambiguous: a pass of another item of the same key had begun too
+	// when a GET matched with one of them came, so the GET may be
+	// either's (Ambiguous)
+	ambiguous bool
 }
 
 func newKCMPasses(log *kcmLog) *kcmPasses {
-	k := &kcmPasses{log: log, passes: map[object][]*pass{}, first: map[int64]bool{}}
+	k := &kcmPasses{log: log, passes: map[object][]*pass{}, first: map[int64]*pass{}}
 	log.parse(k.line)
 	return k
 }
@@ -97,14 +103,43 @@ func (k *kcmPasses) Arrived(r proxy.Request) {
 // First reports whether r, a GC GET, is the first GET of a pass of its
 // object's work item.
 func (k *kcmPasses) First(r proxy.Request) bool {
+	return k.Item(r) != ""
+}
+
+// Item is the UID of the work item whose pass r, a GC GET, is the first
+// GET of, as the log names it ("" when r is another worker's GET). Two
+// items of one key (a virtual node of an object's coordinates with
+// another UID, taken by an idle worker before the graph replaced it
+// with the observed object elsewhere, and that object's own item) send
+// the same GET; the UID tells their passes apart.
+func (k *kcmPasses) Item(r proxy.Request) string {
+	if p := k.pass(r); p != nil {
+		return cmp.Or(p.uid, "?")
+	}
+	return ""
+}
+
+// Ambiguous reports whether r, the first GET of a pass, may be the
+// first GET of a pass of another item of its key: the two passes had
+// both begun when the first of their GETs came (their workers took two
+// items of one key at once: two virtual owners of the same coordinates
+// named by one dependent with different UIDs), and the log, written
+// before each GET is sent, cannot say which worker sent which.
+func (k *kcmPasses) Ambiguous(r proxy.Request) bool {
+	p := k.pass(r)
+	return p != nil && p.ambiguous
+}
+
+// pass is the pass whose first GET r is (nil: another worker's GET).
+func (k *kcmPasses) pass(r proxy.Request) *pass {
 	if r.Verb != proxy.VerbGet {
-		return false
+		return nil
 	}
 	k.log.read()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if f, ok := k.first[r.ID]; ok {
-		return f
+	if p, ok := k.first[r.ID]; ok {
+		return p
 	}
 	for len(k.gets) > 0 && k.gets[0].ID <= r.ID {
 		g := k.gets[0]
@@ -115,17 +150,28 @@ func (k *kcmPasses) First(r proxy.Request) bool {
 }
 
 // match pairs g with the earliest pass of its object that began before
-// g came, has not ended without a GET before, and has no GET yet.
-func (k *kcmPasses) match(g proxy.Request) bool {
+// g came, has not ended without a GET before, and has no GET yet, and
+// returns it (nil: none). When passes of other items of the object are
+// such candidates too, all of them are ambiguous.
+func (k *kcmPasses) match(g proxy.Request) *pass {
 	o := object{group: g.Group, resource: g.Resource, ns: g.Namespace, name: g.Name}
+	var candidates []*pass
 	for _, p := range k.passes[o] {
 		if p.matched || !p.began.Before(g.Received) || (!p.ended.IsZero() && p.ended.Before(g.Received)) {
 			continue
 		}
-		p.matched = true
-		return true
+		candidates = append(candidates, p)
 	}
-	return false
+	if len(candidates) == 0 {
+		return nil
+	}
+	if slices.ContainsFunc(candidates, func(p *pass) bool { return p.uid != candidates[0].uid }) {
+		for _, p := range candidates {
+			p.ambiguous = true
+		}
+	}
+	candidates[0].matched = true
+	return candidates[0]
 }
 
 func (k *kcmPasses) line(s string) {

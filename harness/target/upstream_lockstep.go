@@ -53,6 +53,19 @@ func (h *UpstreamHold) StepWith(ctx context.Context, st model.Step, prev, next *
 	return h.u.StepWith(ctx, st, prev, next, want)
 }
 
+// Ambiguous reports whether st, a GC step of the model, is a pass of a
+// work item whose first GET the proxy holds beside another item's of the
+// same key, taken by their workers at once, so that kube-controller-
+// manager's log cannot say which GET is whose (kcmPasses.Ambiguous): the
+// step cannot be taken, and the final settle takes both passes.
+func (h *UpstreamHold) Ambiguous(st model.Step) bool {
+	if h == nil || st.Op != model.OpAttemptToDelete || st.Target.Kind == model.NoKind {
+		return false
+	}
+	o, err := h.u.object(st)
+	return err == nil && h.u.ambiguous(o)
+}
+
 // Settle lets everything through until the cluster and the proxy are
 // quiet, then holds again.
 func (h *UpstreamHold) Settle(ctx context.Context) error { return h.u.Settle(ctx, h.u.d) }

@@ -389,7 +389,63 @@ func TestOrphanStepEndsOnTheGETWhenTheFinalizerIsGone(t *testing.T) {
 	}
 	u := upstreamStepped{st: st, decided: decided{}}
 	o := object{resource: "secrets", ns: "cascade-t1-ns3", name: "a"}
-	if err := u.attemptToOrphan(ctx, o, orphanFinalizer(s, step)); err != nil {
+	if err := u.attemptToOrphan(ctx, o, "uid-secret-a", nil, orphanFinalizer(s, step)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A step of one owner's orphan worker releases the requests of that
+// owner's pass and no other orphan worker's: another owner's PATCH of a
+// dependent stays held for that owner's step. The requests are those of
+// `cascade fuzz --target upstream-stepped --checks 30 --seed 3`, run 19:
+// ns/d's orphan worker, holding its PATCH of ns/d (a reference to
+// itself), finished its pass inside the step of deploy/a, which has no
+// dependent (traces/scenarios/orphan-pass-is-its-owners.trace on the
+// real binary).
+func TestOrphanStepReleasesItsOwnersPassAlone(t *testing.T) {
+	gc := func(id int64, verb, resource, ns, name string, removed ...string) proxy.Request {
+		group := ""
+		if resource == "deployments" {
+			group = "apps"
+		}
+		return proxy.Request{ID: id, Client: proxy.GarbageCollectorClient, RemovedOwners: removed,
+			Call: proxy.Call{Verb: verb, Group: group, Resource: resource, Namespace: ns, Name: name}}
+	}
+	deploy := object{group: "apps", resource: "deployments", ns: "cascade-t1-default", name: "a"}
+	const deployUID, nsUID, otherUID = "uid-deploy-a", "uid-ns-d", "uid-cm-b"
+	decidedWrite := gc(9, proxy.VerbPatch, "configmaps", "cascade-t1-default", "x", deployUID)
+	pod := object{resource: "pods", ns: "cascade-t1-default", name: "p"}
+	pass := &orphanPass{o: deploy, ownerUID: deployUID, ordered: []object{pod}, decided: decided{"configmaps/cascade-t1-default/x": 9}.held, other: func(r proxy.Request) bool { return r.ID != 6 }}
+	mine := pass.admits
+	podPatch := gc(15, proxy.VerbPatch, "pods", "cascade-t1-default", "p", deployUID)
+	for _, c := range []struct {
+		what string
+		r    proxy.Request
+		want bool
+	}{
+		{"ns/d's orphan worker's PATCH of ns/d, removing ns/d's reference", gc(1, proxy.VerbPatch, "namespaces", "", "cascade-t1-d", nsUID), false},
+		{"ns/d's removeFinalizer GET", gc(2, proxy.VerbGet, "namespaces", "", "cascade-t1-d"), false},
+		{"ns/d's removeFinalizer PATCH", gc(3, proxy.VerbPatch, "namespaces", "", "cascade-t1-d"), false},
+		{"deploy/a's removeFinalizer GET", gc(4, proxy.VerbGet, "deployments", "cascade-t1-default", "a"), true},
+		{"deploy/a's removeFinalizer PATCH", gc(5, proxy.VerbPatch, "deployments", "cascade-t1-default", "a"), true},
+		{"the first GET of a pass of deploy/a's attemptToDelete item", gc(6, proxy.VerbGet, "deployments", "cascade-t1-default", "a"), false},
+		{"another orphan worker's PATCH of deploy/a as a dependent", gc(7, proxy.VerbPatch, "deployments", "cascade-t1-default", "a", otherUID), false},
+		{"a write an attemptToDelete step decided", decidedWrite, false},
+		{"deploy/a's PATCH of a dependent", gc(10, proxy.VerbPatch, "widgets", "cascade-t1-default", "w", deployUID), true},
+		{"the GET of that dependent after its 415", gc(11, proxy.VerbGet, "widgets", "cascade-t1-default", "w"), true},
+		{"the JSON merge PATCH of that dependent", gc(12, proxy.VerbPatch, "widgets", "cascade-t1-default", "w"), true},
+		{"a GET of another object", gc(13, proxy.VerbGet, "widgets", "cascade-t1-default", "v"), false},
+		{"a DELETE of deploy/a", gc(14, proxy.VerbDelete, "deployments", "cascade-t1-default", "a"), false},
+		{"deploy/a's PATCH of a dependent the step releases in the model's order", podPatch, false},
+	} {
+		if got := mine(c.r); got != c.want {
+			t.Errorf("%s (%s): admitted in deploy/a's orphan pass = %v, want %v", c.what, proxy.DescribeRequest(c.r), got, c.want)
+		}
+	}
+	if !pass.dependentPatch(podPatch, pod) {
+		t.Errorf("deploy/a's PATCH of pod/p is not taken for its orphan pass's")
+	}
+	if pass.dependentPatch(gc(16, proxy.VerbPatch, "pods", "cascade-t1-default", "p", otherUID), pod) {
+		t.Errorf("another owner's PATCH of pod/p is taken for deploy/a's orphan pass's")
 	}
 }

@@ -39,10 +39,12 @@ import (
 //	gc delete|patch|unblock KEY
 //	                        releases the held DELETE or PATCH of KEY; its
 //	                        answer is the step's result
-//	gc attemptToOrphan KEY  lets the GC's requests through until its write
-//	                        of KEY (the orphan finalizer's removal) is
-//	                        answered, or its GET of KEY when the finalizer
-//	                        is gone
+//	gc attemptToOrphan KEY  lets KEY's orphan worker's requests through
+//	                        (orphanPass: its PATCHes of dependents removing
+//	                        references to KEY, its GET and write of KEY)
+//	                        until its write of KEY (the orphan finalizer's
+//	                        removal) is answered, or its GET of KEY when
+//	                        the finalizer is gone
 //	gc coalesce KEY         ends the watch of KEY's informer at its held
 //	                        head event, which must be about KEY, with a
 //	                        410 Expired, and waits for the informer's
@@ -164,9 +166,28 @@ type upstreamStepped struct {
 }
 
 // passGET reports whether r, a GET, may be the first GET of a pass of
-// its object's work item: the one an attemptToDelete step releases.
-func (u upstreamStepped) passGET(r proxy.Request) bool {
-	return u.passes == nil || u.passes.First(r)
+// its object's work item whose real UID is uid ("": any): the one an
+// attemptToDelete step releases. Not one the log cannot attribute to a
+// single item (kcmPasses.Ambiguous).
+func (u upstreamStepped) passGET(r proxy.Request, uid string) bool {
+	if u.passes == nil {
+		return true
+	}
+	item := u.passes.Item(r)
+	return item != "" && (uid == "" || item == uid) && !u.passes.Ambiguous(r)
+}
+
+// ambiguous reports whether the proxy holds a first GET of o that may
+// be the pass of either of two items of o's key (kcmPasses.Ambiguous):
+// an attemptToDelete step of o cannot tell which to release.
+func (u upstreamStepped) ambiguous(o object) bool {
+	if u.passes == nil {
+		return false
+	}
+	_, ok, _ := u.st.WaitRequest(context.Background(), 0, func(r proxy.Request) bool {
+		return r.Verb == proxy.VerbGet && o.is(r) && u.passes.Ambiguous(r)
+	})
+	return ok
 }
 
 // otherGET reports whether r, a GET, may be a GET a worker sends within
@@ -319,12 +340,16 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 		}
 		res = model.Result{Code: 200}
 	case model.OpAttemptToDelete:
-		err = u.attemptToDelete(ctx, o, u.owners(st, prev), prev, next)
+		gets := u.owners(st, prev)
+		if removesForegroundFinalizer(prev, st) {
+			gets = append(gets, o) // removeFinalizer's GET of the item
+		}
+		err = u.attemptToDelete(ctx, o, u.itemUID(prev, st), gets, prev, next)
 		res = model.Result{Code: 200}
 	case model.OpSend:
 		res, err = u.send(ctx, st, o, next, want)
 	case model.OpAttemptToOrphan:
-		err = u.attemptToOrphan(ctx, o, orphanFinalizer(prev, st))
+		err = u.attemptToOrphan(ctx, o, u.orphanUID(prev, st), u.orphanDependents(prev, st), orphanFinalizer(prev, st))
 		res = model.Result{Code: 200}
 	case model.OpCoalesce:
 		err = u.st.Relist(ctx, RelistBound, "", o.group, o.resource, o.ns, o.name)
@@ -356,184 +381,6 @@ func writeVerb(op model.WriteOp) string {
 		return proxy.VerbDelete
 	}
 	return proxy.VerbPatch
-}
-
-// owners are the real objects the owner references of st's work item
-// name in prev, in their order, one per reference: the GETs
-// attemptToDeleteItem's isDangling sends. A reference the absent owner
-// cache answers sends none; one of a kind without a REST mapping (nobody
-// serves it) or of a namespaced owner of a cluster-scoped object ends
-// the pass without a request, and the references after it are not
-// looked at. A node deleting its dependents sends none
-// (processDeletingDependentsItem). When the worker's GET of the item's
-// key finds no object with the item's UID (a virtual owner, or an object
-// deleted and made again), the worker queues a virtual delete event and
-// GETs nothing more: no owners, although the key may name a live object
-// with references (a virtual owner named by its own dependent's key).
-func (u upstreamStepped) owners(st model.Step, prev *model.State) []object {
-	ns := st.Target.Namespace
-	if !st.Target.Kind.Info().Namespaced {
-		ns = "" // getObject drops a virtual node's borrowed namespace
-	}
-	obj := prev.Lookup(st.Target.Kind, ns, st.Target.Name)
-	if obj == nil {
-		return nil // a virtual node: no object, no references
-	}
-	item, ok := queuedItem(prev, st)
-	if ok && item.UID != obj.UID {
-		return nil
-	}
-	// a node deleting its dependents (foreground) is passed by
-	// processDeletingDependentsItem, which looks no owner up: it queues
-	// the blocking dependents, whose workers' first GETs may be of the
-	// item's owners' keys, or removes the finalizer
-	if ok && slices.ContainsFunc(prev.GC.Nodes, func(n model.Node) bool { return n.UID == item.UID && n.DeletingDependents }) {
-		return nil
-	}
-	// isDangling looks owners up in the item's namespace, which a
-	// virtual node of a cluster-scoped object borrows from the dependent
-	// it was made from (kubernetes#124378)
-	itemNS := st.Target.Namespace
-	var out []object
-	for _, ref := range obj.Owners {
-		if absent(prev, ref, itemNS) {
-			continue
-		}
-		kind, ok := model.KindByName(ref.Kind)
-		if !ok || kind.Info().Custom {
-			return out // restMappingError (no custom kind's CRD on upstream-stepped)
-		}
-		ns, ok := model.OwnerScope(kind, itemNS)
-		if !ok {
-			return out // namespacedOwnerOfClusterScopedObjectErr
-		}
-		if o, err := u.object(model.Step{Actor: model.ActorGC, Op: model.OpAttemptToDelete, Target: model.Target{Kind: kind, Namespace: ns, Name: ref.Name}}); err == nil {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-// absent reports whether the GC's absentOwnerCache in s holds the owner
-// ref names, as isDangling looks it up: without a namespace, then in
-// the dependent's.
-func absent(s *model.State, ref model.OwnerRef, ns string) bool {
-	return slices.ContainsFunc(s.GC.Absent, func(a model.Identity) bool {
-		return a.UID == ref.UID && a.Kind == ref.Kind && a.Name == ref.Name && (a.Namespace == "" || a.Namespace == ns)
-	})
-}
-
-// queuedItem is the work item st passes in prev's attemptToDelete queue
-// (ok false: none of its key is queued).
-func queuedItem(prev *model.State, st model.Step) (model.Identity, bool) {
-	for _, id := range prev.GC.AttemptToDelete {
-		// a virtual owner of a cluster-scoped kind carries its
-		// dependent's namespace, as the step does
-		if id.Kind == st.Target.Kind.Info().Kind && id.Namespace == st.Target.Namespace && id.Name == st.Target.Name {
-			return id, true
-		}
-	}
-	return model.Identity{}, false
-}
-
-// attemptToDelete releases the held first GET of o's worker and lets
-// through, while the step lasts, the GETs of o's owners (isDangling) and
-// no other: another item's worker retrying on its back-off timer sends
-// its first GET whenever the timer fires, and that GET waits for the
-// item's own step.
-func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, owners []object, prev, next *model.State) error {
-	get, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && o.is(r) && u.passGET(r) })
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return &proxy.Divergence{Expected: "a GC worker's GET of " + o.String(), Observed: "none within " + StepBound.String() + held(u.st)}
-	}
-	before := u.st.HeldIDs()
-	immediate := !slices.Equal(prev.Dump(), next.Dump())
-	w := &proxy.Window{Admits: attemptWindow(o, owners, immediate, u.otherGET)}
-	u.st.Open(w)
-	defer u.st.CloseWindow()
-	if _, err := u.st.Release(ctx, StepBound, get.ID); err != nil {
-		return err
-	}
-	want, writes := inFlightFor(prev, next)
-	switch {
-	case writes:
-		// held writes of o from before the step are another worker's
-		// (attemptToOrphan's PATCH of a dependent)
-		w, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool {
-			return r.Verb == writeVerb(want.Op) && o.is(r) && !slices.Contains(before, r.ID)
-		})
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return &proxy.Divergence{Expected: fmt.Sprintf("the GC's %s of %s, held", strings.ToUpper(writeVerb(want.Op)), o), Observed: "none within " + StepBound.String() + held(u.st)}
-		}
-		u.decided[o.String()] = w.ID
-		return nil
-	case immediate:
-		// the foregroundDeletion finalizer's removal
-		ok, err := u.st.AwaitAdmitted(ctx, StepBound, func(admitted []proxy.Request) bool {
-			return slices.ContainsFunc(admitted, func(r proxy.Request) bool { return isWrite(r) && o.is(r) && r.Code != 0 })
-		})
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return &proxy.Divergence{Expected: "the GC's write of " + o.String() + " (the state the model reaches: " + strings.Join(next.Dump(), "; ") + ")", Observed: "none answered within " + StepBound.String() + held(u.st)}
-		}
-	}
-	if _, err := u.st.Quiet(ctx, QuietWindow, StepBound); err != nil {
-		return err
-	}
-	if r, ok, _ := u.st.WaitRequest(ctx, 0, func(r proxy.Request) bool { return isWrite(r) && o.is(r) && !slices.Contains(before, r.ID) }); ok {
-		return &proxy.Divergence{Expected: "no write of " + o.String(), Observed: proxy.DescribeRequest(r) + " held"}
-	}
-	return nil
-}
-
-// attemptWindow admits, while o's attemptToDelete step lasts, each GET
-// of an owner of o's once (owners has one entry per GET the pass sends),
-// and o's requests when the step changes o at once (the
-// foregroundDeletion finalizer's removal), but no GET other does not
-// accept: the first GET of another item's pass (kcmPasses), which may
-// be of an owner's key (its own pass, begun when the owner was queued,
-// while o's worker looks it up) or of o's (its next pass, queued again).
-// Admitting a GET of an owner's key more often would let through the
-// first GET of the item's next pass when o names itself as owner: the
-// real GC retries a requeued item after 5 ms, doubling.
-func attemptWindow(o object, owners []object, immediate bool, other func(proxy.Request) bool) func(proxy.Request) bool {
-	left := slices.Clone(owners)
-	return func(r proxy.Request) bool {
-		if r.Verb == proxy.VerbGet && other != nil && !other(r) {
-			return false
-		}
-		if immediate && o.is(r) {
-			return true
-		}
-		if r.Verb != proxy.VerbGet {
-			return false
-		}
-		i := slices.IndexFunc(left, func(ow object) bool { return ow.is(r) })
-		if i < 0 {
-			return false
-		}
-		left = slices.Delete(left, i, i+1)
-		return true
-	}
-}
-
-// inFlightFor is the write the step put in flight: the first write of an
-// item in flight in next and not in prev.
-func inFlightFor(prev, next *model.State) (model.Write, bool) {
-	for _, f := range next.GC.InFlight {
-		if !slices.ContainsFunc(prev.GC.InFlight, func(p model.InFlight) bool { return p.UID == f.UID }) {
-			return f.Writes[0], true
-		}
-	}
-	return model.Write{}, false
 }
 
 func held(s *proxy.Stepper) string {
@@ -621,53 +468,6 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 		return model.Result{Code: 200}, nil
 	}
 	return model.Result{Code: a.Code, Reason: a.Reason}, nil
-}
-
-// orphanFinalizer reports whether the object of st's key has the orphan
-// finalizer in prev: what the orphan worker's removeFinalizer GET finds.
-func orphanFinalizer(prev *model.State, st model.Step) bool {
-	ns := st.Target.Namespace
-	if !st.Target.Kind.Info().Namespaced {
-		ns = ""
-	}
-	obj := prev.Lookup(st.Target.Kind, ns, st.Target.Name)
-	return obj != nil && slices.Contains(obj.Finalizers, model.FinalizerOrphan)
-}
-
-// attemptToOrphan lets the orphan worker's requests through: those it
-// sent when the owner's deletion reached the graph builder and the proxy
-// holds (its PATCHes of dependents, any held write but those
-// attemptToDelete steps decided, and its requests about the owner), and
-// those it sends now, until removeFinalizer ends the pass: its write of
-// the owner, the orphan finalizer's removal, answered, or its GET of the
-// owner answered 404, or, when the owner has no orphan finalizer left
-// (finalizer false: a later delete switched it to foregroundDeletion),
-// answered at all ("finalizer already removed", no write).
-func (u upstreamStepped) attemptToOrphan(ctx context.Context, o object, finalizer bool) error {
-	since := time.Now()
-	// the first GET of an attemptToDelete pass waits for its own step
-	pass := func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && !u.otherGET(r) }
-	u.st.Open(&proxy.Window{Admits: func(r proxy.Request) bool { return !pass(r) }})
-	defer u.st.CloseWindow()
-	// a write an attemptToDelete worker decided, held for its `gc
-	// delete|patch|unblock` step
-	inFlight := u.decided.held
-	u.st.ReleaseAll(func(r proxy.Request) bool {
-		return proxy.GCHeld(&r) && !inFlight(r) && !pass(r) && (o.is(r) || r.Verb == proxy.VerbPatch)
-	})
-	// removeFinalizer ends the item: its write of the owner, or its GET
-	// finding the owner gone, or the finalizer gone
-	_, ok, err := u.st.AwaitAnswer(ctx, StepBound, since, func(r proxy.Request) bool {
-		return o.is(r) && (isWrite(r) && !inFlight(r) || r.Verb == proxy.VerbGet && !pass(r) && (r.Code == 404 || !finalizer && r.Code != 0))
-	})
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return &proxy.Divergence{Expected: "the GC's write of " + o.String() + " removing the orphan finalizer (or its GET finding it gone)", Observed: "none answered within " + StepBound.String() + held(u.st)}
-	}
-	_, err = u.st.Quiet(ctx, QuietWindow, StepBound)
-	return err
 }
 
 // upstreamSteppedSkip says why a trace cannot run on upstream-stepped: it

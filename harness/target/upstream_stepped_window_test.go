@@ -77,7 +77,7 @@ rs/web-1 gone
 	if err := u.st.ReleaseEvent(ctx, StepBound, deploy.group, deploy.resource, deploy.ns, deploy.name); err != nil {
 		t.Fatal(err)
 	}
-	if err := u.attemptToOrphan(ctx, deploy, true); err != nil {
+	if err := u.attemptToOrphan(ctx, deploy, d.RealUID("deploy/web"), nil, true); err != nil {
 		t.Fatal(err)
 	}
 	if l := dumpLine(t, ctx, d, "deploy/web"); l != "deploy/web gone" {
