@@ -375,6 +375,9 @@ type fuzzSummary struct {
 	Steps  int `json:"steps"`
 	// InternalSteps are the internal steps the target took (stepped runs).
 	InternalSteps int `json:"internal_steps"`
+	// OtherOrders are the passed stepped runs whose target settled in an
+	// order of its own that the model allows (fuzz.Report.OtherOrders).
+	OtherOrders int `json:"settled_in_other_order,omitempty"`
 	// HistoryOps are the history operations checked (concurrent runs).
 	HistoryOps int      `json:"history_ops"`
 	Known      []string `json:"known_races"`
@@ -444,7 +447,7 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 		s.Result = summaryPass
 	}
 	out := fuzzSummary{summary: s, Mode: rep.Mode, Inject: append([]string{}, rep.Inject...), Runs: rep.Runs, Passed: rep.Checks,
-		Steps: rep.Steps, InternalSteps: rep.InternalSteps, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...), ExcusedRuns: rep.Excused, DeliveryRecordRuns: rep.Delivered, Inconclusive: append([]string{}, rep.Undecided...),
+		Steps: rep.Steps, InternalSteps: rep.InternalSteps, OtherOrders: rep.OtherOrders, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...), ExcusedRuns: rep.Excused, DeliveryRecordRuns: rep.Delivered, Inconclusive: append([]string{}, rep.Undecided...),
 		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied, RunSteps: map[int]int{}}
 	maps.Copy(out.RunSteps, rep.RunSteps)
 	if f := rep.Failure; f != nil {
@@ -501,6 +504,9 @@ func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
 		fmt.Fprintf(w, ", %d history operations checked", rep.Ops)
 	}
 	fmt.Fprintf(w, " in %s, seed %d\n", rep.Elapsed.Round(time.Millisecond), rep.Seed)
+	if rep.OtherOrders > 0 {
+		fmt.Fprintf(w, "%d of %d passed runs settled in an order of the target's own that the model's internal steps also take (not its canonical settle's)\n", rep.OtherOrders, rep.Checks)
+	}
 	if rep.Restarts > 0 {
 		fmt.Fprintf(w, "%d restarts in %s, %d history operations maybe applied\n", rep.Restarts, rep.RestartTime.Round(time.Millisecond), rep.MaybeApplied)
 	}

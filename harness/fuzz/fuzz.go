@@ -129,7 +129,11 @@ type Report struct {
 	// target itself took in the passed stepped runs, a settle's included
 	// on targets that follow the model's settle path.
 	InternalSteps int
-	Ops           int // history operations checked (concurrent)
+	// OtherOrders counts the passed stepped runs whose target, settling
+	// by itself, ended where another interleaving of the model's
+	// internal steps than its canonical settle ends (model.SettlesTo).
+	OtherOrders int
+	Ops         int // history operations checked (concurrent)
 	// Known lists the known races the passed runs went through, one
 	// line each, "ID (on BASIS): message" (lin.Known.Basis).
 	Known []string

@@ -259,11 +259,11 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 		defer func() {
 			if judged && counted && len(r.done) > 0 {
 				rep.Runs++
-				rep.Steps += len(r.done)
+				rep.Steps += r.stepCount()
 				if rep.RunSteps == nil {
 					rep.RunSteps = map[int]int{}
 				}
-				rep.RunSteps[cfg.runNo(n)] = len(r.done)
+				rep.RunSteps[cfg.runNo(n)] = r.stepCount()
 			}
 		}()
 		defer func() { recoverStop(recover()) }()
@@ -287,7 +287,10 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 			cfg.Coverage.record(r.lines())
 			rep.Checks++
 			rep.InternalSteps += r.internals
-			progress(cfg, "run %d/%d: %d steps (%d internal, taken by %s) agree with the model (%s; %s in all)", cfg.runNo(n), cfg.Checks, len(r.done), r.internals, env.Target,
+			if r.otherOrder > 0 {
+				rep.OtherOrders++
+			}
+			progress(cfg, "run %d/%d: %d steps (%d internal, taken by %s) agree with the model (%s; %s in all)", cfg.runNo(n), cfg.Checks, r.stepCount(), r.internals, env.Target,
 				time.Since(runStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		}
 	}
