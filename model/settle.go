@@ -8,6 +8,11 @@ import (
 // MaxSettleSteps bounds Settle.
 const MaxSettleSteps = 10000
 
+// MaxSettleOrders bounds SettlesTo: the states it settles from, one per
+// order of the pending steps it varies (a 9-object run's settle with 8
+// pending events needed 60 ms to try them all).
+const MaxSettleOrders = 5000
+
 // maxClosure bounds the internal-step search of Quiescent.
 const maxClosure = 100000
 
@@ -183,8 +188,8 @@ func (m *Model) Settle(s *State) (*State, []Settled, error) {
 // events and a retry loop). A path found is an interleaving of the
 // model's; found=false says only that none of those reaches want.
 // States whose events are not all among want's are passed over: the
-// model's events are only ever added. Search is bounded by maxClosure
-// states.
+// model's events are only ever added. Search is bounded by
+// MaxSettleOrders states, each settled.
 func (m *Model) SettlesTo(s *State, want []string, first func(Step) bool) (path []Settled, found bool, err error) {
 	// nodes is the closure of s under first's steps: each state, the
 	// step that reached it and its parent's index (-1 for s)
@@ -219,8 +224,8 @@ func (m *Model) SettlesTo(s *State, want []string, first func(Step) bool) (path 
 				continue
 			}
 			seen[enc] = true
-			if len(seen) > maxClosure {
-				return nil, false, fmt.Errorf("more than %d orders of the pending steps", maxClosure)
+			if len(seen) > MaxSettleOrders {
+				return nil, false, fmt.Errorf("more than %d orders of the pending steps", MaxSettleOrders)
 			}
 			nodes = append(nodes, node{sd: sd, parent: i})
 		}
