@@ -126,11 +126,7 @@ func TestKCMPassesWithoutAGETMatchNone(t *testing.T) {
 // no GET of rc/b to release at rc/b's step.)
 func TestAttemptToDeleteHoldsTheOwnersOwnPassGET(t *testing.T) {
 	p := newPassLog(t)
-	st := proxy.NewStepper()
-	st.SetScope(func(string, string) bool { return true })
-	st.SetArrivals(p.k.Arrived)
-	st.Hold(true)
-	defer st.Hold(false)
+	st := heldStepper(t, p.k.Arrived)
 	u := upstreamStepped{st: st, decided: decided{}, passes: p.k}
 	ctx := context.Background()
 	x := object{resource: "configmaps", ns: "ns", name: "x"}
@@ -210,11 +206,7 @@ func TestHoldingAgainForgetsTheSettlesPasses(t *testing.T) {
 // 30 --seed 4`, run 12, traces/scenarios/stale-virtual-item-shares-a-key.trace.)
 func TestAttemptToDeleteReleasesItsOwnItemsPassGET(t *testing.T) {
 	p := newPassLog(t)
-	st := proxy.NewStepper()
-	st.SetScope(func(string, string) bool { return true })
-	st.SetArrivals(p.k.Arrived)
-	st.Hold(true)
-	defer st.Hold(false)
+	st := heldStepper(t, p.k.Arrived)
 	u := upstreamStepped{st: st, decided: decided{}, passes: p.k}
 	ctx := context.Background()
 	a := object{resource: "configmaps", ns: "ns3", name: "a"}

@@ -21,20 +21,8 @@ import (
 // left the model's next attemptToDelete of that item with no GET to
 // release.)
 func TestAttemptToDeleteAdmitsOnlyOwnerGETs(t *testing.T) {
-	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, s := &model.Model{}, model.NewState()
-	for _, line := range []string{"create deploy/a", "create pv/p", "create deploy/b owner=deploy/a owner=pv/p owner=Frob/x,uid=frob", "create sts/c"} {
-		st, err := model.ParseStep(line)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s, _, err = m.Apply(s, st); err != nil {
-			t.Fatal(err)
-		}
-	}
+	d := offlineDriver(t)
+	_, s := modelAfter(t, "create deploy/a", "create pv/p", "create deploy/b owner=deploy/a owner=pv/p owner=Frob/x,uid=frob", "create sts/c")
 	u := upstreamStepped{d: d}
 	st, err := model.ParseStep("gc attemptToDelete deploy/b")
 	if err != nil {
@@ -80,20 +68,8 @@ func TestAttemptToDeleteAdmitsOnlyOwnerGETs(t *testing.T) {
 // model expects no write; `cascade fuzz --target upstream-stepped --seed
 // 1`, run 7.)
 func TestVirtualOwnerAttemptAdmitsNoGET(t *testing.T) {
-	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, s := &model.Model{}, model.NewState()
-	for _, line := range []string{"create cm/c", "gc deliver cm/c", "add-owner cm/c cm/c,block,uid=ghost-c", "gc deliver cm/c"} {
-		st, err := model.ParseStep(line)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s, _, err = m.Apply(s, st); err != nil {
-			t.Fatal(err)
-		}
-	}
+	d := offlineDriver(t)
+	_, s := modelAfter(t, "create cm/c", "gc deliver cm/c", "add-owner cm/c cm/c,block,uid=ghost-c", "gc deliver cm/c")
 	if ghost, ok := s.UIDBySymbol("ghost-c"); !ok || len(s.GC.AttemptToDelete) != 1 || s.GC.AttemptToDelete[0].UID != ghost {
 		t.Fatalf("the model's attemptToDelete queue: want the virtual owner ghost-c alone, got %v", s.GC.AttemptToDelete)
 	}
@@ -123,14 +99,8 @@ func TestVirtualOwnerAttemptAdmitsNoGET(t *testing.T) {
 // of the object, the orphan worker's, and then waited in vain for the
 // DELETE that follows the unblock; seed 2 at its final settle.)
 func TestSendReleasesTheDecidedWrite(t *testing.T) {
-	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := proxy.NewStepper()
-	st.SetScope(func(string, string) bool { return true })
-	st.Hold(true)
-	defer st.Hold(false)
+	d := offlineDriver(t)
+	st := heldStepper(t, nil)
 	ctx := context.Background()
 	// the GC's client: each request waits at the Stepper, then is answered
 	gc := func(id int64) {
@@ -163,14 +133,8 @@ func TestSendReleasesTheDecidedWrite(t *testing.T) {
 // ran unstepped; seed 2, `gc attemptToDelete sts/ns2/d` then found no GET
 // to release.)
 func TestDeleteStepHoldsTheNextPassGET(t *testing.T) {
-	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := proxy.NewStepper()
-	st.SetScope(func(string, string) bool { return true })
-	st.Hold(true)
-	defer st.Hold(false)
+	d := offlineDriver(t)
+	st := heldStepper(t, nil)
 	ctx := context.Background()
 	call := func(verb string) proxy.Call {
 		return proxy.Call{Verb: verb, Resource: "pods", Namespace: "cascade-t1-default", Name: "a"}
@@ -217,20 +181,8 @@ func TestDeleteStepHoldsTheNextPassGET(t *testing.T) {
 // retries slipped through, each one doubling its back-off, until the
 // model's seventh pass found no GET within 10 s; seeds 1 and 2.)
 func TestAttemptWindowAdmitsEachOwnerGETOnce(t *testing.T) {
-	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, s := &model.Model{}, model.NewState()
-	for _, line := range []string{"create pod/a owner=Frob/x,uid=frob", "add-owner pod/a pod/a,block", "create pod/b", "add-owner pod/b pod/b,block", "add-owner pod/b Frob/x,uid=frob"} {
-		st, err := model.ParseStep(line)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s, _, err = m.Apply(s, st); err != nil {
-			t.Fatal(err)
-		}
-	}
+	d := offlineDriver(t)
+	_, s := modelAfter(t, "create pod/a owner=Frob/x,uid=frob", "add-owner pod/a pod/a,block", "create pod/b", "add-owner pod/b pod/b,block", "add-owner pod/b Frob/x,uid=frob")
 	u := upstreamStepped{d: d}
 	get := func(name string) proxy.Request {
 		return proxy.Request{Call: proxy.Call{Verb: proxy.VerbGet, Resource: "pods", Namespace: "cascade-t1-default", Name: name}, Client: proxy.GarbageCollectorClient}
@@ -266,21 +218,9 @@ func TestAttemptWindowAdmitsEachOwnerGETOnce(t *testing.T) {
 // namespace, none, the reference ended the pass and the window admitted
 // no GET; the race's replay on upstream-stepped diverged.)
 func TestVirtualClusterScopedNodeOwnersInBorrowedNamespace(t *testing.T) {
-	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, s := &model.Model{}, model.NewState()
-	for _, line := range []string{"create secret/c finalizers=cascade.dev/hold", "create pv/a owner=secret/c,block", "add-owner secret/c pv/a,block",
-		"delete secret/c propagation=Foreground", "gc deliver secret/c", "gc deliver secret/c", "gc deliver secret/c"} {
-		st, err := model.ParseStep(line)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s, _, err = m.Apply(s, st); err != nil {
-			t.Fatal(err)
-		}
-	}
+	d := offlineDriver(t)
+	_, s := modelAfter(t, "create secret/c finalizers=cascade.dev/hold", "create pv/a owner=secret/c,block", "add-owner secret/c pv/a,block",
+		"delete secret/c propagation=Foreground", "gc deliver secret/c", "gc deliver secret/c", "gc deliver secret/c")
 	u := upstreamStepped{d: d}
 	st, err := model.ParseStep("gc attemptToDelete pv/default/a")
 	if err != nil {
@@ -319,10 +259,7 @@ func sendStep(t *testing.T, ctx context.Context, u upstreamStepped, line string)
 // upstream-stepped --checks 200 --seed 4`, run 16, deploy/b's pass took
 // rc/a's and rc/b's, and rc/b's step found no GET.)
 func TestDeletingDependentsPassAdmitsNoOwnerGET(t *testing.T) {
-	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := offlineDriver(t)
 	m, s := &model.Model{}, model.NewState()
 	for _, line := range []string{"create cm/a", "create cm/b owner=cm/a,block", "add-owner cm/a cm/b,block",
 		"gc deliver cm/a", "gc deliver cm/b", "gc deliver cm/a", "delete cm/a propagation=Foreground", "gc deliver cm/a"} {
@@ -355,10 +292,7 @@ func TestDeletingDependentsPassAdmitsNoOwnerGET(t *testing.T) {
 // waited for a write or a 404 alone and diverged after 10 s; `cascade
 // fuzz --target upstream-stepped --checks 200 --seed 4`, run 86.)
 func TestOrphanStepEndsOnTheGETWhenTheFinalizerIsGone(t *testing.T) {
-	st := proxy.NewStepper()
-	st.SetScope(func(string, string) bool { return true })
-	st.Hold(true)
-	defer st.Hold(false)
+	st := heldStepper(t, nil)
 	ctx := context.Background()
 	get := proxy.Request{ID: 1, Client: proxy.GarbageCollectorClient, Call: proxy.Call{Verb: proxy.VerbGet, Resource: "secrets", Namespace: "cascade-t1-ns3", Name: "a"}}
 	go func() {
@@ -448,4 +382,45 @@ func TestOrphanStepReleasesItsOwnersPassAlone(t *testing.T) {
 	if pass.dependentPatch(gc(16, proxy.VerbPatch, "pods", "cascade-t1-default", "p", otherUID), pod) {
 		t.Errorf("another owner's PATCH of pod/p is taken for deploy/a's orphan pass's")
 	}
+}
+
+// offlineDriver is a driver of run prefix cascade-t1 whose cluster is
+// never reached: the steps under test talk to the proxy's Stepper alone.
+func offlineDriver(t *testing.T) *driver.Driver {
+	t.Helper()
+	d, err := driver.New(&rest.Config{Host: "http://127.0.0.1:1"}, nil, "cascade-t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// modelAfter is the model's state after lines, from a fresh state.
+func modelAfter(t *testing.T, lines ...string) (*model.Model, *model.State) {
+	t.Helper()
+	m, s := &model.Model{}, model.NewState()
+	for _, line := range lines {
+		st, err := model.ParseStep(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _, err = m.Apply(s, st); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+	}
+	return m, s
+}
+
+// heldStepper is a Stepper holding every object's traffic until the test
+// ends, arrivals (if not nil) told of each GC request.
+func heldStepper(t *testing.T, arrivals func(proxy.Request)) *proxy.Stepper {
+	t.Helper()
+	st := proxy.NewStepper()
+	st.SetScope(func(string, string) bool { return true })
+	if arrivals != nil {
+		st.SetArrivals(arrivals)
+	}
+	st.Hold(true)
+	t.Cleanup(func() { st.Hold(false) })
+	return st
 }
