@@ -148,7 +148,7 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 	}
 	w.steps = e.m.AppendEnabled(w.steps[:0], s, e.opts)
 	if e.sleep {
-		w.infos = classify(w.infos, s, w.steps, len(e.ops))
+		w.infos = classify(w.infos, s, w.steps, len(e.ops), &w.keys)
 	}
 	for i := range e.ops {
 		if !e.opEnabled(s, i) {
@@ -272,9 +272,13 @@ func (e *explorer) checkTransition(w *worker, prev, next *model.State, st *model
 			e.offer(v, &candidate{level: level, fp: fp, act: act, order: order}, st)
 		}
 	}
-	for _, i := range w.open {
+	open := w.open
+	if sameStore {
+		open = open[:w.openAny] // the StoreOnly ones find nothing
+	}
+	for _, i := range open {
 		p := &model.Properties[e.sometimes[i]]
-		if e.witnessed[i].Load() || (sameStore && p.StoreOnly) || (p.Steps != nil && !p.Steps(st)) {
+		if e.witnessed[i].Load() || (p.Steps != nil && !p.Steps(st)) {
 			continue
 		}
 		if !filled {

@@ -266,9 +266,14 @@ func Run(scope Scope, opts Options) (*Result, error) {
 					}
 					w.generated, w.slept, w.unclaimed = 0, 0, 0
 					w.open = w.open[:0]
-					for i := range e.sometimes {
-						if !e.witnessed[i].Load() {
-							w.open = append(w.open, i)
+					for _, storeOnly := range []bool{false, true} {
+						if storeOnly {
+							w.openAny = len(w.open)
+						}
+						for i, pi := range e.sometimes {
+							if model.Properties[pi].StoreOnly == storeOnly && !e.witnessed[i].Load() {
+								w.open = append(w.open, i)
+							}
 						}
 					}
 					for idx := b * blockSize; idx < min((b+1)*blockSize, fr.len()); idx++ {

@@ -150,6 +150,7 @@ type worker struct {
 	dec     model.Decoder
 	steps   []model.Step
 	infos   []sleepStep // with sleep sets: steps' classes (reduction.go)
+	keys    keyMemo     // classify's keyBit memo
 	trans   model.Transition
 	enc     []byte // scratch encoding
 	// the successor whose claim waits for the next one to be computed
@@ -166,7 +167,10 @@ type worker struct {
 	// open lists the Sometimes properties (indexes into
 	// explorer.sometimes) not witnessed when the worker took its block:
 	// a property once witnessed stays so, and most are witnessed early.
-	open []int
+	// The first openAny of them are not StoreOnly, the rest are: a step
+	// that leaves the store as it was need look at the first only.
+	open    []int
+	openAny int
 }
 
 // claimPending claims the pending successor and stores its encoding if
