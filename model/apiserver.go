@@ -376,10 +376,16 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 			return fail(403, "Forbidden", "admission webhook \"vdeletion.cascade.dev\" denied the request: %s", deny)
 		}
 	}
-	next := *cur
 	res := Delete(m.semantics(), &View{Kind: cur.Kind, Deleting: cur.Deleting, Finalizers: cur.Finalizers}, opts)
-	next.Finalizers = res.Finalizers
+	// The object as the delete leaves it, unless it leaves storage: built
+	// only where it is needed, as the GC's deletes mostly remove at once.
+	written := func() Object {
+		next := *cur
+		next.Finalizers = res.Finalizers
+		return next
+	}
 	if t.Kind == crdKind() && !cur.Deleting {
+		next := written()
 		// apiextensions' CRD REST Delete: the first delete only sets
 		// deletionTimestamp and the cleanup finalizer (no GC finalizers)
 		// and always carries a UID precondition; the cleanup controller
@@ -415,7 +421,7 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 			// see MODIFIED, then DELETED of that version. Once
 			// deletionTimestamp is set (grace 0) BeforeDelete reports not
 			// graceful and the update is skipped (errDeleteNow).
-			gone = next
+			gone = written()
 			gone.Deleting = true
 			gone.RV++
 			s.notify(Modified, &gone)
@@ -427,6 +433,7 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 	// markAsDeleting (non-graceful kinds): deletionTimestamp set once; a
 	// second delete on a terminating object re-runs the finalizer choice
 	// and may switch orphan/foregroundDeletion (see upstream-semantics 1.3).
+	next := written()
 	next.Deleting = true
 	if opts.DryRun || equalObjects(cur, &next) {
 		return ok(200)

@@ -364,9 +364,13 @@ func (m *Model) doWrite(s *State, w Write) Result {
 	switch w.Op {
 	case WriteDelete:
 		opts := DeleteOptions{Policy: w.Policy, PreconditionUID: w.Item.UID, PreconditionRV: w.RV}
+		// the object before the delete, for trackOrphanOverride below
+		// (a retry, or a foreground delete that waited)
 		var before Object
-		if live := s.Lookup(t.Kind, t.Namespace, t.Name); live != nil {
-			before = *live
+		if w.RV != 0 || (w.Policy == Foreground && len(w.Waited) > 0) {
+			if live := s.Lookup(t.Kind, t.Namespace, t.Name); live != nil {
+				before = *live
+			}
 		}
 		r := m.delete(s, m.gcRequest(), t, opts)
 		if r.Code == 409 && w.RV != 0 {

@@ -60,6 +60,12 @@ func init() {
 	if len(Kinds) != NumKinds {
 		panic("model: NumKinds must equal len(Kinds)")
 	}
+	// KindByName, and identKeyIs, rely on one entry per kind name.
+	for i := range Kinds {
+		if k, _ := KindByName(Kinds[i].Kind); k != KindID(i) {
+			panic("model: kind " + Kinds[i].Kind + " is in Kinds twice")
+		}
+	}
 }
 
 // KindID indexes Kinds.

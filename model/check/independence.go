@@ -77,10 +77,33 @@ func keyBit(kind, name string) uint64 {
 	return 1 << (h % 64)
 }
 
-func refKeys(refs []model.OwnerRef) uint64 {
+// keyMemo remembers the keyBit of the last (kind, name) pair met in each
+// of its slots, chosen by the name's length and last byte, so that
+// classify does not hash the same few names again for every state: the
+// strings of a decoded state are interned, so a hit usually compares two
+// pointers. keyBit is a function of the two strings' contents, which a
+// hit compares in full, so the memo returns exactly what keyBit does. A
+// nil memo hashes every time.
+type keyMemo [64]struct {
+	kind, name string
+	bit        uint64
+}
+
+func (m *keyMemo) keyBit(kind, name string) uint64 {
+	if m == nil || len(name) == 0 {
+		return keyBit(kind, name)
+	}
+	e := &m[(len(name)<<3+int(name[len(name)-1]))&(len(m)-1)]
+	if e.name != name || e.kind != kind {
+		e.kind, e.name, e.bit = kind, name, keyBit(kind, name)
+	}
+	return e.bit
+}
+
+func (m *keyMemo) refKeys(refs []model.OwnerRef) uint64 {
 	var b uint64
 	for i := range refs {
-		b |= keyBit(refs[i].Kind, refs[i].Name)
+		b |= m.keyBit(refs[i].Kind, refs[i].Name)
 	}
 	return b
 }
@@ -140,7 +163,8 @@ func nodeBits(n *model.Node) uint64 {
 // classify describes steps for the independence relation: out[i] is
 // steps[i]'s, ranked rank+i. steps are the steps enabled in s
 // (AppendEnabled's list, in its order), after client requests if any.
-func classify(out []sleepStep, s *model.State, steps []model.Step, rank int) []sleepStep {
+// keys, which may be nil, is the caller's keyMemo.
+func classify(out []sleepStep, s *model.State, steps []model.Step, rank int, keys *keyMemo) []sleepStep {
 	out = out[:0]
 	g := &s.GC
 	item := 0 // attemptToDelete steps come in queue order, in-flight items left out
@@ -201,12 +225,12 @@ func classify(out []sleepStep, s *model.State, steps []model.Step, rank int) []s
 			}
 			// (a custom kind's lookups read its CRD too, but every write
 			// to a CRD is dependent on every item: writeKeys)
-			d.keys = keyBit(id.Kind, id.Name)
+			d.keys = keys.keyBit(id.Kind, id.Name)
 			if n != nil {
-				d.keys |= refKeys(n.Owners)
+				d.keys |= keys.refKeys(n.Owners)
 			}
 			if o := s.Get(id.UID); o != nil {
-				d.keys |= refKeys(o.Owners)
+				d.keys |= keys.refKeys(o.Owners)
 				d.owners |= refBits(o.Owners)
 				if o.Kind.Info().Kind == id.Kind && o.Name == id.Name && o.Namespace == id.Namespace {
 					d.mayVirtual = false
@@ -218,7 +242,7 @@ func classify(out []sleepStep, s *model.State, steps []model.Step, rank int) []s
 			w := &f.Writes[0]
 			d.role, d.item, d.uses = roleSend, f.UID, uidBit(f.UID)
 			d.mayVirtual = w.Op == model.WriteDelete // a 404 queues one
-			d.keys = keyBit(w.Item.Kind, w.Item.Name)
+			d.keys = keys.keyBit(w.Item.Kind, w.Item.Name)
 			if w.Item.Kind == crdKind || w.Item.Kind == namespaceKind {
 				d.keys = keysAll
 			}

@@ -196,7 +196,7 @@ func TestIndependenceHolds(t *testing.T) {
 				// the explorer's order: requests (a refused one is
 				// skipped below), then the model's steps
 				steps := append(slices.Clip(ops), m.Enabled(p, opts)...)
-				infos := classify(nil, p, steps, 0)
+				infos := classify(nil, p, steps, 0, nil)
 				for ci := range steps {
 					c := &steps[ci]
 					cn, _, err := m.ApplyStep(p, c)
@@ -213,7 +213,7 @@ func TestIndependenceHolds(t *testing.T) {
 						tn = cn.Canonical()
 					}
 					tsteps := append(slices.Clip(ops), m.Enabled(tn, opts)...)
-					tinfos := classify(nil, tn, tsteps, 0)
+					tinfos := classify(nil, tn, tsteps, 0, nil)
 					// every step of t whose class is asleep: the search skips it
 					for ti := range tsteps {
 						at := &tsteps[ti]
@@ -264,7 +264,7 @@ func TestIndependenceHolds(t *testing.T) {
 						// c in a(p): the same step, whose name may have
 						// changed (an item queued beside it with its key)
 						asteps := append(slices.Clip(ops), m.Enabled(an, opts)...)
-						ainfos := classify(nil, an, asteps, 0)
+						ainfos := classify(nil, an, asteps, 0, nil)
 						enabled := false
 						for i := range asteps {
 							if !sameStep(c, &infos[ci], &asteps[i], &ainfos[i]) {
