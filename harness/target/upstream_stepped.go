@@ -415,6 +415,10 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 	// meanwhile, waits for its own step)
 	retry := verb == proxy.VerbDelete
 	since := time.Now()
+	// deleteObject's GET comes after the 409; a GET of the object held
+	// before the answer is another worker's (the orphan worker's
+	// removeFinalizer GET, the same request at the proxy)
+	heldBefore := u.st.HeldIDs()
 	a, err := u.st.Release(ctx, StepBound, r.ID)
 	if err != nil {
 		return model.Result{}, err
@@ -438,7 +442,7 @@ func (u upstreamStepped) send(ctx context.Context, st model.Step, o object, next
 		defer u.st.CloseWindow()
 		// what the GC sent between the answer and the window's opening
 		// waits held
-		u.st.ReleaseAll(func(q proxy.Request) bool { return q.ID > r.ID && admits(q) })
+		u.st.ReleaseAll(func(q proxy.Request) bool { return q.ID > r.ID && !slices.Contains(heldBefore, q.ID) && admits(q) })
 		if _, ok, err := u.st.AwaitAnswer(ctx, StepBound, since, func(q proxy.Request) bool { return q.Verb == proxy.VerbGet && o.is(q) }); err != nil || !ok {
 			return model.Result{}, errors.Join(err, &proxy.Divergence{Expected: "after the 409, the GC's GET of " + o.String(), Observed: "none answered within " + StepBound.String() + held(u.st)})
 		}
