@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/cascade-k8s/cascade/model"
-	"github.com/cascade-k8s/cascade/traces"
 )
 
 // The real GC's worker checks whether an item's node is being deleted
@@ -65,25 +64,7 @@ func TestUpstreamSteppedDrawsNoDeliveryPastTheDeletionCheck(t *testing.T) {
 // real orphan pass kept ns/a's reference to itself where the model's
 // removed it: `--checks 200 --seed 12`, run 16.)
 func TestDeletionCheckPassesOverStaleItems(t *testing.T) {
-	tr, err := traces.ParseFile("testdata/upstream-stepped-stale-item-deletion.trace")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := tr.Model()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := model.NewState()
-	for _, st := range tr.Stanzas {
-		for _, c := range st.Commands {
-			if c.Settle {
-				continue
-			}
-			if s, _, err = m.Apply(s, c.Step); err != nil {
-				t.Fatalf("%s: %v", c.Text, err)
-			}
-		}
-	}
+	m, s := beforeSettle(t, "testdata/upstream-stepped-stale-item-deletion.trace")
 	st, err := model.ParseStep("gc deliver ns/a")
 	if err != nil {
 		t.Fatal(err)

@@ -281,16 +281,28 @@ func (l *lockstep) compare() {
 		return
 	}
 	l.dirty = false
+	l.check(l.realDump(l.s.Dump()))
+}
+
+// realDump is the system's state, dumped again while it differs from
+// want for as long as the system's outcome may lag (eventual).
+func (l *lockstep) realDump(want []string) []string {
 	real, err := l.sys.dump()
 	if err != nil {
 		l.fail("error", fmt.Sprintf("dump: %v", err))
 	}
-	want := l.s.Dump()
 	if ev, ok := l.sys.(eventual); ok && !slices.Equal(want, real) {
 		if real, err = ev.redump(want); err != nil {
 			l.fail("error", fmt.Sprintf("dump: %v", err))
 		}
 	}
+	return real
+}
+
+// check fails the run when the system's dump real differs from the
+// model's state.
+func (l *lockstep) check(real []string) {
+	want := l.s.Dump()
 	if !slices.Equal(want, real) {
 		note := ""
 		if l.settleNote != "" {
@@ -360,11 +372,13 @@ func (l *lockstep) settle() {
 	if err := l.sys.settle(); err != nil {
 		l.fail("error", fmt.Sprintf("%s settle: %v", l.sysName(), err))
 	}
-	l.dirty = true // the system settled by itself: whatever it did shows now
+	// the system settled by itself: whatever it did shows now
+	real := l.realDump(l.s.Dump())
 	if l.settlesAlone() {
-		l.settledOtherwise(start)
+		l.settledOtherwise(start, real)
 	}
-	l.compare()
+	l.dirty = false
+	l.check(real)
 	for _, v := range l.m.CheckQuiescent(l.s) {
 		if v.Known == "" {
 			l.fail("property", fmt.Sprintf("at quiescence: %s", v))
@@ -384,21 +398,11 @@ func (l *lockstep) settle() {
 // internal steps from where the settle began reaches the system's end,
 // quiescent (model.SettlesTo), the model takes that interleaving instead:
 // the trace names its steps before "settle", and the run is counted
-// (otherOrder). An end no interleaving reaches is left to compare to
+// (otherOrder). An end no interleaving reaches is left to check to
 // report. No timing enters: the model alone says which ends a settle may
 // have.
-func (l *lockstep) settledOtherwise(start *model.State) {
-	want := l.s.Dump()
-	real, err := l.sys.dump()
-	if err != nil {
-		l.fail("error", fmt.Sprintf("dump: %v", err))
-	}
-	if ev, ok := l.sys.(eventual); ok && !slices.Equal(want, real) {
-		if real, err = ev.redump(want); err != nil {
-			l.fail("error", fmt.Sprintf("dump: %v", err))
-		}
-	}
-	if slices.Equal(want, real) {
+func (l *lockstep) settledOtherwise(start *model.State, real []string) {
+	if slices.Equal(l.s.Dump(), real) {
 		return
 	}
 	path, found, err := l.m.SettlesTo(start, real, reorders)

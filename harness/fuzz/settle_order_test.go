@@ -123,25 +123,7 @@ func TestSettleNoOrderReachesIsADivergence(t *testing.T) {
 // the reference to secret/ns2/b. The real end is one the model reaches
 // with rc/d delivered first.
 func TestSettlesToFindsSeed11Run141sOrder(t *testing.T) {
-	tr, err := traces.ParseFile("testdata/upstream-stepped-settle-order.trace")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := tr.Model()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := model.NewState()
-	for _, st := range tr.Stanzas {
-		for _, c := range st.Commands {
-			if c.Settle {
-				continue
-			}
-			if s, _, err = m.Apply(s, c.Step); err != nil {
-				t.Fatalf("%s: %v", c.Text, err)
-			}
-		}
-	}
+	m, s := beforeSettle(t, "testdata/upstream-stepped-settle-order.trace")
 	canonical, _, err := m.Settle(s)
 	if err != nil {
 		t.Fatal(err)
@@ -160,4 +142,30 @@ func TestSettlesToFindsSeed11Run141sOrder(t *testing.T) {
 	if path[0].Step.String() != "gc deliver rc/d" {
 		t.Errorf("the order found begins with %q, want rc/d's delivery", path[0].Step)
 	}
+}
+
+// beforeSettle is the model and its state after a trace's steps but its
+// settles: where a failing run's final settle began.
+func beforeSettle(t *testing.T, path string) (*model.Model, *model.State) {
+	t.Helper()
+	tr, err := traces.ParseFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tr.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := model.NewState()
+	for _, st := range tr.Stanzas {
+		for _, c := range st.Commands {
+			if c.Settle {
+				continue
+			}
+			if s, _, err = m.Apply(s, c.Step); err != nil {
+				t.Fatalf("%s: %v", c.Text, err)
+			}
+		}
+	}
+	return m, s
 }
