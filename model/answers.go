@@ -277,6 +277,37 @@ type DeleteResult struct {
 	// answered as it is, finalizers unchanged (rest.BeforeDelete's
 	// pendingGraceful: Store.Delete returns without writing).
 	MayAnswerUnchanged bool
+	// LosesRVPrecondition: a resourceVersion precondition that holds is
+	// refused all the same, 409 Conflict, and nothing is written
+	// (DeleteRVConflict).
+	LosesRVPrecondition bool
+}
+
+// DeleteRVConflict is the message of the 409 Conflict a DELETE whose
+// result LosesRVPrecondition answers, on an object stored at rv.
+//
+// Store.Delete (k8s.io/apiserver registry/generic/registry/store.go, every
+// release from v1.29 to v1.37; the code came with kubernetes#85516 in
+// v1.18) runs updateForGracefulDeletionAndFinalizers when the object has
+// finalizers or the options change them. When the update function finds
+// no finalizer left and no graceful deletion under way it returns
+// errDeleteNow, so GuaranteedUpdate writes nothing and leaves `out` the
+// empty object. Store.Delete then replaces the request's resourceVersion
+// precondition with out's resourceVersion ("Update the
+// preconditions.ResourceVersion if set since we updated the object"),
+// which is "", and Storage.Delete's storage.Preconditions.Check refuses
+// it. So a DELETE that drops the object's last finalizers (orphan or
+// foregroundDeletion, by Background, Foreground on a dependent-less
+// deletion, or orphanDependents=false) with a resourceVersion
+// precondition never succeeds, however current the version it names;
+// without the precondition, or with only a uid one, it removes the
+// object. A graceful kind not yet being deleted (a Pod) is unaffected:
+// its update writes deletionTimestamp, and out carries that version. A
+// dry run returns out before Storage.Delete and answers 200. No
+// upstream issue found; found by cascade fuzz --target upstream-stepped
+// --seed 12, run 132 (traces/scenarios/delete-rv-precondition-last-finalizers.trace).
+func DeleteRVConflict(rv int) string {
+	return fmt.Sprintf("StorageError: invalid object, Code: 4, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: ResourceVersion in precondition: , ResourceVersion in object meta: %d", rv)
 }
 
 // Delete is the API server's DELETE of stored object o with opts
@@ -293,12 +324,16 @@ func Delete(sem Semantics, o *View, opts DeleteOptions) DeleteResult {
 	}
 	fins := deletionFinalizers(o, opts)
 	graceful := GracefulDelete(o.Kind)
+	twoWrites := len(fins) == 0 && graceful && !o.Deleting
 	return DeleteResult{
 		Finalizers:         fins,
 		Removed:            len(fins) == 0,
-		TwoWrites:          len(fins) == 0 && graceful && !o.Deleting,
+		TwoWrites:          twoWrites,
 		MayKeep:            graceful || o.Kind.Info().Kind == "Namespace",
 		MayAnswerUnchanged: graceful && o.Deleting,
+		// the update path's errDeleteNow: finalizers to drop, all
+		// dropped, no deletionTimestamp write first (DeleteRVConflict)
+		LosesRVPrecondition: len(fins) == 0 && len(o.Finalizers) > 0 && !twoWrites && opts.PreconditionRV != 0 && !opts.DryRun,
 	}
 }
 

@@ -406,6 +406,9 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 		s.notify(Modified, &next)
 		return ok(200)
 	}
+	if res.LosesRVPrecondition {
+		return fail(409, "Conflict", "%s", DeleteRVConflict(cur.RV))
+	}
 	if res.Removed {
 		if opts.DryRun {
 			return ok(200)

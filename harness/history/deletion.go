@@ -42,12 +42,17 @@ func DeleteResult(sem model.Semantics, o *Object, opts *DeleteOptions) model.Del
 
 // ModelDeleteOptions reads a DELETE's options as the model's: its
 // propagation policy and orphanDependents (a propagationPolicy the model
-// does not know reads as none).
+// does not know reads as none), and whether it carries a resourceVersion
+// precondition, as PreconditionRV 1 (model.Delete reads only that one is
+// set: DeleteResult.LosesRVPrecondition).
 func ModelDeleteOptions(opts *DeleteOptions) model.DeleteOptions {
 	var mopts model.DeleteOptions
 	if opts != nil {
 		mopts.OrphanDependents = opts.Orphan
 		mopts.Policy, _ = model.ParsePolicy(opts.Propagation)
+		if opts.PreconditionRV != "" {
+			mopts.PreconditionRV = 1
+		}
 	}
 	return mopts
 }

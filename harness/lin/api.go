@@ -302,6 +302,9 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 				return outs, ""
 			}
 			res := history.DeleteResult(c.sem, cur.obj, opts)
+			if res.LosesRVPrecondition {
+				return outs, "" // refused whatever the version (model.DeleteRVConflict)
+			}
 			if res.Removed {
 				outs = append(outs, outcome{changed: true, applied: true})
 			}
@@ -361,6 +364,10 @@ func (c *checker) delete(s *store, cur *entry, in *input) ([]outcome, string) {
 			}
 		}
 		return outs, ""
+	case op.Code == 409 && cur != nil && pre.rvSet && (!cur.known() || history.DeleteResult(c.sem, cur.obj, opts).LosesRVPrecondition):
+		// Store.Delete loses a resourceVersion precondition when the
+		// DELETE drops the last finalizers (model.DeleteRVConflict)
+		return []outcome{unchanged}, ""
 	case op.Code == 404 || op.Code == 409:
 		return c.refused(s, cur, in, pre, model.VerbDelete)
 	case webhookDenial(op):
