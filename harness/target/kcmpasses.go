@@ -52,7 +52,13 @@ type kcmPasses struct {
 
 // pass is one attemptToDeleteItem pass that sends a GET of its item.
 type pass struct {
-	uid     string
+	uid string
+	// ns is the namespace the item's identity names, as the log writes
+	// it: for a cluster-scoped kind the one a virtual node borrowed from
+	// its dependent, which the GET leaves out. A stale virtual node's
+	// pass and its observed node's, of one UID, GET the same object and
+	// differ only here (sameItem).
+	ns      string
 	began   time.Time
 	ended   time.Time // the pass ended without a GET (zero: not seen to)
 	matched bool
@@ -113,10 +119,22 @@ func (k *kcmPasses) First(r proxy.Request) bool {
 // with the observed object elsewhere, and that object's own item) send
 // the same GET; the UID tells their passes apart.
 func (k *kcmPasses) Item(r proxy.Request) string {
+	uid, _ := k.Identity(r)
+	return uid
+}
+
+// Identity is the UID and the identity's namespace of the work item
+// whose pass r is the first GET of (uid "" when r is another worker's
+// GET). Two items of one UID send the same GET when a virtual node of a
+// cluster-scoped kind, in a borrowed namespace, was taken by an idle
+// worker before the graph replaced it with the observed object (the
+// stale *node the worker holds), and the observed node is queued too:
+// the namespace tells their passes apart.
+func (k *kcmPasses) Identity(r proxy.Request) (uid, ns string) {
 	if p := k.pass(r); p != nil {
-		return cmp.Or(p.uid, "?")
+		return cmp.Or(p.uid, "?"), p.ns
 	}
-	return ""
+	return "", ""
 }
 
 // Ambiguous reports whether r, the first GET of a pass, may be the
@@ -165,7 +183,7 @@ func (k *kcmPasses) match(g proxy.Request) *pass {
 	if len(candidates) == 0 {
 		return nil
 	}
-	if slices.ContainsFunc(candidates, func(p *pass) bool { return p.uid != candidates[0].uid }) {
+	if slices.ContainsFunc(candidates, func(p *pass) bool { return !p.sameItem(candidates[0]) }) {
 		for _, p := range candidates {
 			p.ambiguous = true
 		}
@@ -186,7 +204,7 @@ func (k *kcmPasses) line(s string) {
 	}
 	if m := kcmProcessing.FindStringSubmatch(s); m != nil {
 		if o, ok := passObject(m[1], m[2], m[3], m[4]); ok {
-			k.passes[o] = append(k.passes[o], &pass{uid: m[5], began: at})
+			k.passes[o] = append(k.passes[o], &pass{uid: m[5], ns: strings.TrimSpace(m[3]), began: at})
 		}
 		return
 	}
@@ -207,6 +225,10 @@ func (k *kcmPasses) line(s string) {
 		}
 	}
 }
+
+// sameItem reports whether p and q are passes of one work item: one UID
+// and one identity.
+func (p *pass) sameItem(q *pass) bool { return p.uid == q.uid && p.ns == q.ns }
 
 // passObject is the object a pass of the item (apiVersion, kind,
 // namespace, name) GETs first (getObject): a cluster-scoped kind's

@@ -166,15 +166,16 @@ type upstreamStepped struct {
 }
 
 // passGET reports whether r, a GET, may be the first GET of a pass of
-// its object's work item whose real UID is uid ("": any): the one an
-// attemptToDelete step releases. Not one the log cannot attribute to a
-// single item (kcmPasses.Ambiguous).
-func (u upstreamStepped) passGET(r proxy.Request, uid string) bool {
+// its object's work item whose real UID is uid ("": any) and whose
+// identity names real namespace ns: the one an attemptToDelete step
+// releases. Not one the log cannot attribute to a single item
+// (kcmPasses.Ambiguous).
+func (u upstreamStepped) passGET(r proxy.Request, uid, ns string) bool {
 	if u.passes == nil {
 		return true
 	}
-	item := u.passes.Item(r)
-	return item != "" && (uid == "" || item == uid) && !u.passes.Ambiguous(r)
+	item, itemNS := u.passes.Identity(r)
+	return item != "" && (uid == "" || item == uid && itemNS == ns) && !u.passes.Ambiguous(r)
 }
 
 // ambiguous reports whether the proxy holds a first GET of o that may
@@ -288,6 +289,20 @@ func (u upstreamStepped) object(st model.Step) (object, error) {
 	return objectOf(strings.Fields(line)[2], st.Target.Kind)
 }
 
+// identityNS is the real namespace st's GC identity names: for a
+// cluster-scoped kind the one a virtual node borrowed ("" for the
+// observed object), which its object leaves out.
+func (u upstreamStepped) identityNS(st model.Step) string {
+	line, err := u.d.RealLine(st.String())
+	if err != nil {
+		return ""
+	}
+	if parts := strings.Split(strings.Fields(line)[2], "/"); len(parts) == 3 {
+		return parts[1]
+	}
+	return ""
+}
+
 // objectOf is the real object of a real key (the driver's, as RealLine
 // writes it) of kind k.
 func objectOf(key string, k model.KindID) (object, error) {
@@ -344,7 +359,7 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 		if removesForegroundFinalizer(prev, st) {
 			gets = append(gets, o) // removeFinalizer's GET of the item
 		}
-		err = u.attemptToDelete(ctx, o, u.itemUID(prev, st), gets, prev, next)
+		err = u.attemptToDelete(ctx, o, u.itemUID(prev, st), u.identityNS(st), gets, prev, next)
 		res = model.Result{Code: 200}
 	case model.OpSend:
 		res, err = u.send(ctx, st, o, next, want)

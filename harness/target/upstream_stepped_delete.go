@@ -147,8 +147,8 @@ func (u upstreamStepped) itemUID(prev *model.State, st model.Step) string {
 // before the graph replaced it with the observed object elsewhere (the
 // model's queue then holds no such item: its pass would do nothing), and
 // whose pass the final settle releases.
-func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, uid string, owners []object, prev, next *model.State) error {
-	get, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && o.is(r) && u.passGET(r, uid) })
+func (u upstreamStepped) attemptToDelete(ctx context.Context, o object, uid, ns string, owners []object, prev, next *model.State) error {
+	get, ok, err := u.st.WaitRequest(ctx, StepBound, func(r proxy.Request) bool { return r.Verb == proxy.VerbGet && o.is(r) && u.passGET(r, uid, ns) })
 	if err != nil {
 		return err
 	}
