@@ -669,7 +669,7 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 		case partControllerQueues:
 			reuse = reuse && cache[partControllerCache]
 		}
-		if prev := d.prev[part]; reuse && len(prev) <= len(d.b)-start && string(d.b[start:start+len(prev)]) == string(prev) {
+		if prev := d.prev[part]; reuse && hasPrefix(d.b[start:], prev) {
 			// The part encodings are self-delimiting, so equal leading
 			// bytes are the whole part.
 			d.i += len(prev)
@@ -826,6 +826,32 @@ func (d *Decoder) uidTable() (uids []UIDInfo, same bool) {
 	}
 	d.uidInfos, d.uidBytes = uids, append(d.uidBytes[:0], d.b[start:d.i]...)
 	return uids, false
+}
+
+// hasPrefix reports whether b begins with p. Most parts are a few bytes
+// long: those are compared here, 8 bytes at a time, without the call
+// that string comparison makes.
+func hasPrefix(b, p []byte) bool {
+	n := len(p)
+	if n > len(b) {
+		return false
+	}
+	if n > 32 {
+		return string(b[:n]) == string(p)
+	}
+	b = b[:n]
+	for len(p) >= 8 {
+		if binary.LittleEndian.Uint64(b) != binary.LittleEndian.Uint64(p) {
+			return false
+		}
+		b, p = b[8:], p[8:]
+	}
+	for i := range p {
+		if b[i] != p[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // uvarint, int and count read their common one-byte case inline.
