@@ -266,7 +266,7 @@ func (e *explorer) checkTransition(w *worker, prev, next *model.State, st *model
 	t := &w.trans
 	filled := false
 	if !sameStore || !e.alwaysStoreOnly {
-		t.Prev, t.Next, t.Step, t.Result = prev, next, *st, r
+		t.Prev, t.Next, t.Step, t.Result = prev, next, st, r
 		filled = true
 		for _, v := range e.m.CheckTransition(t) {
 			e.offer(v, &candidate{level: level, fp: fp, act: act, order: order}, st)
@@ -282,7 +282,7 @@ func (e *explorer) checkTransition(w *worker, prev, next *model.State, st *model
 			continue
 		}
 		if !filled {
-			t.Prev, t.Next, t.Step, t.Result = prev, next, *st, r
+			t.Prev, t.Next, t.Step, t.Result = prev, next, st, r
 			filled = true
 		}
 		if p.Check(e.m, t) != nil {
