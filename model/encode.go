@@ -620,10 +620,11 @@ type Decoder struct {
 	pws   [numParts]workspace
 	cur   *workspace
 	state State
-	// prev[p] is part p's encoding in the last decode, valid if that
-	// decode succeeded.
-	prev  [numParts][]byte
-	valid bool
+	// last is the last decode's encoding and lastParts where each of its
+	// parts starts, valid if that decode succeeded.
+	last      []byte
+	lastParts [numParts + 1]int
+	valid     bool
 	// the UID table last decoded, and its encoding
 	uidInfos []UIDInfo
 	uidBytes []byte
@@ -653,39 +654,53 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 	d.s = s
 	var uids bool            // the UID table is the last decode's
 	var cache [numParts]bool // this cache part is the last decode's
-	for part := range numParts {
+	d.parts[partUIDs] = 0
+	s.UIDs, uids = d.uidTable()
+	// Every part reads names from the UID table: with another table no
+	// part is reused.
+	reusable := d.valid && uids
+	// Parts are matched against the last encoding in runs: one scan finds
+	// how far the bytes from a part on agree with the last encoding's
+	// from the same part on (synced), and every part within that reach is
+	// the last decode's. A part decoded anew ends the run.
+	syncAt, syncLast, synced := -1, 0, 0
+	for part := partUIDs + 1; part < numParts; part++ {
 		start := d.i
 		d.parts[part] = start
-		if part == partUIDs {
-			s.UIDs, uids = d.uidTable()
-			continue
-		}
-		// Every part reads names from the UID table, and a watcher's
-		// queued copies of cached objects share the cache's memory.
-		reuse := d.valid && uids
+		// A watcher's queued copies of cached objects share the cache's
+		// memory.
+		reuse := reusable
 		switch part {
 		case partGCQueues:
 			reuse = reuse && cache[partGCCache]
 		case partControllerQueues:
 			reuse = reuse && cache[partControllerCache]
 		}
-		if prev := d.prev[part]; reuse && hasPrefix(d.b[start:], prev) {
-			// The part encodings are self-delimiting, so equal leading
-			// bytes are the whole part.
-			d.i += len(prev)
-			cache[part] = true
-			continue
+		if reuse {
+			from, to := d.lastParts[part], d.lastParts[part+1]
+			if syncAt < 0 {
+				syncAt, syncLast = start, from
+				synced = commonPrefix(d.b[start:], d.last[from:])
+			}
+			if to-syncLast <= synced {
+				// The part encodings are self-delimiting, so equal
+				// leading bytes are the whole part.
+				d.i += to - from
+				cache[part] = true
+				continue
+			}
 		}
 		d.cur = &d.pws[part]
 		d.cur.reset()
 		d.decPart(s, part)
-		d.prev[part] = append(d.prev[part][:0], d.b[start:d.i]...)
+		syncAt = -1
 	}
 	d.parts[numParts] = d.i
 	d.valid = !d.bad && d.i == len(d.b)
 	if !d.valid {
 		return nil, ErrBadEncoding
 	}
+	d.last, d.lastParts = append(d.last[:0], d.b...), d.parts
 	return s, nil
 }
 
@@ -828,30 +843,21 @@ func (d *Decoder) uidTable() (uids []UIDInfo, same bool) {
 	return uids, false
 }
 
-// hasPrefix reports whether b begins with p. Most parts are a few bytes
-// long: those are compared here, 8 bytes at a time, without the call
-// that string comparison makes.
-func hasPrefix(b, p []byte) bool {
-	n := len(p)
-	if n > len(b) {
-		return false
-	}
-	if n > 32 {
-		return string(b[:n]) == string(p)
-	}
-	b = b[:n]
-	for len(p) >= 8 {
-		if binary.LittleEndian.Uint64(b) != binary.LittleEndian.Uint64(p) {
-			return false
-		}
-		b, p = b[8:], p[8:]
-	}
-	for i := range p {
-		if b[i] != p[i] {
-			return false
+// commonPrefix returns the length of the longest common prefix of a and
+// b, comparing 8 bytes at a time.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	a, b = a[:n], b[:n]
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		if x := binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:]); x != 0 {
+			return i + bits.TrailingZeros64(x)/8
 		}
 	}
-	return true
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
 }
 
 // uvarint, int and count read their common one-byte case inline.
