@@ -860,42 +860,33 @@ func commonPrefix(a, b []byte) int {
 	return i
 }
 
-// uvarint, int and count read their common one-byte case inline.
+// uvarint reads a uvarint as binary.Uvarint does. It makes no call, so
+// that the compiler inlines it: the decoder reads one per field.
 func (d *Decoder) uvarint() uint64 {
-	if rest := d.b[d.i:]; len(rest) > 0 && rest[0] < 0x80 {
-		d.i++
-		return uint64(rest[0])
+	var x uint64
+	for i, s := d.i, uint(0); i < len(d.b) && s < 64; i, s = i+1, s+7 {
+		c := uint64(d.b[i])
+		if c < 0x80 {
+			if c>>(64-s) != 0 { // overflows 64 bits
+				break
+			}
+			d.i = i + 1
+			return x | c<<s
+		}
+		x |= (c & 0x7f) << s
 	}
-	return d.uvarintSlow()
+	d.bad = true
+	return 0
 }
 
-func (d *Decoder) uvarintSlow() uint64 {
-	v, n := binary.Uvarint(d.b[min(d.i, len(d.b)):])
-	if n <= 0 {
-		d.bad = true
-		return 0
-	}
-	d.i += n
-	return v
-}
-
+// int reads a varint as binary.Varint does.
 func (d *Decoder) int() int {
-	if rest := d.b[d.i:]; len(rest) > 0 && rest[0] < 0x80 {
-		d.i++
-		c := int(rest[0])
-		return c>>1 ^ -(c & 1) // zigzag, as binary.Varint
+	u := d.uvarint()
+	x := int(u >> 1)
+	if u&1 != 0 {
+		x = ^x
 	}
-	return d.intSlow()
-}
-
-func (d *Decoder) intSlow() int {
-	v, n := binary.Varint(d.b[min(d.i, len(d.b)):])
-	if n <= 0 {
-		d.bad = true
-		return 0
-	}
-	d.i += n
-	return int(v)
+	return x
 }
 
 func (d *Decoder) byte() byte {
