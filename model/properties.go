@@ -843,9 +843,13 @@ func (m *Model) CheckTransition(t *Transition) []*Violation {
 		t.delSet = true
 		defer func() { t.del, t.delW, t.delOK, t.delSet = nil, nil, false, false }()
 	}
-	for i := range Properties {
+	props := alwaysProps
+	if same {
+		props = alwaysAnyStore
+	}
+	for _, i := range props {
 		p := &Properties[i]
-		if p.Kind != Always || (same && p.StoreOnly) || (p.Steps != nil && !p.Steps(t.Step)) {
+		if p.Steps != nil && !p.Steps(t.Step) {
 			continue
 		}
 		if v := p.Check(m, t); v != nil {
@@ -853,6 +857,24 @@ func (m *Model) CheckTransition(t *Transition) []*Violation {
 		}
 	}
 	return out
+}
+
+// alwaysProps lists the indexes in Properties of the Always properties,
+// in order, and alwaysAnyStore those of them that are not StoreOnly:
+// CheckTransition runs one list or the other rather than looking at every
+// property per transition.
+var alwaysProps, alwaysAnyStore = alwaysIndexes()
+
+func alwaysIndexes() (all, anyStore []int) {
+	for i := range Properties {
+		if p := &Properties[i]; p.Kind == Always {
+			all = append(all, i)
+			if !p.StoreOnly {
+				anyStore = append(anyStore, i)
+			}
+		}
+	}
+	return all, anyStore
 }
 
 // SameStore reports whether two states share one object list, which
