@@ -1062,10 +1062,8 @@ func (d *Decoder) queues(w *Watcher) {
 	pos := d.ws.cachePositions(w.Cache)
 	w.Queues = &d.cur.queues.take(1)[0]
 	*w.Queues = [NumKinds][]WatchEvent{}
-	for k := range w.Queues {
-		if mask&(1<<k) == 0 {
-			continue
-		}
+	for m := mask; m != 0; m &= m - 1 { // the non-empty queues
+		k := bits.TrailingZeros64(m)
 		q := d.cur.events.take(d.count())
 		for i := range q {
 			t := d.byte()
