@@ -365,6 +365,9 @@ func checkProtection(m *Model, t *Transition) *Violation {
 	}
 	for i := range t.Prev.Objects {
 		o := &t.Prev.Objects[i]
+		if o.Deleting || len(o.Labels) == 0 {
+			continue // ProtectionMayDeny needs the protection label
+		}
 		v := o.View()
 		if !ProtectionMayDeny(&v) || !started(t, o) {
 			continue
