@@ -407,9 +407,11 @@ func sameObject(a, b *Object) bool {
 // sameString is a == b without a call when the two strings share their
 // bytes, as the strings of a decoded state and of the UID table it names
 // mostly do (the decoder interns them and takes implied names from the
-// table).
+// table), or differ in their last byte, as names of one length mostly do
+// (d1, d2).
 func sameString(a, b string) bool {
-	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b) ||
+		a[len(a)-1] == b[len(a)-1] && a == b)
 }
 
 func sameSlice[T comparable](a, b []T) bool {
