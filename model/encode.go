@@ -654,8 +654,7 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 	s := &d.state
 	s.mem = &d.ws
 	d.s = s
-	var uids bool            // the UID table is the last decode's
-	var cache [numParts]bool // this cache part is the last decode's
+	var uids bool // the UID table is the last decode's
 	d.parts[partUIDs] = 0
 	s.UIDs, uids = d.uidTable()
 	// Every part reads names from the UID table: with another table no
@@ -663,40 +662,38 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 	reusable := d.valid && uids
 	// Parts are matched against the last encoding in runs: one scan finds
 	// how far the bytes from a part on agree with the last encoding's
-	// from the same part on (synced), and every part within that reach is
-	// the last decode's. A part decoded anew ends the run.
-	syncAt, syncLast, synced := -1, 0, 0
+	// from the same part on (up to limit in the last encoding), and every
+	// part within that reach is the last decode's. A part decoded anew
+	// ends the run.
+	var reused uint32 // the parts that are the last decode's
+	limit := -1       // outside a run
+	i := d.i
 	for part := partUIDs + 1; part < numParts; part++ {
-		start := d.i
-		d.parts[part] = start
+		d.parts[part] = i
 		// A watcher's queued copies of cached objects share the cache's
 		// memory.
-		reuse := reusable
-		switch part {
-		case partGCQueues:
-			reuse = reuse && cache[partGCCache]
-		case partControllerQueues:
-			reuse = reuse && cache[partControllerCache]
-		}
-		if reuse {
+		if reusable && (part != partGCQueues || reused&(1<<partGCCache) != 0) &&
+			(part != partControllerQueues || reused&(1<<partControllerCache) != 0) {
 			from, to := d.lastParts[part], d.lastParts[part+1]
-			if syncAt < 0 {
-				syncAt, syncLast = start, from
-				synced = commonPrefix(d.b[start:], d.last[from:])
+			if limit < 0 {
+				limit = from + commonPrefix(d.b[i:], d.last[from:])
 			}
-			if to-syncLast <= synced {
+			if to <= limit {
 				// The part encodings are self-delimiting, so equal
 				// leading bytes are the whole part.
-				d.i += to - from
-				cache[part] = true
+				i += to - from
+				reused |= 1 << part
 				continue
 			}
 		}
+		d.i = i
 		d.cur = &d.pws[part]
 		d.cur.reset()
 		d.decPart(s, part)
-		syncAt = -1
+		i = d.i
+		limit = -1
 	}
+	d.i = i
 	d.parts[numParts] = d.i
 	d.valid = !d.bad && d.i == len(d.b)
 	if !d.valid {
