@@ -863,16 +863,18 @@ func commonPrefix(a, b []byte) int {
 // that the compiler inlines it: the decoder reads one per field.
 func (d *Decoder) uvarint() uint64 {
 	var x uint64
-	for i, s := d.i, uint(0); i < len(d.b) && s < 64; i, s = i+1, s+7 {
+	var s uint
+	for i := d.i; i < len(d.b); i++ {
 		c := uint64(d.b[i])
+		x |= (c & 0x7f) << (s & 63)
 		if c < 0x80 {
-			if c>>(64-s) != 0 { // overflows 64 bits
+			if s >= 63 && (s > 63 || c > 1) { // past 64 bits
 				break
 			}
 			d.i = i + 1
-			return x | c<<s
+			return x
 		}
-		x |= (c & 0x7f) << s
+		s += 7
 	}
 	d.bad = true
 	return 0
