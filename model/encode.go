@@ -562,13 +562,18 @@ func (w *workspace) cachePositions(cache []Object) *[256]uint8 {
 	if w == nil || len(cache) > 256 {
 		return nil
 	}
-	pos := &w.cachePos
+	fillCachePositions(&w.cachePos, cache)
+	return &w.cachePos
+}
+
+// fillCachePositions records in pos the position of each object of the
+// cache whose UID is below 256 (see cachedIn).
+func fillCachePositions(pos *[256]uint8, cache []Object) {
 	for i := range cache {
 		if u := cache[i].UID; u < 256 {
 			pos[u] = uint8(i)
 		}
 	}
-	return pos
 }
 
 // cachedIn returns the object of the cache with this UID, or nil. pos is
@@ -633,6 +638,11 @@ type Decoder struct {
 	// where each part of the last decoded state's encoding starts (and,
 	// at numParts, where it ends)
 	parts [numParts + 1]int
+	// cachePos[c] holds cachePositions of the decoded GC cache (c = 0)
+	// or controllers' cache (1), for decoding their queues, valid while
+	// cachePosOK[c]: until that cache part is decoded again.
+	cachePos   [2][256]uint8
+	cachePosOK [2]bool
 
 	b   []byte
 	i   int
@@ -712,8 +722,9 @@ func (d *Decoder) decPart(s *State, part int) {
 		s.Objects = d.objects(d.count())
 	case partGCCache:
 		d.cache(&g.Watch)
+		d.cachePosOK[0] = false
 	case partGCQueues:
-		d.queues(&g.Watch)
+		d.queues(&g.Watch, 0)
 	case partNodes:
 		g.Nodes = nil
 		if n := d.count(); n > 0 {
@@ -774,8 +785,9 @@ func (d *Decoder) decPart(s *State, part int) {
 		g.Monitored = uint32(d.uvarint())
 	case partControllerCache:
 		d.cache(&s.Controller.Watch)
+		d.cachePosOK[1] = false
 	case partControllerQueues:
-		d.queues(&s.Controller.Watch)
+		d.queues(&s.Controller.Watch, 1)
 	case partOrphans:
 		s.Orphans = nil
 		if n := d.count(); n > 0 {
@@ -1048,8 +1060,9 @@ func (d *Decoder) cache(w *Watcher) {
 	}
 }
 
-// queues reads what encQueues wrote; the cache is decoded already.
-func (d *Decoder) queues(w *Watcher) {
+// queues reads what encQueues wrote; the cache is decoded already, c
+// says which (0 the GC's, 1 the controllers').
+func (d *Decoder) queues(w *Watcher, c int) {
 	w.Queues = nil
 	mask := d.uvarint()
 	if mask >= 1<<NumKinds {
@@ -1060,7 +1073,14 @@ func (d *Decoder) queues(w *Watcher) {
 		return
 	}
 	var prev []OwnerRef
-	pos := d.ws.cachePositions(w.Cache)
+	var pos *[256]uint8
+	if len(w.Cache) <= 256 {
+		pos = &d.cachePos[c]
+		if !d.cachePosOK[c] {
+			fillCachePositions(pos, w.Cache)
+			d.cachePosOK[c] = true
+		}
+	}
 	w.Queues = &d.cur.queues.take(1)[0]
 	*w.Queues = [NumKinds][]WatchEvent{}
 	for m := mask; m != 0; m &= m - 1 { // the non-empty queues
