@@ -88,7 +88,7 @@ func (s *State) encPart(b []byte, part int) []byte {
 	case partGCCache:
 		b = s.encCache(b, &g.Watch)
 	case partGCQueues:
-		b = s.encQueues(b, &g.Watch)
+		b = s.encQueues(b, &g.Watch, nil)
 	case partNodes:
 		b = binary.AppendUvarint(b, uint64(len(g.Nodes)))
 		var prev []OwnerRef
@@ -144,7 +144,7 @@ func (s *State) encPart(b []byte, part int) []byte {
 	case partControllerCache:
 		b = s.encCache(b, &s.Controller.Watch)
 	case partControllerQueues:
-		b = s.encQueues(b, &s.Controller.Watch)
+		b = s.encQueues(b, &s.Controller.Watch, nil)
 	case partOrphans:
 		b = binary.AppendUvarint(b, uint64(len(s.Orphans)))
 		for _, o := range s.Orphans {
@@ -209,7 +209,15 @@ func (d *Decoder) EncodeNext(b []byte, s *State) []byte {
 		if d.parts[from] < d.parts[part] {
 			b = append(b, d.b[d.parts[from]:d.parts[part]]...)
 		}
-		b = s.encPart(b, part)
+		switch {
+		case part == partGCQueues && gcCache:
+			// the decoded state's cache, indexed already
+			b = s.encQueues(b, &g.Watch, d.cachePositions(0, g.Watch.Cache))
+		case part == partControllerQueues && ctrlCache:
+			b = s.encQueues(b, w, d.cachePositions(1, w.Cache))
+		default:
+			b = s.encPart(b, part)
+		}
 		from = part + 1
 	}
 	return append(b, d.b[d.parts[from]:d.parts[numParts]]...)
@@ -512,8 +520,9 @@ const eventReplaces = 0x80
 // encQueues writes a bit mask of an informer's non-empty queues, then
 // those queues. A queued event's object equal to the cached one with its
 // UID is written as the UID with the low bit set: a DELETED event carries
-// the object as the cache still has it.
-func (s *State) encQueues(b []byte, w *Watcher) []byte {
+// the object as the cache still has it. pos, if not nil, is a position
+// table of the cache (cachePositions).
+func (s *State) encQueues(b []byte, w *Watcher, pos *[256]uint8) []byte {
 	var mask uint64
 	n := 0 // events
 	if w.Queues != nil {
@@ -529,8 +538,7 @@ func (s *State) encQueues(b []byte, w *Watcher) []byte {
 		return b
 	}
 	var prev []OwnerRef
-	var pos *[256]uint8 // a position table pays off from a few lookups on
-	if n > 2 {
+	if pos == nil && n > 2 { // a position table pays off from a few lookups on
 		pos = s.memory().cachePositions(w.Cache)
 	}
 	// Most of the kinds' queues are empty: only those in the mask are
@@ -1060,6 +1068,20 @@ func (d *Decoder) cache(w *Watcher) {
 	}
 }
 
+// cachePositions is cachePositions of the decoded state's GC cache (c =
+// 0) or controllers' cache (1), cache, kept until that part is decoded
+// again; nil for a cache too large to index.
+func (d *Decoder) cachePositions(c int, cache []Object) *[256]uint8 {
+	if len(cache) > 256 {
+		return nil
+	}
+	if !d.cachePosOK[c] {
+		fillCachePositions(&d.cachePos[c], cache)
+		d.cachePosOK[c] = true
+	}
+	return &d.cachePos[c]
+}
+
 // queues reads what encQueues wrote; the cache is decoded already, c
 // says which (0 the GC's, 1 the controllers').
 func (d *Decoder) queues(w *Watcher, c int) {
@@ -1073,14 +1095,7 @@ func (d *Decoder) queues(w *Watcher, c int) {
 		return
 	}
 	var prev []OwnerRef
-	var pos *[256]uint8
-	if len(w.Cache) <= 256 {
-		pos = &d.cachePos[c]
-		if !d.cachePosOK[c] {
-			fillCachePositions(pos, w.Cache)
-			d.cachePosOK[c] = true
-		}
-	}
+	pos := d.cachePositions(c, w.Cache)
 	w.Queues = &d.cur.queues.take(1)[0]
 	*w.Queues = [NumKinds][]WatchEvent{}
 	for m := mask; m != 0; m &= m - 1 { // the non-empty queues
