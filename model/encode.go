@@ -727,7 +727,7 @@ func (d *Decoder) decPart(s *State, part int) {
 	case partUIDs:
 		s.UIDs, _ = d.uidTable()
 	case partObjects:
-		s.Objects = d.objects(d.count())
+		s.Objects = d.objects(d.bounded(d.uvarint()))
 	case partGCCache:
 		d.cache(&g.Watch)
 		d.cachePosOK[0] = false
@@ -735,7 +735,7 @@ func (d *Decoder) decPart(s *State, part int) {
 		d.queues(&g.Watch, 0)
 	case partNodes:
 		g.Nodes = nil
-		if n := d.count(); n > 0 {
+		if n := d.bounded(d.uvarint()); n > 0 {
 			g.Nodes = d.cur.nodes.take(n)
 			var prev []OwnerRef
 			for i := range g.Nodes {
@@ -760,7 +760,7 @@ func (d *Decoder) decPart(s *State, part int) {
 		g.AttemptToOrphan = d.identList()
 	case partDetached:
 		g.Detached = nil
-		if n := d.count(); n > 0 {
+		if n := d.bounded(d.uvarint()); n > 0 {
 			g.Detached = make([]Detached, n)
 			for i := range g.Detached {
 				g.Detached[i].UID = UID(d.uvarint())
@@ -769,12 +769,12 @@ func (d *Decoder) decPart(s *State, part int) {
 		}
 	case partInFlight:
 		g.InFlight = nil
-		if n := d.count(); n > 0 {
+		if n := d.bounded(d.uvarint()); n > 0 {
 			g.InFlight = d.cur.inflight.take(n)
 			for i := range g.InFlight {
 				f := &g.InFlight[i]
 				f.UID = UID(d.uvarint())
-				ws := d.cur.writes.take(d.count())
+				ws := d.cur.writes.take(d.bounded(d.uvarint()))
 				for j := range ws {
 					w := &ws[j]
 					w.Op, w.Policy = WriteOp(d.byte()), Policy(d.byte())
@@ -798,7 +798,7 @@ func (d *Decoder) decPart(s *State, part int) {
 		d.queues(&s.Controller.Watch, 1)
 	case partOrphans:
 		s.Orphans = nil
-		if n := d.count(); n > 0 {
+		if n := d.bounded(d.uvarint()); n > 0 {
 			s.Orphans = d.cur.orphans.take(n)
 			for i := range s.Orphans {
 				o := &s.Orphans[i]
@@ -809,7 +809,7 @@ func (d *Decoder) decPart(s *State, part int) {
 		}
 	case partEvents:
 		s.Events = nil
-		if n := d.count(); n > 0 {
+		if n := d.bounded(d.uvarint()); n > 0 {
 			s.Events = d.cur.strs.take(n)
 			for i := range s.Events {
 				s.Events[i] = d.str()
@@ -832,7 +832,7 @@ func (d *Decoder) uidTable() (uids []UIDInfo, same bool) {
 		d.i += len(prev)
 		return d.uidInfos, true
 	}
-	n := d.count()
+	n := d.bounded(d.uvarint())
 	if n == 0 {
 		same = d.uidInfos == nil
 		d.uidInfos, d.uidBytes = nil, d.uidBytes[:0]
@@ -920,10 +920,11 @@ func (d *Decoder) byte() byte {
 	return c
 }
 
-// count reads a length, bounded by the bytes left so that a corrupt
-// length cannot make the decoder allocate without limit.
-func (d *Decoder) count() int {
-	n := d.uvarint()
+// bounded checks a length read as d.bounded(d.uvarint()) against the
+// bytes left, so that a corrupt length cannot make the decoder allocate
+// without limit. (One method reading and checking would be too large for
+// the compiler to inline, and the decoder reads a length per list.)
+func (d *Decoder) bounded(n uint64) int {
 	if n > uint64(len(d.b)-d.i) {
 		d.bad = true
 		return 0
@@ -983,13 +984,13 @@ func (d *Decoder) objectBody(o *Object, prev *[]OwnerRef) {
 	}
 	*prev = o.Owners
 	if f&objFinalizers != 0 {
-		o.Finalizers = d.cur.strs.take(d.count())
+		o.Finalizers = d.cur.strs.take(d.bounded(d.uvarint()))
 		for i := range o.Finalizers {
 			o.Finalizers[i] = d.str()
 		}
 	}
 	if f&objLabels != 0 {
-		o.Labels = d.cur.labels.take(d.count())
+		o.Labels = d.cur.labels.take(d.bounded(d.uvarint()))
 		for i := range o.Labels {
 			o.Labels[i] = Label{d.str(), d.str()}
 		}
@@ -1014,7 +1015,7 @@ func (d *Decoder) objects(n int) []Object {
 }
 
 func (d *Decoder) refList() []OwnerRef {
-	rs := d.cur.refs.take(d.count())
+	rs := d.cur.refs.take(d.bounded(d.uvarint()))
 	for i := range rs {
 		v := d.uvarint()
 		r := OwnerRef{UID: UID(v >> refBits), Controller: v&refController != 0, Block: v&refBlock != 0,
@@ -1031,7 +1032,7 @@ func (d *Decoder) refList() []OwnerRef {
 }
 
 func (d *Decoder) uidList() []UID {
-	us := d.cur.uids.take(d.count())
+	us := d.cur.uids.take(d.bounded(d.uvarint()))
 	for i := range us {
 		us[i] = UID(d.uvarint())
 	}
@@ -1051,7 +1052,7 @@ func (d *Decoder) ident() Identity {
 }
 
 func (d *Decoder) identList() []Identity {
-	ids := d.cur.idents.take(d.count())
+	ids := d.cur.idents.take(d.bounded(d.uvarint()))
 	for i := range ids {
 		ids[i] = d.ident()
 	}
@@ -1060,7 +1061,7 @@ func (d *Decoder) identList() []Identity {
 
 // cache reads what encCache wrote.
 func (d *Decoder) cache(w *Watcher) {
-	w.Cache = d.cur.objs.take(d.count())
+	w.Cache = d.cur.objs.take(d.bounded(d.uvarint()))
 	var prev []OwnerRef
 	for i := range w.Cache {
 		w.Cache[i] = Object{UID: UID(d.uvarint())}
@@ -1100,7 +1101,7 @@ func (d *Decoder) queues(w *Watcher, c int) {
 	*w.Queues = [NumKinds][]WatchEvent{}
 	for m := mask; m != 0; m &= m - 1 { // the non-empty queues
 		k := bits.TrailingZeros64(m)
-		q := d.cur.events.take(d.count())
+		q := d.cur.events.take(d.bounded(d.uvarint()))
 		for i := range q {
 			t := d.byte()
 			if q[i].Type, q[i].Replaces = EventType(t&^eventReplaces), 0; t&eventReplaces != 0 {
