@@ -779,7 +779,7 @@ func (d *Decoder) decPart(s *State, part int) {
 					w := &ws[j]
 					w.Op, w.Policy = WriteOp(d.byte()), Policy(d.byte())
 					w.Item = d.ident()
-					w.RV = d.int()
+					w.RV = unzigzag(d.uvarint())
 					w.Owners = d.refList()
 					w.Remove = d.uidList()
 					w.Waited = d.uidList()
@@ -853,7 +853,7 @@ func (d *Decoder) uidTable() (uids []UIDInfo, same bool) {
 			u.Namespace = prevNS
 		}
 		u.Name, u.Symbol = d.str(), d.str()
-		u.Nth = d.int()
+		u.Nth = unzigzag(d.uvarint())
 	}
 	if d.bad {
 		return nil, false
@@ -900,9 +900,10 @@ func (d *Decoder) uvarint() uint64 {
 	return 0
 }
 
-// int reads a varint as binary.Varint does.
-func (d *Decoder) int() int {
-	u := d.uvarint()
+// unzigzag is the value of a varint whose zigzag encoding u is, read as
+// unzigzag(d.uvarint()) as binary.Varint reads it (one method would be
+// too large for the compiler to inline).
+func unzigzag(u uint64) int {
 	x := int(u >> 1)
 	if u&1 != 0 {
 		x = ^x
@@ -999,9 +1000,9 @@ func (d *Decoder) objectBody(o *Object, prev *[]OwnerRef) {
 		o.Selector = Label{d.str(), d.str()}
 	}
 	if f&objReplicas != 0 {
-		o.Replicas = d.int()
+		o.Replicas = unzigzag(d.uvarint())
 	}
-	o.RV = d.int()
+	o.RV = unzigzag(d.uvarint())
 }
 
 func (d *Decoder) objects(n int) []Object {

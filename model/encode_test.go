@@ -98,7 +98,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 	}
 }
 
-// TestDecoderVarints: the decoder's own uvarint and int read what
+// TestDecoderVarints: the decoder's own uvarint, and unzigzag of it, read what
 // binary.Uvarint and binary.Varint read, and refuse what they refuse
 // (truncated input, more than ten bytes, a value past 64 bits).
 func TestDecoderVarints(t *testing.T) {
@@ -118,7 +118,7 @@ func TestDecoderVarints(t *testing.T) {
 		}
 		wantInt, n := binary.Varint(in)
 		d = Decoder{b: in}
-		if got := d.int(); d.bad != (n <= 0) || (n > 0 && (int64(got) != wantInt || d.i != n)) {
+		if got := unzigzag(d.uvarint()); d.bad != (n <= 0) || (n > 0 && (int64(got) != wantInt || d.i != n)) {
 			t.Errorf("int(%x) = %d, read %d, bad %v; binary.Varint: %d, %d", in, got, d.i, d.bad, wantInt, n)
 		}
 	}
