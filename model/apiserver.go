@@ -362,14 +362,18 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 		}
 		return fail(409, "Conflict", "the ResourceVersion in the precondition (%d) does not match the ResourceVersion in record (%d). The object might have been modified", opts.PreconditionRV, cur.RV)
 	}
-	if v := cur.View(); terminatingNamespace(&v) {
-		// The Namespace registry's Delete (pkg/registry/core/namespace/
-		// storage Delete) chooses the GC finalizers only on the first
-		// DELETE; once deletionTimestamp is set it answers the Namespace
-		// as it is while spec.finalizers remain, without calling the
-		// admission webhooks (deleteValidation) and whatever the options
-		// (traces/scenarios/namespace-second-delete-changes-nothing).
-		return ok(200)
+	// terminatingNamespace is true only of a Namespace being deleted:
+	// the View (a label lookup) is built only for one.
+	if cur.Deleting && cur.Kind.Info().Kind == "Namespace" {
+		if v := cur.View(); terminatingNamespace(&v) {
+			// The Namespace registry's Delete (pkg/registry/core/namespace/
+			// storage Delete) chooses the GC finalizers only on the first
+			// DELETE; once deletionTimestamp is set it answers the Namespace
+			// as it is while spec.finalizers remain, without calling the
+			// admission webhooks (deleteValidation) and whatever the options
+			// (traces/scenarios/namespace-second-delete-changes-nothing).
+			return ok(200)
+		}
 	}
 	if rq.admit {
 		if deny := m.protectionDenies(s, cur); deny != "" {

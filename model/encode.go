@@ -88,7 +88,7 @@ func (s *State) encPart(b []byte, part int) []byte {
 	case partGCCache:
 		b = s.encCache(b, &g.Watch)
 	case partGCQueues:
-		b = s.encQueues(b, &g.Watch)
+		b = s.encQueues(b, &g.Watch, nil)
 	case partNodes:
 		b = binary.AppendUvarint(b, uint64(len(g.Nodes)))
 		var prev []OwnerRef
@@ -144,7 +144,7 @@ func (s *State) encPart(b []byte, part int) []byte {
 	case partControllerCache:
 		b = s.encCache(b, &s.Controller.Watch)
 	case partControllerQueues:
-		b = s.encQueues(b, &s.Controller.Watch)
+		b = s.encQueues(b, &s.Controller.Watch, nil)
 	case partOrphans:
 		b = binary.AppendUvarint(b, uint64(len(s.Orphans)))
 		for _, o := range s.Orphans {
@@ -209,7 +209,15 @@ func (d *Decoder) EncodeNext(b []byte, s *State) []byte {
 		if d.parts[from] < d.parts[part] {
 			b = append(b, d.b[d.parts[from]:d.parts[part]]...)
 		}
-		b = s.encPart(b, part)
+		switch {
+		case part == partGCQueues && gcCache:
+			// the decoded state's cache, indexed already
+			b = s.encQueues(b, &g.Watch, d.cachePositions(0, g.Watch.Cache))
+		case part == partControllerQueues && ctrlCache:
+			b = s.encQueues(b, w, d.cachePositions(1, w.Cache))
+		default:
+			b = s.encPart(b, part)
+		}
 		from = part + 1
 	}
 	return append(b, d.b[d.parts[from]:d.parts[numParts]]...)
@@ -407,9 +415,11 @@ func sameObject(a, b *Object) bool {
 // sameString is a == b without a call when the two strings share their
 // bytes, as the strings of a decoded state and of the UID table it names
 // mostly do (the decoder interns them and takes implied names from the
-// table).
+// table), or differ in their last byte, as names of one length mostly do
+// (d1, d2).
 func sameString(a, b string) bool {
-	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b) ||
+		a[len(a)-1] == b[len(a)-1] && a == b)
 }
 
 func sameSlice[T comparable](a, b []T) bool {
@@ -510,8 +520,9 @@ const eventReplaces = 0x80
 // encQueues writes a bit mask of an informer's non-empty queues, then
 // those queues. A queued event's object equal to the cached one with its
 // UID is written as the UID with the low bit set: a DELETED event carries
-// the object as the cache still has it.
-func (s *State) encQueues(b []byte, w *Watcher) []byte {
+// the object as the cache still has it. pos, if not nil, is a position
+// table of the cache (cachePositions).
+func (s *State) encQueues(b []byte, w *Watcher, pos *[256]uint8) []byte {
 	var mask uint64
 	n := 0 // events
 	if w.Queues != nil {
@@ -527,8 +538,7 @@ func (s *State) encQueues(b []byte, w *Watcher) []byte {
 		return b
 	}
 	var prev []OwnerRef
-	var pos *[256]uint8 // a position table pays off from a few lookups on
-	if n > 2 {
+	if pos == nil && n > 2 { // a position table pays off from a few lookups on
 		pos = s.memory().cachePositions(w.Cache)
 	}
 	// Most of the kinds' queues are empty: only those in the mask are
@@ -560,13 +570,18 @@ func (w *workspace) cachePositions(cache []Object) *[256]uint8 {
 	if w == nil || len(cache) > 256 {
 		return nil
 	}
-	pos := &w.cachePos
+	fillCachePositions(&w.cachePos, cache)
+	return &w.cachePos
+}
+
+// fillCachePositions records in pos the position of each object of the
+// cache whose UID is below 256 (see cachedIn).
+func fillCachePositions(pos *[256]uint8, cache []Object) {
 	for i := range cache {
 		if u := cache[i].UID; u < 256 {
 			pos[u] = uint8(i)
 		}
 	}
-	return pos
 }
 
 // cachedIn returns the object of the cache with this UID, or nil. pos is
@@ -620,16 +635,22 @@ type Decoder struct {
 	pws   [numParts]workspace
 	cur   *workspace
 	state State
-	// prev[p] is part p's encoding in the last decode, valid if that
-	// decode succeeded.
-	prev  [numParts][]byte
-	valid bool
+	// last is the last decode's encoding and lastParts where each of its
+	// parts starts, valid if that decode succeeded.
+	last      []byte
+	lastParts [numParts + 1]int
+	valid     bool
 	// the UID table last decoded, and its encoding
 	uidInfos []UIDInfo
 	uidBytes []byte
 	// where each part of the last decoded state's encoding starts (and,
 	// at numParts, where it ends)
 	parts [numParts + 1]int
+	// cachePos[c] holds cachePositions of the decoded GC cache (c = 0)
+	// or controllers' cache (1), for decoding their queues, valid while
+	// cachePosOK[c]: until that cache part is decoded again.
+	cachePos   [2][256]uint8
+	cachePosOK [2]bool
 
 	b   []byte
 	i   int
@@ -651,41 +672,52 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 	s := &d.state
 	s.mem = &d.ws
 	d.s = s
-	var uids bool            // the UID table is the last decode's
-	var cache [numParts]bool // this cache part is the last decode's
-	for part := range numParts {
-		start := d.i
-		d.parts[part] = start
-		if part == partUIDs {
-			s.UIDs, uids = d.uidTable()
-			continue
+	var uids bool // the UID table is the last decode's
+	d.parts[partUIDs] = 0
+	s.UIDs, uids = d.uidTable()
+	// Every part reads names from the UID table: with another table no
+	// part is reused.
+	reusable := d.valid && uids
+	// Parts are matched against the last encoding in runs: one scan finds
+	// how far the bytes from a part on agree with the last encoding's
+	// from the same part on (up to limit in the last encoding), and every
+	// part within that reach is the last decode's. A part decoded anew
+	// ends the run.
+	var reused uint32 // the parts that are the last decode's
+	limit := -1       // outside a run
+	i := d.i
+	for part := partUIDs + 1; part < numParts; part++ {
+		d.parts[part] = i
+		// A watcher's queued copies of cached objects share the cache's
+		// memory.
+		if reusable && (part != partGCQueues || reused&(1<<partGCCache) != 0) &&
+			(part != partControllerQueues || reused&(1<<partControllerCache) != 0) {
+			from, to := d.lastParts[part], d.lastParts[part+1]
+			if limit < 0 {
+				limit = from + commonPrefix(d.b[i:], d.last[from:])
+			}
+			if to <= limit {
+				// The part encodings are self-delimiting, so equal
+				// leading bytes are the whole part.
+				i += to - from
+				reused |= 1 << part
+				continue
+			}
 		}
-		// Every part reads names from the UID table, and a watcher's
-		// queued copies of cached objects share the cache's memory.
-		reuse := d.valid && uids
-		switch part {
-		case partGCQueues:
-			reuse = reuse && cache[partGCCache]
-		case partControllerQueues:
-			reuse = reuse && cache[partControllerCache]
-		}
-		if prev := d.prev[part]; reuse && len(prev) <= len(d.b)-start && string(d.b[start:start+len(prev)]) == string(prev) {
-			// The part encodings are self-delimiting, so equal leading
-			// bytes are the whole part.
-			d.i += len(prev)
-			cache[part] = true
-			continue
-		}
+		d.i = i
 		d.cur = &d.pws[part]
 		d.cur.reset()
 		d.decPart(s, part)
-		d.prev[part] = append(d.prev[part][:0], d.b[start:d.i]...)
+		i = d.i
+		limit = -1
 	}
+	d.i = i
 	d.parts[numParts] = d.i
 	d.valid = !d.bad && d.i == len(d.b)
 	if !d.valid {
 		return nil, ErrBadEncoding
 	}
+	d.last, d.lastParts = append(d.last[:0], d.b...), d.parts
 	return s, nil
 }
 
@@ -695,14 +727,15 @@ func (d *Decoder) decPart(s *State, part int) {
 	case partUIDs:
 		s.UIDs, _ = d.uidTable()
 	case partObjects:
-		s.Objects = d.objects(d.count())
+		s.Objects = d.objects(d.bounded(d.uvarint()))
 	case partGCCache:
 		d.cache(&g.Watch)
+		d.cachePosOK[0] = false
 	case partGCQueues:
-		d.queues(&g.Watch)
+		d.queues(&g.Watch, 0)
 	case partNodes:
 		g.Nodes = nil
-		if n := d.count(); n > 0 {
+		if n := d.bounded(d.uvarint()); n > 0 {
 			g.Nodes = d.cur.nodes.take(n)
 			var prev []OwnerRef
 			for i := range g.Nodes {
@@ -727,7 +760,7 @@ func (d *Decoder) decPart(s *State, part int) {
 		g.AttemptToOrphan = d.identList()
 	case partDetached:
 		g.Detached = nil
-		if n := d.count(); n > 0 {
+		if n := d.bounded(d.uvarint()); n > 0 {
 			g.Detached = make([]Detached, n)
 			for i := range g.Detached {
 				g.Detached[i].UID = UID(d.uvarint())
@@ -736,17 +769,17 @@ func (d *Decoder) decPart(s *State, part int) {
 		}
 	case partInFlight:
 		g.InFlight = nil
-		if n := d.count(); n > 0 {
+		if n := d.bounded(d.uvarint()); n > 0 {
 			g.InFlight = d.cur.inflight.take(n)
 			for i := range g.InFlight {
 				f := &g.InFlight[i]
 				f.UID = UID(d.uvarint())
-				ws := d.cur.writes.take(d.count())
+				ws := d.cur.writes.take(d.bounded(d.uvarint()))
 				for j := range ws {
 					w := &ws[j]
 					w.Op, w.Policy = WriteOp(d.byte()), Policy(d.byte())
 					w.Item = d.ident()
-					w.RV = d.int()
+					w.RV = unzigzag(d.uvarint())
 					w.Owners = d.refList()
 					w.Remove = d.uidList()
 					w.Waited = d.uidList()
@@ -760,11 +793,12 @@ func (d *Decoder) decPart(s *State, part int) {
 		g.Monitored = uint32(d.uvarint())
 	case partControllerCache:
 		d.cache(&s.Controller.Watch)
+		d.cachePosOK[1] = false
 	case partControllerQueues:
-		d.queues(&s.Controller.Watch)
+		d.queues(&s.Controller.Watch, 1)
 	case partOrphans:
 		s.Orphans = nil
-		if n := d.count(); n > 0 {
+		if n := d.bounded(d.uvarint()); n > 0 {
 			s.Orphans = d.cur.orphans.take(n)
 			for i := range s.Orphans {
 				o := &s.Orphans[i]
@@ -775,7 +809,7 @@ func (d *Decoder) decPart(s *State, part int) {
 		}
 	case partEvents:
 		s.Events = nil
-		if n := d.count(); n > 0 {
+		if n := d.bounded(d.uvarint()); n > 0 {
 			s.Events = d.cur.strs.take(n)
 			for i := range s.Events {
 				s.Events[i] = d.str()
@@ -798,7 +832,7 @@ func (d *Decoder) uidTable() (uids []UIDInfo, same bool) {
 		d.i += len(prev)
 		return d.uidInfos, true
 	}
-	n := d.count()
+	n := d.bounded(d.uvarint())
 	if n == 0 {
 		same = d.uidInfos == nil
 		d.uidInfos, d.uidBytes = nil, d.uidBytes[:0]
@@ -819,7 +853,7 @@ func (d *Decoder) uidTable() (uids []UIDInfo, same bool) {
 			u.Namespace = prevNS
 		}
 		u.Name, u.Symbol = d.str(), d.str()
-		u.Nth = d.int()
+		u.Nth = unzigzag(d.uvarint())
 	}
 	if d.bad {
 		return nil, false
@@ -828,42 +862,53 @@ func (d *Decoder) uidTable() (uids []UIDInfo, same bool) {
 	return uids, false
 }
 
-// uvarint, int and count read their common one-byte case inline.
+// commonPrefix returns the length of the longest common prefix of a and
+// b, comparing 8 bytes at a time.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	a, b = a[:n], b[:n]
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		if x := binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:]); x != 0 {
+			return i + bits.TrailingZeros64(x)/8
+		}
+	}
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+// uvarint reads a uvarint as binary.Uvarint does. It makes no call, so
+// that the compiler inlines it: the decoder reads one per field.
 func (d *Decoder) uvarint() uint64 {
-	if rest := d.b[d.i:]; len(rest) > 0 && rest[0] < 0x80 {
-		d.i++
-		return uint64(rest[0])
+	var x uint64
+	var s uint
+	for i := d.i; i < len(d.b); i++ {
+		c := uint64(d.b[i])
+		x |= (c & 0x7f) << (s & 63)
+		if c < 0x80 {
+			if s >= 63 && (s > 63 || c > 1) { // past 64 bits
+				break
+			}
+			d.i = i + 1
+			return x
+		}
+		s += 7
 	}
-	return d.uvarintSlow()
+	d.bad = true
+	return 0
 }
 
-func (d *Decoder) uvarintSlow() uint64 {
-	v, n := binary.Uvarint(d.b[min(d.i, len(d.b)):])
-	if n <= 0 {
-		d.bad = true
-		return 0
+// unzigzag is the value of a varint whose zigzag encoding u is, read as
+// unzigzag(d.uvarint()) as binary.Varint reads it (one method would be
+// too large for the compiler to inline).
+func unzigzag(u uint64) int {
+	x := int(u >> 1)
+	if u&1 != 0 {
+		x = ^x
 	}
-	d.i += n
-	return v
-}
-
-func (d *Decoder) int() int {
-	if rest := d.b[d.i:]; len(rest) > 0 && rest[0] < 0x80 {
-		d.i++
-		c := int(rest[0])
-		return c>>1 ^ -(c & 1) // zigzag, as binary.Varint
-	}
-	return d.intSlow()
-}
-
-func (d *Decoder) intSlow() int {
-	v, n := binary.Varint(d.b[min(d.i, len(d.b)):])
-	if n <= 0 {
-		d.bad = true
-		return 0
-	}
-	d.i += n
-	return int(v)
+	return x
 }
 
 func (d *Decoder) byte() byte {
@@ -876,10 +921,11 @@ func (d *Decoder) byte() byte {
 	return c
 }
 
-// count reads a length, bounded by the bytes left so that a corrupt
-// length cannot make the decoder allocate without limit.
-func (d *Decoder) count() int {
-	n := d.uvarint()
+// bounded checks a length read as d.bounded(d.uvarint()) against the
+// bytes left, so that a corrupt length cannot make the decoder allocate
+// without limit. (One method reading and checking would be too large for
+// the compiler to inline, and the decoder reads a length per list.)
+func (d *Decoder) bounded(n uint64) int {
 	if n > uint64(len(d.b)-d.i) {
 		d.bad = true
 		return 0
@@ -939,13 +985,13 @@ func (d *Decoder) objectBody(o *Object, prev *[]OwnerRef) {
 	}
 	*prev = o.Owners
 	if f&objFinalizers != 0 {
-		o.Finalizers = d.cur.strs.take(d.count())
+		o.Finalizers = d.cur.strs.take(d.bounded(d.uvarint()))
 		for i := range o.Finalizers {
 			o.Finalizers[i] = d.str()
 		}
 	}
 	if f&objLabels != 0 {
-		o.Labels = d.cur.labels.take(d.count())
+		o.Labels = d.cur.labels.take(d.bounded(d.uvarint()))
 		for i := range o.Labels {
 			o.Labels[i] = Label{d.str(), d.str()}
 		}
@@ -954,9 +1000,9 @@ func (d *Decoder) objectBody(o *Object, prev *[]OwnerRef) {
 		o.Selector = Label{d.str(), d.str()}
 	}
 	if f&objReplicas != 0 {
-		o.Replicas = d.int()
+		o.Replicas = unzigzag(d.uvarint())
 	}
-	o.RV = d.int()
+	o.RV = unzigzag(d.uvarint())
 }
 
 func (d *Decoder) objects(n int) []Object {
@@ -970,7 +1016,7 @@ func (d *Decoder) objects(n int) []Object {
 }
 
 func (d *Decoder) refList() []OwnerRef {
-	rs := d.cur.refs.take(d.count())
+	rs := d.cur.refs.take(d.bounded(d.uvarint()))
 	for i := range rs {
 		v := d.uvarint()
 		r := OwnerRef{UID: UID(v >> refBits), Controller: v&refController != 0, Block: v&refBlock != 0,
@@ -987,7 +1033,7 @@ func (d *Decoder) refList() []OwnerRef {
 }
 
 func (d *Decoder) uidList() []UID {
-	us := d.cur.uids.take(d.count())
+	us := d.cur.uids.take(d.bounded(d.uvarint()))
 	for i := range us {
 		us[i] = UID(d.uvarint())
 	}
@@ -1007,7 +1053,7 @@ func (d *Decoder) ident() Identity {
 }
 
 func (d *Decoder) identList() []Identity {
-	ids := d.cur.idents.take(d.count())
+	ids := d.cur.idents.take(d.bounded(d.uvarint()))
 	for i := range ids {
 		ids[i] = d.ident()
 	}
@@ -1016,7 +1062,7 @@ func (d *Decoder) identList() []Identity {
 
 // cache reads what encCache wrote.
 func (d *Decoder) cache(w *Watcher) {
-	w.Cache = d.cur.objs.take(d.count())
+	w.Cache = d.cur.objs.take(d.bounded(d.uvarint()))
 	var prev []OwnerRef
 	for i := range w.Cache {
 		w.Cache[i] = Object{UID: UID(d.uvarint())}
@@ -1024,8 +1070,23 @@ func (d *Decoder) cache(w *Watcher) {
 	}
 }
 
-// queues reads what encQueues wrote; the cache is decoded already.
-func (d *Decoder) queues(w *Watcher) {
+// cachePositions is cachePositions of the decoded state's GC cache (c =
+// 0) or controllers' cache (1), cache, kept until that part is decoded
+// again; nil for a cache too large to index.
+func (d *Decoder) cachePositions(c int, cache []Object) *[256]uint8 {
+	if len(cache) > 256 {
+		return nil
+	}
+	if !d.cachePosOK[c] {
+		fillCachePositions(&d.cachePos[c], cache)
+		d.cachePosOK[c] = true
+	}
+	return &d.cachePos[c]
+}
+
+// queues reads what encQueues wrote; the cache is decoded already, c
+// says which (0 the GC's, 1 the controllers').
+func (d *Decoder) queues(w *Watcher, c int) {
 	w.Queues = nil
 	mask := d.uvarint()
 	if mask >= 1<<NumKinds {
@@ -1036,14 +1097,12 @@ func (d *Decoder) queues(w *Watcher) {
 		return
 	}
 	var prev []OwnerRef
-	pos := d.ws.cachePositions(w.Cache)
+	pos := d.cachePositions(c, w.Cache)
 	w.Queues = &d.cur.queues.take(1)[0]
 	*w.Queues = [NumKinds][]WatchEvent{}
-	for k := range w.Queues {
-		if mask&(1<<k) == 0 {
-			continue
-		}
-		q := d.cur.events.take(d.count())
+	for m := mask; m != 0; m &= m - 1 { // the non-empty queues
+		k := bits.TrailingZeros64(m)
+		q := d.cur.events.take(d.bounded(d.uvarint()))
 		for i := range q {
 			t := d.byte()
 			if q[i].Type, q[i].Replaces = EventType(t&^eventReplaces), 0; t&eventReplaces != 0 {

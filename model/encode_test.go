@@ -1,6 +1,8 @@
 package model
 
 import (
+	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -92,6 +94,32 @@ func TestEncodeRoundTrip(t *testing.T) {
 	for _, bad := range [][]byte{nil, {1}, {0, 0, 0, 0}, []byte("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff")} {
 		if _, err := Decode(bad); err == nil {
 			t.Errorf("Decode(%q) accepted", bad)
+		}
+	}
+}
+
+// TestDecoderVarints: the decoder's own uvarint, and unzigzag of it, read what
+// binary.Uvarint and binary.Varint read, and refuse what they refuse
+// (truncated input, more than ten bytes, a value past 64 bits).
+func TestDecoderVarints(t *testing.T) {
+	var inputs [][]byte
+	for _, v := range []uint64{0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 1 << 35, 1<<63 - 1, 1 << 63, math.MaxUint64} {
+		inputs = append(inputs, binary.AppendUvarint(nil, v), binary.AppendUvarint([]byte{0x80}, v))
+	}
+	inputs = append(inputs, nil, []byte{0x80}, []byte{0xff, 0xff},
+		[]byte("\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"),     // math.MaxUint64
+		[]byte("\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02"),     // past 64 bits
+		[]byte("\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x00")) // eleven bytes
+	for _, in := range inputs {
+		want, n := binary.Uvarint(in)
+		d := Decoder{b: in}
+		if got := d.uvarint(); d.bad != (n <= 0) || (n > 0 && (got != want || d.i != n)) {
+			t.Errorf("uvarint(%x) = %d, read %d, bad %v; binary.Uvarint: %d, %d", in, got, d.i, d.bad, want, n)
+		}
+		wantInt, n := binary.Varint(in)
+		d = Decoder{b: in}
+		if got := unzigzag(d.uvarint()); d.bad != (n <= 0) || (n > 0 && (int64(got) != wantInt || d.i != n)) {
+			t.Errorf("int(%x) = %d, read %d, bad %v; binary.Varint: %d, %d", in, got, d.i, d.bad, wantInt, n)
 		}
 	}
 }

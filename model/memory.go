@@ -167,7 +167,8 @@ func deleteFuncTo[T any](c, x []T, del func(T) bool) []T {
 // keys; otherwise the strings are compared, from mem's memo when it has
 // one.
 func identKeyIs(mem memory, id *Identity, t *Target) bool {
-	if t.Kind != NoKind && id.Name != t.Name && !hasSlash(id.Name) && !hasSlash(t.Name) {
+	sameName := sameString(id.Name, t.Name)
+	if t.Kind != NoKind && !sameName && !hasSlash(id.Name) && !hasSlash(t.Name) {
 		return false
 	}
 	// An identity and a target of one kind, namespace and name have one
@@ -175,7 +176,7 @@ func identKeyIs(mem memory, id *Identity, t *Target) bool {
 	// the target's, and identKey spells a served kind's key as
 	// Target.String does in every scope (TestIdentKeyShortcuts). The
 	// GC's steps name their items so, and this spares building the keys.
-	if t.Kind < NumKinds && id.Name == t.Name && id.Namespace == t.Namespace && Kinds[t.Kind].Kind == id.Kind {
+	if t.Kind < NumKinds && sameName && sameString(id.Namespace, t.Namespace) && sameString(Kinds[t.Kind].Kind, id.Kind) {
 		return true
 	}
 	return mem.identKey(id) == mem.targetKey(t)

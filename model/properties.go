@@ -42,8 +42,10 @@ func (k PropertyKind) String() string { return [...]string{"always", "quiescent"
 // Transition is one step with the states around it.
 type Transition struct {
 	Prev, Next *State
-	Step       Step
-	Result     Result
+	// Step is the step taken, by pointer: a checker fills a Transition
+	// per transition, and a Step is a few hundred bytes.
+	Step   *Step
+	Result Result
 
 	// del and delW memoise gcDeleteTarget and gcDeleteWrite, which
 	// several properties ask, for the duration of one CheckTransition
@@ -169,7 +171,7 @@ func findDeleteWrite(t *Transition) *Write {
 		return nil
 	}
 	for _, f := range t.Prev.GC.InFlight {
-		if w := &f.Writes[0]; w.Op == WriteDelete && t.Prev.identMatches(&w.Item, &t.Step) {
+		if w := &f.Writes[0]; w.Op == WriteDelete && t.Prev.identMatches(&w.Item, t.Step) {
 			return w
 		}
 	}
@@ -315,7 +317,7 @@ func checkOrphanRespected(m *Model, t *Transition) *Violation {
 	return nil
 }
 
-func isDeleteStep(st Step) bool {
+func isDeleteStep(st *Step) bool {
 	return (st.Actor == ActorClient && st.Op == OpDelete) || (st.Actor == ActorGC && st.Op == OpSend && st.Write == WriteDelete)
 }
 
@@ -335,7 +337,7 @@ func checkRemovalWithFinalizers(m *Model, t *Transition) *Violation {
 }
 
 // isNotDeleteStep is the Steps of checkFinalizerAfterDeletion.
-func isNotDeleteStep(st *Step) bool { return !isDeleteStep(*st) }
+func isNotDeleteStep(st *Step) bool { return !isDeleteStep(st) }
 
 func checkFinalizerAfterDeletion(m *Model, t *Transition) *Violation {
 	if isDeleteStep(t.Step) {
@@ -363,6 +365,9 @@ func checkProtection(m *Model, t *Transition) *Violation {
 	}
 	for i := range t.Prev.Objects {
 		o := &t.Prev.Objects[i]
+		if o.Deleting || len(o.Labels) == 0 {
+			continue // ProtectionMayDeny needs the protection label
+		}
 		v := o.View()
 		if !ProtectionMayDeny(&v) || !started(t, o) {
 			continue
@@ -791,7 +796,7 @@ func staleAfterDedup(graph, store []OwnerRef) bool {
 func isAttemptToOrphan(st *Step) bool { return st.Op == OpAttemptToOrphan }
 
 func witnessOrphaning(m *Model, t *Transition) *Violation {
-	if !isAttemptToOrphan(&t.Step) {
+	if !isAttemptToOrphan(t.Step) {
 		return nil
 	}
 	for i := range t.Prev.Objects {
@@ -824,7 +829,7 @@ func isUnblockSend(st *Step) bool {
 }
 
 func witnessCycleBroken(m *Model, t *Transition) *Violation {
-	if isUnblockSend(&t.Step) && t.Result.OK() {
+	if isUnblockSend(t.Step) && t.Result.OK() {
 		return &Violation{Property: PropCycleBroken, Message: "unblocked " + t.Step.Target.String()}
 	}
 	return nil
@@ -841,9 +846,13 @@ func (m *Model) CheckTransition(t *Transition) []*Violation {
 		t.delSet = true
 		defer func() { t.del, t.delW, t.delOK, t.delSet = nil, nil, false, false }()
 	}
-	for i := range Properties {
+	props := alwaysProps
+	if same {
+		props = alwaysAnyStore
+	}
+	for _, i := range props {
 		p := &Properties[i]
-		if p.Kind != Always || (same && p.StoreOnly) || (p.Steps != nil && !p.Steps(&t.Step)) {
+		if p.Steps != nil && !p.Steps(t.Step) {
 			continue
 		}
 		if v := p.Check(m, t); v != nil {
@@ -851,6 +860,24 @@ func (m *Model) CheckTransition(t *Transition) []*Violation {
 		}
 	}
 	return out
+}
+
+// alwaysProps lists the indexes in Properties of the Always properties,
+// in order, and alwaysAnyStore those of them that are not StoreOnly:
+// CheckTransition runs one list or the other rather than looking at every
+// property per transition.
+var alwaysProps, alwaysAnyStore = alwaysIndexes()
+
+func alwaysIndexes() (all, anyStore []int) {
+	for i := range Properties {
+		if p := &Properties[i]; p.Kind == Always {
+			all = append(all, i)
+			if !p.StoreOnly {
+				anyStore = append(anyStore, i)
+			}
+		}
+	}
+	return all, anyStore
 }
 
 // SameStore reports whether two states share one object list, which

@@ -7,8 +7,8 @@ import "iter"
 // the protection-disabled bug allows everything. It returns why a delete
 // is denied, or "".
 func (m *Model) protectionDenies(s *State, o *Object) string {
-	if m.Bugs.Has(BugProtectionDisabled) {
-		return ""
+	if m.Bugs.Has(BugProtectionDisabled) || o.Deleting || len(o.Labels) == 0 {
+		return "" // ProtectionMayDeny needs the protection label
 	}
 	v := o.View()
 	if !ProtectionMayDeny(&v) {

@@ -347,7 +347,7 @@ func (s *State) Get(uid UID) *Object { return objectByUID(s.Objects, uid) }
 func (s *State) Lookup(k KindID, ns, name string) *Object {
 	for i := range s.Objects {
 		o := &s.Objects[i]
-		if o.Kind == k && o.Name == name && o.Namespace == ns {
+		if o.Kind == k && sameString(o.Name, name) && sameString(o.Namespace, ns) {
 			return o
 		}
 	}

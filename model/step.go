@@ -387,21 +387,21 @@ func (m *Model) AppendEnabled(out []Step, s *State, opts Options) []Step {
 		for k, q := range g.Watch.Queues {
 			if len(q) > 0 {
 				t := TargetOf(&q[0].Obj)
-				*nextStep(&out) = Step{Actor: ActorGC, Op: OpDeliver, Target: t}
+				nextStep(&out, ActorGC, OpDeliver, t)
 				if opts.Coalesce && g.Watch.canCoalesce(KindID(k)) {
-					*nextStep(&out) = Step{Actor: ActorGC, Op: OpCoalesce, Target: t}
+					nextStep(&out, ActorGC, OpCoalesce, t)
 				}
 				if m.Bugs.Has(BugLostFirstUpdate) && q[0].Type == Modified {
-					*nextStep(&out) = Step{Actor: ActorGC, Op: OpLose, Target: t}
+					nextStep(&out, ActorGC, OpLose, t)
 				}
 			}
 		}
 	}
 	if len(g.VirtualEvents) > 0 {
-		s.fillItemStep(nextStep(&out), OpDeliverVirtual, &g.VirtualEvents[0], nil)
+		s.fillItemStep(nextSlot(&out), OpDeliverVirtual, &g.VirtualEvents[0], nil)
 	}
 	if start, stop := syncNeeded(s); len(start)+len(stop) > 0 {
-		*nextStep(&out) = Step{Actor: ActorGC, Op: OpSync}
+		nextStep(&out, ActorGC, OpSync, Target{})
 	}
 	// fillItemStep looks for a colliding key only in a set that has one.
 	set := g.AttemptToOrphan
@@ -409,7 +409,7 @@ func (m *Model) AppendEnabled(out []Step, s *State, opts Options) []Step {
 		set = nil
 	}
 	for i := range g.AttemptToOrphan {
-		s.fillItemStep(nextStep(&out), OpAttemptToOrphan, &g.AttemptToOrphan[i], set)
+		s.fillItemStep(nextSlot(&out), OpAttemptToOrphan, &g.AttemptToOrphan[i], set)
 	}
 	set = g.AttemptToDelete
 	if !keysCollide(set) {
@@ -417,13 +417,13 @@ func (m *Model) AppendEnabled(out []Step, s *State, opts Options) []Step {
 	}
 	for i := range g.AttemptToDelete {
 		if id := &g.AttemptToDelete[i]; inFlight(g, id.UID) == nil {
-			s.fillItemStep(nextStep(&out), OpAttemptToDelete, id, set)
+			s.fillItemStep(nextSlot(&out), OpAttemptToDelete, id, set)
 		}
 	}
 	for i := range g.InFlight {
 		id := &g.InFlight[i].Writes[0].Item
-		st := nextStep(&out)
-		*st = Step{Actor: ActorGC, Op: OpSend, Target: identTarget(*id), Write: g.InFlight[i].Writes[0].Op}
+		st := nextStep(&out, ActorGC, OpSend, identTarget(*id))
+		st.Write = g.InFlight[i].Writes[0].Op
 		for j := range g.InFlight { // as fillItemStep, over the items being written
 			if o := &g.InFlight[j].Writes[0].Item; o.UID != id.UID && identKeysEqual(o, id) {
 				st.UIDLabel = s.UIDLabel(id.UID)
@@ -435,9 +435,9 @@ func (m *Model) AppendEnabled(out []Step, s *State, opts Options) []Step {
 		for k, q := range w.Queues {
 			if len(q) > 0 {
 				t := TargetOf(&q[0].Obj)
-				*nextStep(&out) = Step{Actor: ActorController, Op: OpDeliver, Target: t}
+				nextStep(&out, ActorController, OpDeliver, t)
 				if opts.Coalesce && w.canCoalesce(KindID(k)) {
-					*nextStep(&out) = Step{Actor: ActorController, Op: OpCoalesce, Target: t}
+					nextStep(&out, ActorController, OpCoalesce, t)
 				}
 			}
 		}
@@ -450,16 +450,33 @@ func (m *Model) AppendEnabled(out []Step, s *State, opts Options) []Step {
 		if c.Release {
 			op = OpRelease
 		}
-		*nextStep(&out) = Step{Actor: ActorController, Op: op, Target: TargetOf(w.cached(c.Dep)), By: TargetOf(w.cached(c.Owner))}
+		nextStep(&out, ActorController, op, TargetOf(w.cached(c.Dep))).By = TargetOf(w.cached(c.Owner))
 	}
 	for _, c := range crdCleanups(s) {
-		*nextStep(&out) = Step{Actor: ActorAPIExtensions, Op: OpCleanup, Target: TargetOf(s.Get(c))}
+		nextStep(&out, ActorAPIExtensions, OpCleanup, TargetOf(s.Get(c)))
 	}
 	return out
 }
 
-// nextStep appends a Step to *out, to be overwritten in place.
-func nextStep(out *[]Step) *Step {
+// nextStep appends to *out the step of actor a, op and target t, every
+// other field zero, and returns it for the caller to fill further.
+func nextStep(out *[]Step, a Actor, op Op, t Target) *Step {
+	st := nextSlot(out)
+	setStep(st, a, op, t)
+	return st
+}
+
+// setStep overwrites *st with the step of actor a, op and target t, every
+// other field zero. Clearing *st and setting the fields in place compiles
+// to about half the stores of assigning a Step literal, which is built in
+// a zeroed temporary and then copied (a Step is a few hundred bytes).
+func setStep(st *Step, a Actor, op Op, t Target) {
+	*st = Step{}
+	st.Actor, st.Op, st.Target = a, op, t
+}
+
+// nextSlot appends a Step to *out, to be overwritten in place.
+func nextSlot(out *[]Step) *Step {
 	if n := len(*out); n < cap(*out) {
 		*out = (*out)[:n+1]
 	} else {
@@ -471,7 +488,7 @@ func nextStep(out *[]Step) *Step {
 // fillItemStep overwrites *st with a GC step naming an identity, with
 // uid= when another item of set has the same key.
 func (s *State) fillItemStep(st *Step, op Op, id *Identity, set []Identity) {
-	*st = Step{Actor: ActorGC, Op: op, Target: identTarget(*id)}
+	setStep(st, ActorGC, op, identTarget(*id))
 	for i := range set {
 		if o := &set[i]; o.UID != id.UID && identKeysEqual(o, id) {
 			st.UIDLabel = s.UIDLabel(id.UID)

@@ -278,10 +278,11 @@ func inflightIndex(fs []InFlight, uid UID) (int, bool) {
 // identKeysEqual reports identKey(*a) == identKey(*b), building the keys
 // only when the cheap tests cannot tell (see identKeyIs).
 func identKeysEqual(a, b *Identity) bool {
-	if a.Kind == b.Kind && a.Namespace == b.Namespace && a.Name == b.Name {
+	sameName := sameString(a.Name, b.Name)
+	if sameName && sameString(a.Kind, b.Kind) && sameString(a.Namespace, b.Namespace) {
 		return true // identKey reads nothing else
 	}
-	if a.Name != b.Name && !hasSlash(a.Name) && !hasSlash(b.Name) {
+	if !sameName && !hasSlash(a.Name) && !hasSlash(b.Name) {
 		return false
 	}
 	return identKey(*a) == identKey(*b)

@@ -35,7 +35,7 @@ func Frames(t *Trace) ([]Frame, error) {
 					return nil, t.errAt(c.Line, 1, "settle: %v", err)
 				}
 				for _, sd := range steps {
-					vs := m.CheckTransition(&model.Transition{Prev: s, Next: sd.State, Step: sd.Step, Result: sd.Result})
+					vs := m.CheckTransition(&model.Transition{Prev: s, Next: sd.State, Step: &sd.Step, Result: sd.Result})
 					frames = append(frames, Frame{Line: c.Line, Command: sd.Step.String(), Actor: sd.Step.Actor.String(), Settled: true, Result: sd.Result, Violations: vs, State: sd.State, Stanza: si})
 					s = sd.State
 				}
@@ -50,7 +50,7 @@ func Frames(t *Trace) ([]Frame, error) {
 			if err != nil {
 				return nil, t.errAt(c.Line, 1, "%s: %v", c.Text, err)
 			}
-			vs := m.CheckTransition(&model.Transition{Prev: s, Next: next, Step: c.Step, Result: r})
+			vs := m.CheckTransition(&model.Transition{Prev: s, Next: next, Step: &c.Step, Result: r})
 			frames = append(frames, Frame{Line: c.Line, Command: c.Text, Actor: c.Step.Actor.String(), Result: r, Violations: vs, State: next, Stanza: si})
 			s = next
 		}

@@ -84,7 +84,7 @@ func replayModel(t *Trace, m *model.Model) ([]StanzaResult, *model.State, error)
 					return nil, nil, t.errAt(c.Line, 1, "settle: %v", err)
 				}
 				for _, sd := range steps {
-					note(m.CheckTransition(&model.Transition{Prev: s, Next: sd.State, Step: sd.Step, Result: sd.Result}))
+					note(m.CheckTransition(&model.Transition{Prev: s, Next: sd.State, Step: &sd.Step, Result: sd.Result}))
 					s = sd.State
 				}
 				s = next
@@ -98,7 +98,7 @@ func replayModel(t *Trace, m *model.Model) ([]StanzaResult, *model.State, error)
 			if !r.OK() {
 				out = append(out, "! "+c.Text+" -> "+r.String())
 			}
-			note(m.CheckTransition(&model.Transition{Prev: s, Next: next, Step: c.Step, Result: r}))
+			note(m.CheckTransition(&model.Transition{Prev: s, Next: next, Step: &c.Step, Result: r}))
 			s = next
 		}
 		res.Output = append(out, s.Dump()...)

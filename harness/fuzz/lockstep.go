@@ -267,7 +267,7 @@ func (l *lockstep) taken(st model.Step, line string, want, got model.Result, nex
 	if want.OK() != got.OK() || (!want.OK() && (want.Code != got.Code || want.Reason != got.Reason)) {
 		l.fail("divergence", fmt.Sprintf("%q: the model answers %s, %s %s", line, want, l.sysName(), got))
 	}
-	for _, v := range l.m.CheckTransition(&model.Transition{Prev: prev, Next: next, Step: st, Result: want}) {
+	for _, v := range l.m.CheckTransition(&model.Transition{Prev: prev, Next: next, Step: &st, Result: want}) {
 		if v.Known == "" {
 			l.fail("property", fmt.Sprintf("%q violates %s", line, v))
 		}

@@ -80,7 +80,7 @@ func (r *settledRun) run(steps []string) (verdict, string) {
 		if err != nil {
 			continue // not a step the reference model can take here
 		}
-		if v := r.ref.CheckTransition(&model.Transition{Prev: r.rs, Next: rn, Step: st, Result: want}); unknown(v) {
+		if v := r.ref.CheckTransition(&model.Transition{Prev: r.rs, Next: rn, Step: &st, Result: want}); unknown(v) {
 			return refFails, ""
 		}
 		sn, got, err := r.sur.Apply(r.ss, st)
@@ -125,7 +125,7 @@ func (r *settledRun) settleRef() (bool, string) {
 	}
 	prev := r.rs
 	for _, sd := range path {
-		if unknown(r.ref.CheckTransition(&model.Transition{Prev: prev, Next: sd.State, Step: sd.Step, Result: sd.Result})) {
+		if unknown(r.ref.CheckTransition(&model.Transition{Prev: prev, Next: sd.State, Step: &sd.Step, Result: sd.Result})) {
 			return false, ""
 		}
 		prev = sd.State
@@ -139,7 +139,7 @@ func (r *settledRun) settleRef() (bool, string) {
 // specification forbids shows in the history even when a later write
 // undoes it before the cluster settles (`cascade replay --history`).
 func (r *settledRun) broken(prev, next *model.State, st model.Step, res model.Result) string {
-	for _, v := range r.ref.CheckTransition(&model.Transition{Prev: prev, Next: next, Step: st, Result: res}) {
+	for _, v := range r.ref.CheckTransition(&model.Transition{Prev: prev, Next: next, Step: &st, Result: res}) {
 		if v.Known == "" {
 			return v.Error()
 		}

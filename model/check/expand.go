@@ -132,18 +132,22 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		if e.scope.Symmetry && !sameUIDs(s, n) {
 			n = n.Canonical()
 		}
-		// Encode into scratch memory that stays in the cache; only a
-		// state this worker claims first is copied out. The claim waits
-		// until the next successor is computed (see touch).
+		// Encode into the free end of the worker's output chunk: a state
+		// this worker claims first stays there, one it does not is
+		// overwritten by the next. The claim waits until the next
+		// successor is computed (see touch).
 		w.claimPending()
-		w.enc = w.dec.EncodeNext(w.enc[:0], n)
-		if len(w.enc) > math.MaxUint32 {
+		tail := w.out.tail()
+		enc := w.dec.EncodeNext(tail, n)
+		if len(enc) > math.MaxUint32 {
 			return fmt.Errorf("scope %s: a state encoding exceeds 4 GiB", e.scope.Name)
 		}
-		h := model.FingerprintBytes(w.enc)
+		h := model.FingerprintBytes(enc)
 		e.seen.touch(h)
 		w.pending, w.pendingFP, w.pendingOrd, w.pendingAwake = true, h, packOrd(level+1, idx, act), uint32(awake)
-		w.enc, w.pendingEnc = w.pendingEnc, w.enc
+		// An encoding longer than the chunk's free end was appended
+		// elsewhere, and is copied in if claimed.
+		w.pendingEnc, w.pendingInPlace = enc, len(enc) <= cap(tail)
 		return nil
 	}
 	w.steps = e.m.AppendEnabled(w.steps[:0], s, e.opts)
@@ -266,7 +270,7 @@ func (e *explorer) checkTransition(w *worker, prev, next *model.State, st *model
 	t := &w.trans
 	filled := false
 	if !sameStore || !e.alwaysStoreOnly {
-		t.Prev, t.Next, t.Step, t.Result = prev, next, *st, r
+		t.Prev, t.Next, t.Step, t.Result = prev, next, st, r
 		filled = true
 		for _, v := range e.m.CheckTransition(t) {
 			e.offer(v, &candidate{level: level, fp: fp, act: act, order: order}, st)
@@ -282,7 +286,7 @@ func (e *explorer) checkTransition(w *worker, prev, next *model.State, st *model
 			continue
 		}
 		if !filled {
-			t.Prev, t.Next, t.Step, t.Result = prev, next, *st, r
+			t.Prev, t.Next, t.Step, t.Result = prev, next, st, r
 			filled = true
 		}
 		if p.Check(e.m, t) != nil {

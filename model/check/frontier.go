@@ -96,6 +96,33 @@ func (o *outBuf) reset() {
 	o.used, o.items = 0, o.items[:0]
 }
 
+// tailMin is the least free room tail leaves at the end of the current
+// chunk: with less it moves on to the next chunk.
+const tailMin = 4 << 10
+
+// tail returns the free end of the current chunk, empty, for an encoding
+// to be appended to in place and then kept by commit. An encoding longer
+// than its capacity is appended elsewhere and must be stored instead.
+func (o *outBuf) tail() []byte {
+	if o.used == 0 || cap(o.chunks[o.used-1])-len(o.chunks[o.used-1]) < tailMin {
+		if o.used == len(o.chunks) {
+			o.chunks = append(o.chunks, allocHuge[byte](chunkSize)[:0])
+		}
+		o.used++
+	}
+	c := o.chunks[o.used-1]
+	return c[len(c):len(c)]
+}
+
+// commit keeps the n bytes written into the tail last returned, and
+// returns their chunk and offset.
+func (o *outBuf) commit(n int) (chunk, start uint32) {
+	c := &o.chunks[o.used-1]
+	start = uint32(len(*c))
+	*c = (*c)[:len(*c)+n]
+	return uint32(o.used - 1), start
+}
+
 // store appends an encoding and returns its chunk and offset.
 func (o *outBuf) store(enc []byte) (chunk, start uint32) {
 	if o.used == 0 || cap(o.chunks[o.used-1])-len(o.chunks[o.used-1]) < len(enc) {
@@ -152,12 +179,13 @@ type worker struct {
 	infos   []sleepStep // with sleep sets: steps' classes (reduction.go)
 	keys    keyMemo     // classify's keyBit memo
 	trans   model.Transition
-	enc     []byte // scratch encoding
-	// the successor whose claim waits for the next one to be computed
+	// the successor whose claim waits for the next one to be computed;
+	// its encoding is in the output buffer's tail if pendingInPlace
 	pending               bool
 	pendingFP, pendingOrd uint64
 	pendingAwake          uint32
 	pendingEnc            []byte
+	pendingInPlace        bool
 	bufs                  [2]outBuf
 	out                   *outBuf // bufs[level%2]
 
@@ -181,7 +209,12 @@ func (w *worker) claimPending() {
 	}
 	w.pending = false
 	if w.seen.claim(w.claimer, w.pendingFP, w.pendingOrd, w.pendingAwake) {
-		c, start := w.out.store(w.pendingEnc)
+		var c, start uint32
+		if w.pendingInPlace {
+			c, start = w.out.commit(len(w.pendingEnc))
+		} else {
+			c, start = w.out.store(w.pendingEnc)
+		}
 		w.out.items = append(w.out.items, succ{fp: w.pendingFP, chunk: c, start: start, n: uint32(len(w.pendingEnc))})
 	}
 }

@@ -2,6 +2,7 @@ package check
 
 import (
 	"slices"
+	"unsafe"
 
 	"github.com/cascade-k8s/cascade/model"
 )
@@ -94,10 +95,16 @@ func (m *keyMemo) keyBit(kind, name string) uint64 {
 		return keyBit(kind, name)
 	}
 	e := &m[(len(name)<<3+int(name[len(name)-1]))&(len(m)-1)]
-	if e.name != name || e.kind != kind {
+	if !equalStr(e.name, name) || !equalStr(e.kind, kind) {
 		e.kind, e.name, e.bit = kind, name, keyBit(kind, name)
 	}
 	return e.bit
+}
+
+// equalStr is a == b without a call when the strings share their bytes,
+// as interned ones do.
+func equalStr(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 func (m *keyMemo) refKeys(refs []model.OwnerRef) uint64 {

@@ -45,7 +45,7 @@ func TestStoreOnlyProperties(t *testing.T) {
 						if found && same && prop.StoreOnly {
 							t.Fatalf("%s %s: StoreOnly property %q holds on %s, which leaves the store as it was", p.Name, bugs, prop.Name, sc.Step)
 						}
-						if found && prop.Steps != nil && !prop.Steps(&sc.Step) {
+						if found && prop.Steps != nil && !prop.Steps(sc.Step) {
 							t.Fatalf("%s %s: property %q holds on %s, a step its Steps rejects", p.Name, bugs, prop.Name, sc.Step)
 						}
 						if found {
@@ -85,12 +85,12 @@ func transitions(e *explorer, s *model.State) []*model.Transition {
 		}
 		if n, r, err := e.m.Apply(s, op); err == nil {
 			n.Budget |= 1 << i
-			out = append(out, &model.Transition{Prev: s, Next: n, Step: op, Result: r})
+			out = append(out, &model.Transition{Prev: s, Next: n, Step: &op, Result: r})
 		}
 	}
 	for _, st := range e.m.Enabled(s, e.opts) {
 		if n, r, err := e.m.Apply(s, st); err == nil {
-			out = append(out, &model.Transition{Prev: s, Next: n, Step: st, Result: r})
+			out = append(out, &model.Transition{Prev: s, Next: n, Step: &st, Result: r})
 		}
 	}
 	return out

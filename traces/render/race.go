@@ -138,7 +138,7 @@ func violatesWithout(t *traces.Trace, m *model.Model, line int, property string)
 					return false
 				}
 				for _, sd := range steps {
-					if hit(m.CheckTransition(&model.Transition{Prev: s, Next: sd.State, Step: sd.Step, Result: sd.Result})) {
+					if hit(m.CheckTransition(&model.Transition{Prev: s, Next: sd.State, Step: &sd.Step, Result: sd.Result})) {
 						return true
 					}
 					s = sd.State
@@ -152,7 +152,7 @@ func violatesWithout(t *traces.Trace, m *model.Model, line int, property string)
 			if err != nil {
 				continue
 			}
-			if hit(m.CheckTransition(&model.Transition{Prev: s, Next: next, Step: c.Step, Result: res})) {
+			if hit(m.CheckTransition(&model.Transition{Prev: s, Next: next, Step: &c.Step, Result: res})) {
 				return true
 			}
 			s = next
