@@ -231,6 +231,11 @@ func (s *State) uncacheKind(w *Watcher, k KindID) {
 
 // ---- lookups: searches written for speed ----
 
+// IdentIndex finds an identity in a work-queue set sorted by UID, as
+// the GC's queues are kept (State.GC.AttemptToDelete): its place, and
+// whether it is there. The checker's sleep sets read it.
+func IdentIndex(set []Identity, uid UID) (int, bool) { return identIndex(set, uid) }
+
 // identIndex finds an identity in a set sorted by UID (see nodeIndex).
 func identIndex(set []Identity, uid UID) (int, bool) {
 	lo, hi := 0, len(set)

@@ -173,27 +173,11 @@ func sleepAfter(infos []sleepStep, c *sleepStep, n *model.State, zp sleepMask) s
 		}
 		// the item's place in n's queue (c may have queued or taken others)
 		q := n.GC.AttemptToDelete
-		j := itemIndex(q, a.item)
-		if j < sleepItems && j < len(q) && q[j].UID == a.item {
+		if j, found := model.IdentIndex(q, a.item); found && j < sleepItems {
 			z |= 1 << (sleepItem + j)
 		}
 	}
 	return z
-}
-
-// itemIndex is slices.BinarySearchFunc of a queue sorted by UID, written
-// out: the generic one calls its comparison through a pointer.
-func itemIndex(q []model.Identity, uid model.UID) int {
-	lo, hi := 0, len(q)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if q[m].UID < uid {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo
 }
 
 // reductionApplies reports whether the scope may be searched with sleep
