@@ -29,6 +29,7 @@ type checkFlags struct {
 	listBugs, listProps, listScope bool
 	listKnown, listUniverses       bool
 	classes                        bool
+	expectStates                   int64
 	kubeVersion                    string
 	shard                          string
 	shards                         int
@@ -115,6 +116,7 @@ Examples:
 	fl.IntVar(&f.maxDepth, "max-depth", 0, "stop expanding at this depth (0: unbounded)")
 	fl.IntVar(&f.maxStates, "max-states", 0, "stop after this many distinct states (0: unbounded)")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "parallel workers")
+	fl.Int64Var(&f.expectStates, "expect-states", 0, "about how many distinct states the search will store (from an earlier run): the visited table starts that large instead of doubling its way there, as SPIN's -w sizes pan's; changes no result (0: unknown)")
 	fl.StringVar(&f.out, "out", "out/counterexamples", "directory for counterexample trace files (a shard's default: out/counterexamples/shard-I)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the result as JSON")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
@@ -166,7 +168,7 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 	}
 	// --no-reduction is the plain search: no sleep sets at all, not even
 	// the unreduced search's skipped claims (check.Options.Plain)
-	opts := check.Options{Workers: f.workers, Plain: f.noReduction}
+	opts := check.Options{Workers: f.workers, Plain: f.noReduction, ExpectStates: f.expectStates}
 	if !f.quiet {
 		opts.Progress = func(p check.Progress) {
 			fmt.Fprintf(stderr, "check %s: states=%d distinct=%d depth=%d queue=%d %.0f distinct/s\n", scope.Name, p.Generated, p.Distinct, p.Depth, p.Queue, p.StatesPerSecond())
@@ -289,6 +291,9 @@ func buildScope(f *checkFlags) (check.Scope, error) {
 	}
 	if f.maxDepth < 0 || f.maxStates < 0 || f.workers < 1 {
 		return scope, usageErr("--max-depth and --max-states must be >= 0 and --workers >= 1")
+	}
+	if f.expectStates < 0 || f.expectStates > check.MaxExpectStates {
+		return scope, usageErr("--expect-states must be 0 (unknown) to %d, got %d", check.MaxExpectStates, f.expectStates)
 	}
 	return scope, nil
 }

@@ -79,6 +79,9 @@ type candidate struct {
 func Run(scope Scope, opts Options) (*Result, error) {
 	e := &explorer{scope: scope, m: &model.Model{Bugs: scope.Bugs, Release: scope.Release}, opts: model.Options{Coalesce: scope.Coalesce},
 		found: map[string]*candidate{}, classes: map[string]*candidate{}}
+	if opts.ExpectStates < 0 || opts.ExpectStates > MaxExpectStates {
+		return nil, fmt.Errorf("expected states %d: must be 0 (unknown) to %d", opts.ExpectStates, MaxExpectStates)
+	}
 	if len(scope.Ops) > 63 && scope.OpBudget == 0 {
 		return nil, fmt.Errorf("scope %s: at most 63 client operations", scope.Name)
 	}
@@ -150,7 +153,7 @@ func Run(scope Scope, opts Options) (*Result, error) {
 	e.reduce = reductionApplies(scope) && !opts.Plain
 	e.sleep = e.reduce || (len(scope.Constraints) == 0 && !opts.Plain)
 	e.silentSleep = e.sleep && sleepersSilent()
-	e.seen = newSeenTable(workers, e.sleep)
+	e.seen = newSeenTable(workers, e.sleep, opts.ExpectStates)
 	start := time.Now()
 	// Level 0 holds the roots, deduplicated (two roots may build one
 	// state); a root's ord names its index in e.roots.

@@ -26,6 +26,15 @@ type Options struct {
 	// tested against (`cascade check --no-reduction`): it does not rest on
 	// the independence relation. It overrides Scope.Reduction.
 	Plain bool
+
+	// ExpectStates, when positive, is about how many distinct states the
+	// search will store (a count from an earlier run): the visited table
+	// is allocated for them at the start instead of doubling its way
+	// there, which saves the rehashes (about 5-8% of the CPU time of
+	// fanout-8 on one worker). A wrong guess changes no result: too low,
+	// the table grows as without it; too high, it takes more memory. At
+	// most MaxExpectStates.
+	ExpectStates int64
 }
 
 // Progress is a snapshot of a running exploration.

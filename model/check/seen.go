@@ -1,6 +1,7 @@
 package check
 
 import (
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -85,10 +86,13 @@ type slot struct{ fp, inv uint64 }
 // newSeenTable returns a table for the given number of workers, which
 // claim with claimer(0) to claimer(workers-1); claimer(workers) is spare.
 // With masked, every slot has an awake mask beside it that claims OR
-// together (slotTable.awake).
-func newSeenTable(workers int, masked bool) *seenTable {
+// together (slotTable.awake). expect is how many states the search is
+// expected to store (Options.ExpectStates; 0: unknown): the table starts
+// large enough for them (segBitsFor) instead of growing to it.
+func newSeenTable(workers int, masked bool, expect int64) *seenTable {
 	t := &seenTable{claimers: make([]claimer, workers+1)}
-	tb := &slotTable{slots: allocHuge[slot](numShards << initialSegBits), segBits: initialSegBits}
+	bits := segBitsFor(expect)
+	tb := &slotTable{slots: allocHuge[slot](numShards << bits), segBits: bits}
 	if masked {
 		tb.awake = allocHuge[uint32](len(tb.slots))
 	}
@@ -97,6 +101,32 @@ func newSeenTable(workers int, masked bool) *seenTable {
 }
 
 func (t *seenTable) claimer(i int) *claimer { return &t.claimers[i] }
+
+// MaxExpectStates bounds Options.ExpectStates: a table for 2^28 states
+// takes 10 GiB of address space (less is touched until states arrive).
+const MaxExpectStates = 1 << 28
+
+// segBitsFor is the segment size, as a power of two, a table for expect
+// states starts with: the smallest (at least initialSegBits) whose
+// segments stay at most half full, as claim keeps them, with room for
+// the fullest segment. Fingerprints are uniform, so a segment's count is
+// about binomial: its mean plus four standard deviations (and a few
+// slots) covers the fullest of 1024 segments but in a tiny fraction of
+// searches, where the table then grows once as without a hint. This is
+// what SPIN's -w gives pan: a table sized before the search, so no
+// rehash during it.
+func segBitsFor(expect int64) uint {
+	bits := uint(initialSegBits)
+	if expect <= 0 {
+		return bits
+	}
+	mean := float64(min(expect, MaxExpectStates)) / numShards
+	need := mean + 4*math.Sqrt(mean) + 8
+	for float64(uint64(1)<<bits)/2 < need {
+		bits++
+	}
+	return bits
+}
 
 func shardOf(fp uint64) uint64 { return fp >> (64 - shardBits) }
 

@@ -18,7 +18,7 @@ func TestSeenTableConcurrentClaims(t *testing.T) {
 		fps[i] = rng.Uint64() | 1 // no zero here; TestSeenTableZero has it
 	}
 	fps[7] = fps[3] // a repeated fingerprint is one state
-	tab := newSeenTable(workers, false)
+	tab := newSeenTable(workers, false, 0)
 	best := make([][]uint64, workers) // per worker: smallest ord it offered per fp
 	fresh := make([]int, workers)
 	var wg sync.WaitGroup
@@ -73,7 +73,7 @@ func TestSeenTableConcurrentClaims(t *testing.T) {
 // TestSeenTableZero: fingerprint 0, which marks empty slots, is a state
 // like any other.
 func TestSeenTableZero(t *testing.T) {
-	tab := newSeenTable(1, false)
+	tab := newSeenTable(1, false, 0)
 	c := tab.claimer(0)
 	if !tab.claim(c, 0, 5, 0) || tab.claim(c, 0, 3, 0) || tab.claim(c, 0, 9, 0) {
 		t.Fatal("fingerprint 0: want new once")
@@ -90,7 +90,7 @@ func TestSeenTableZero(t *testing.T) {
 // awake mask beside it, the OR of its claims' masks, whatever their order
 // and whatever the table's growth in between; the state is stored once.
 func TestMaskedClaimsORTheAwakeMask(t *testing.T) {
-	tab := newSeenTable(1, true)
+	tab := newSeenTable(1, true, 0)
 	defer tab.free()
 	c := tab.claimer(0)
 	const fp = 0xabcdef12345678
@@ -120,5 +120,59 @@ func TestMaskedClaimsORTheAwakeMask(t *testing.T) {
 	}
 	if ord, awake, _ := tab.lookup(0); ord != 2 || awake != 0b11 {
 		t.Fatalf("fingerprint 0: lookup = %d, %b; want 2, 11", ord, awake)
+	}
+}
+
+// TestExpectedStatesFitWithoutGrowing: a table sized for n states
+// (Options.ExpectStates) holds n random fingerprints in the segments it
+// started with, while the same claims make an unsized table double
+// again and again; both hold the same states.
+func TestExpectedStatesFitWithoutGrowing(t *testing.T) {
+	const n = 300000
+	sized, unsized := newSeenTable(1, false, n), newSeenTable(1, false, 0)
+	defer sized.free()
+	defer unsized.free()
+	start := sized.tab.Load().segBits
+	if start <= initialSegBits {
+		t.Fatalf("a table for %d states starts with segments of 2^%d, the unsized size", n, start)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range n {
+		fp := rng.Uint64() | 1
+		a, b := sized.claim(sized.claimer(0), fp, uint64(i), 0), unsized.claim(unsized.claimer(0), fp, uint64(i), 0)
+		if a != b {
+			t.Fatalf("claim %d: new in the sized table %v, in the unsized one %v", i, a, b)
+		}
+	}
+	if got := sized.tab.Load().segBits; got != start {
+		t.Fatalf("the sized table grew from segments of 2^%d to 2^%d", start, got)
+	}
+	if got := unsized.tab.Load().segBits; got < start {
+		t.Fatalf("the unsized table reached segments of 2^%d, smaller than the sized one's 2^%d: the size is wasteful", got, start)
+	}
+	if sized.len() != unsized.len() {
+		t.Fatalf("the sized table holds %d states, the unsized one %d", sized.len(), unsized.len())
+	}
+}
+
+// TestExpectStatesChangesNoResult: a search told how many states to
+// expect, too few or exactly, finds what it finds without.
+func TestExpectStatesChangesNoResult(t *testing.T) {
+	want, err := Run(Fanout(5), Options{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, expect := range []int64{10, want.Distinct} {
+		got, err := Run(Fanout(5), Options{Workers: 1, ExpectStates: expect})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Distinct != want.Distinct || got.Generated != want.Generated || got.Depth != want.Depth {
+			t.Errorf("expecting %d states: %d distinct, %d transitions, depth %d; without: %d, %d, %d",
+				expect, got.Distinct, got.Generated, got.Depth, want.Distinct, want.Generated, want.Depth)
+		}
+	}
+	if _, err := Run(Fanout(1), Options{ExpectStates: MaxExpectStates + 1}); err == nil {
+		t.Error("an expected state count beyond MaxExpectStates was accepted")
 	}
 }
