@@ -96,6 +96,10 @@ vet: ## go vet ./...
 model-imports: ## check the import rules: model/ uses only the standard library (model/check also traces/); impl/ never depends on model/, tests included
 	bash hack/model-imports.sh
 
+.PHONY: pgo
+pgo: ## profile the model checker (fanout-8, universes adoption and pair) into cmd/cascade/default.pgo, which go build uses to optimise cascade (profile-guided optimisation); rerun after a change to the checker's hot paths
+	bash hack/pgo.sh
+
 .PHONY: bench-check
 bench-check: ## SPIN baseline: fanout-N (FANOUT=8) explored by SPIN and by cascade; per-core (1 worker) and two-worker ratios of states/s and states/CPU-s, load average, peak RSS (ROUNDS=N repeats)
 	FANOUT="$(FANOUT)" ROUNDS="$(ROUNDS)" bash hack/bench-check.sh
