@@ -199,12 +199,12 @@ func (e *explorer) expand(w *worker, fr *frontier, idx, level int, expand bool) 
 		}
 		if asleepStep && e.silentSleep {
 			// Neither its successor nor its transition is looked at,
-			// and it is not even applied: a step with a sleep class is
-			// a GC delivery, lost update, virtual delete event,
-			// discovery sync or work item, every one of which that the
-			// model lists Apply takes (model.Enabled), so it is counted.
-			// (Had it set changed, the quiescence search below finds s
-			// not quiescent all the same.)
+			// and it is not even applied, only counted: a step with a
+			// sleep class is a GC delivery, lost update, virtual delete
+			// event, discovery sync or work item, and Apply takes every
+			// such step the model lists (model.Enabled). (Had it set
+			// changed, the quiescence search below finds s not
+			// quiescent all the same.)
 			w.generated++
 			w.unclaimed++
 			continue
