@@ -144,22 +144,12 @@ func (m *Model) apply(s *State, st *Step) (Result, error) {
 	return Result{}, fmt.Errorf("unknown actor %d", st.Actor)
 }
 
-// Takes reports whether Apply takes st in s without an error, for a GC
+// gcPrecondition checks whether the GC step st may be taken in s, for a
 // delivery, relist skip, lost update, discovery sync, virtual delete
-// event or work item (attemptToDelete, attemptToOrphan): those check
-// their precondition first, and once it holds they always succeed. known
-// is false for any other step, whose Apply must be run to tell.
-func (m *Model) Takes(s *State, st *Step) (takes, known bool) {
-	if st.Actor != ActorGC {
-		return false, false
-	}
-	checked, _, _, err := m.gcPrecondition(s, st)
-	return checked && err == nil, checked
-}
-
-// gcPrecondition checks whether the GC step st may be taken in s, for the
-// steps Takes lists (checked), and returns what applyGC needs to take it:
-// the queue's kind or the item's UID.
+// event or work item (attemptToDelete, attemptToOrphan): checked is false
+// for any other op. Those steps check it first, and once it holds they
+// always succeed. It returns what applyGC needs to take the step: the
+// queue's kind or the item's UID.
 func (m *Model) gcPrecondition(s *State, st *Step) (checked bool, k KindID, uid UID, err error) {
 	g := &s.GC
 	switch st.Op {
@@ -374,7 +364,11 @@ type Options struct {
 }
 
 // Enabled lists the internal and fault steps that can be taken in s, in a
-// canonical order. Client steps are the caller's to choose.
+// canonical order. Client steps are the caller's to choose. Apply takes
+// every GC delivery, relist skip, lost update, discovery sync, virtual
+// delete event and work item it lists: each is listed from the queue,
+// event or need its precondition checks (TestEnabledGCStepsTake), so the
+// model checker may count such a step's transition without applying it.
 func (m *Model) Enabled(s *State, opts Options) []Step { return m.AppendEnabled(nil, s, opts) }
 
 // AppendEnabled appends what Enabled lists to out, so that a caller

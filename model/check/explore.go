@@ -62,7 +62,8 @@ type explorer struct {
 	sleep bool
 	// silentSleep: a sleeping step's transition breaks and witnesses
 	// nothing (sleepersSilent), so an unreduced search counts it without
-	// checking it, or taking it where the model tells without (Takes).
+	// checking or even applying it: the model takes every step it lists
+	// of a sleep class (model.Enabled).
 	silentSleep bool
 }
 

@@ -23,35 +23,38 @@ const (
 )
 
 // sleepStep is what the independence relation reads of one step enabled
-// in a state p, all computed from p.
+// in a state p, all computed from p. (The fields are laid out to fill 64
+// bytes: classify writes one per step of every state expanded.)
 type sleepStep struct {
 	role int8
 	bit  int8 // sleep class in p, -1 for none
+	// mayVirtual: an attemptToDelete item or a send may queue a virtual
+	// delete event.
+	mayVirtual bool
+	// inherit: asleep in p, the step stays asleep after a step it
+	// commutes with, even one below it: no other step of p reaches the
+	// state it reaches (see the soundness argument).
+	inherit bool
 	// rank orders the steps of p for the proof's order: the explorer's
 	// action order (client requests in op order, then the model's steps
 	// as AppendEnabled lists them).
 	rank int32
+	// item: an attemptToDelete item's UID (or a send's)
+	item model.UID
 	// uses: the graph nodes the step reads or writes, as a set of UIDs
 	// (usesAll when one is too large to name). For an attemptToDelete item
 	// it includes the owners its live GET reads, whose absentOwnerCache
 	// entries it reads.
 	uses uint64
-	// item: an attemptToDelete item's UID; owners: the UIDs of its
-	// ownerReferences (node and store), whose absentOwnerCache keys it
-	// reads and writes; mayVirtual: it may queue a virtual delete event.
-	item       model.UID
-	owners     uint64
-	mayVirtual bool
+	// owners: an item's ownerReferences' UIDs (node and store), whose
+	// absentOwnerCache keys it reads and writes
+	owners uint64
 	// absent: the UIDs whose absentOwnerCache entries a delivery may add
 	absent uint64
 	// marks: the nodes a delivery may remove, create or mark deleting
 	// dependents; dependents: an item's dependents, whose nodes its cycle
 	// check reads for exactly that
 	marks, dependents uint64
-	// inherit: asleep in p, the step stays asleep after a step it
-	// commutes with, even one below it: no other step of p reaches the
-	// state it reaches (see the soundness argument).
-	inherit bool
 	// keys: the objects, by kind and name, an attemptToDelete item's
 	// live GETs read, or that a store write writes (keysAll: unknown), as
 	// a set of hashes (keyBit): a shared bit may be a collision, never a
@@ -78,27 +81,37 @@ func keyBit(kind, name string) uint64 {
 	return 1 << (h % 64)
 }
 
-// keyMemo remembers the keyBit of the last (kind, name) pair met in each
-// of its slots, chosen by the name's length and last byte, so that
-// classify does not hash the same few names again for every state: the
-// strings of a decoded state are interned, so a hit usually compares two
-// pointers. keyBit is a function of the two strings' contents, which a
-// hit compares in full, so the memo returns exactly what keyBit does. A
-// nil memo hashes every time.
-type keyMemo [64]struct {
-	kind, name string
-	bit        uint64
+// keyMemo remembers the keys of the last (kind, name) pair met in each of
+// its slots, chosen by the UID of the object the pair names, so that
+// classify does not hash the same few names again for every state. The
+// strings of a decoded state are interned, so a hit compares the two
+// strings' addresses and lengths: two strings of one length at one
+// address are equal, and the keys are a function of the strings'
+// contents, so the memo returns exactly what keyBit and writeKey do (any
+// UID may come with any pair: a slot is only where the memo looks).
+type keyMemo [64]keyMemoEntry
+
+type keyMemoEntry struct {
+	kind, name       *byte
+	kindLen, nameLen int
+	// bit is keyBit(kind, name), 0 in an empty slot (keyBit never is);
+	// write is writeKey(kind, name).
+	bit, write uint64
 }
 
-func (m *keyMemo) keyBit(kind, name string) uint64 {
-	if m == nil || len(name) == 0 {
-		return keyBit(kind, name)
+// entry is the slot holding the keys of (kind, name), which names uid.
+func (m *keyMemo) entry(uid model.UID, kind, name string) *keyMemoEntry {
+	e := &m[uid%64]
+	if e.name != unsafe.StringData(name) || e.kind != unsafe.StringData(kind) || e.nameLen != len(name) || e.kindLen != len(kind) || e.bit == 0 {
+		e.kind, e.name, e.kindLen, e.nameLen = unsafe.StringData(kind), unsafe.StringData(name), len(kind), len(name)
+		e.bit, e.write = keyBit(kind, name), writeKey(kind, name)
 	}
-	e := &m[(len(name)<<3+int(name[len(name)-1]))&(len(m)-1)]
-	if !equalStr(e.name, name) || !equalStr(e.kind, kind) {
-		e.kind, e.name, e.bit = kind, name, keyBit(kind, name)
-	}
-	return e.bit
+	return e
+}
+
+// keyBit is keyBit(kind, name) for a pair naming uid.
+func (m *keyMemo) keyBit(uid model.UID, kind, name string) uint64 {
+	return m.entry(uid, kind, name).bit
 }
 
 // equalStr is a == b without a call when the strings share their bytes,
@@ -110,7 +123,7 @@ func equalStr(a, b string) bool {
 func (m *keyMemo) refKeys(refs []model.OwnerRef) uint64 {
 	var b uint64
 	for i := range refs {
-		b |= m.keyBit(refs[i].Kind, refs[i].Name)
+		b |= m.keyBit(refs[i].UID, refs[i].Kind, refs[i].Name)
 	}
 	return b
 }
@@ -128,11 +141,17 @@ func writeKeys(st *model.Step) uint64 {
 	if st.Op == model.OpCreate || st.Target.Kind >= model.NumKinds {
 		return keysAll
 	}
-	k := st.Target.Kind.Info().Kind
-	if k == crdKind || k == namespaceKind {
+	return writeKey(st.Target.Kind.Info().Kind, st.Target.Name)
+}
+
+// writeKey is what a write to the object of an API kind and name writes
+// (keysAll: unknown): the object, unless the kind is a CRD or a
+// namespace, whose deletion reaches other objects.
+func writeKey(kind, name string) uint64 {
+	if kind == crdKind || kind == namespaceKind {
 		return keysAll
 	}
-	return keyBit(k, st.Target.Name)
+	return keyBit(kind, name)
 }
 
 // storeWriteStep is how the relation sees a store write st of the given
@@ -170,121 +189,127 @@ func nodeBits(n *model.Node) uint64 {
 // classify describes steps for the independence relation: out[i] is
 // steps[i]'s, ranked rank+i. steps are the steps enabled in s
 // (AppendEnabled's list, in its order), after client requests if any.
-// keys, which may be nil, is the caller's keyMemo.
+// keys is the caller's keyMemo, nil for a new one.
 func classify(out []sleepStep, s *model.State, steps []model.Step, rank int, keys *keyMemo) []sleepStep {
-	out = out[:0]
+	if keys == nil {
+		keys = new(keyMemo)
+	}
+	if cap(out) < len(steps) {
+		out = make([]sleepStep, len(steps), 2*len(steps))
+	}
+	out = out[:len(steps)]
 	g := &s.GC
 	item := 0 // attemptToDelete steps come in queue order, in-flight items left out
 	send := 0
+	// the kinds whose queue a delivery or lost update pops, those two
+	// steps pop, and those a relist may skip the head of; popEnd is past
+	// the last delivery or lost update
+	var popped, poppedTwice, skipped uint64
+	popEnd := 0
 	for i := range steps {
 		st := &steps[i]
-		d := sleepStep{role: roleNone, bit: -1}
-		switch {
-		case st.Actor == model.ActorGC && (st.Op == model.OpDeliver || st.Op == model.OpLose):
-			k := st.Target.Kind
-			d.role, d.bit = roleDeliver, int8(k)
-			ev := &g.Watch.Queues[k][0]
-			d.uses = deliverUses(g, ev)
-			n := g.Node(ev.Obj.UID)
-			if n != nil && ev.Type == model.Deleted && len(n.Dependents) > 0 {
-				d.absent = uidBit(ev.Obj.UID)
-			}
-			if ev.Type == model.Deleted || n == nil || ev.Obj.Deleting && ev.Obj.HasFinalizer(model.FinalizerForeground) {
-				d.marks = uidBit(ev.Obj.UID)
-			}
-			for _, r := range ev.Obj.Owners {
-				if g.Node(r.UID) == nil {
-					d.marks |= uidBit(r.UID) // a virtual node appears
+		// filled in place: a sleepStep is 64 bytes, and a state has a
+		// few steps
+		d := &out[i]
+		*d = sleepStep{role: roleNone, bit: -1, rank: int32(rank + i)}
+		switch st.Actor {
+		case model.ActorGC:
+			switch st.Op {
+			case model.OpDeliver, model.OpLose:
+				k := st.Target.Kind
+				poppedTwice |= popped & (1 << k)
+				popped |= 1 << k
+				d.role, d.bit = roleDeliver, int8(k)
+				popEnd = i + 1
+				ev := &g.Watch.Queues[k][0]
+				n := g.Node(ev.Obj.UID)
+				d.uses = deliverUses(ev, n)
+				if n != nil && ev.Type == model.Deleted && len(n.Dependents) > 0 {
+					d.absent = uidBit(ev.Obj.UID)
 				}
-			}
-		case st.Actor == model.ActorGC && st.Op == model.OpDeliverVirtual:
-			v := g.VirtualEvents[0].UID
-			d.role, d.bit, d.inherit = roleVirtual, sleepVirtual, true
-			d.uses, d.absent, d.marks = uidBit(v)|nodeBits(g.Node(v)), uidBit(v), uidBit(v)
-		case st.Actor == model.ActorGC && st.Op == model.OpSync:
-			d.role, d.bit = roleSync, sleepSync
-		case st.Actor == model.ActorGC && st.Op == model.OpAttemptToDelete:
-			for item < len(g.AttemptToDelete) && writing(g, g.AttemptToDelete[item].UID) {
+				if ev.Type == model.Deleted || n == nil || ev.Obj.Deleting && ev.Obj.HasFinalizer(model.FinalizerForeground) {
+					d.marks = uidBit(ev.Obj.UID)
+				}
+				for j := range ev.Obj.Owners {
+					if u := ev.Obj.Owners[j].UID; g.Node(u) == nil {
+						d.marks |= uidBit(u) // a virtual node appears
+					}
+				}
+			case model.OpCoalesce:
+				skipped |= 1 << st.Target.Kind
+			case model.OpDeliverVirtual:
+				v := g.VirtualEvents[0].UID
+				d.role, d.bit, d.inherit = roleVirtual, sleepVirtual, true
+				d.uses, d.absent, d.marks = uidBit(v)|nodeBits(g.Node(v)), uidBit(v), uidBit(v)
+			case model.OpSync:
+				d.role, d.bit = roleSync, sleepSync
+			case model.OpAttemptToDelete:
+				for item < len(g.AttemptToDelete) && writing(g, g.AttemptToDelete[item].UID) {
+					item++
+				}
+				classifyItem(d, s, &g.AttemptToDelete[item], item, keys)
 				item++
+			case model.OpSend:
+				f := &g.InFlight[send] // sends come in InFlight order
+				send++
+				w := &f.Writes[0]
+				d.role, d.item, d.uses = roleSend, f.UID, uidBit(f.UID)
+				d.mayVirtual = w.Op == model.WriteDelete // a 404 queues one
+				d.keys = keys.entry(w.Item.UID, w.Item.Kind, w.Item.Name).write
 			}
-			id := g.AttemptToDelete[item]
-			place := item
-			item++
-			n := g.Node(id.UID)
-			if n != nil && n.DeletingDependents {
-				break // may write the store (removeFinalizer)
+		case model.ActorController:
+			if st.Op == model.OpDeliver || st.Op == model.OpCoalesce {
+				d.role = roleCtlInform
+			} else {
+				d.role, d.keys = roleStoreWrite, writeKeys(st)
 			}
-			d.role, d.item = roleItem, id.UID
-			if place < sleepItems {
-				d.bit = int8(sleepItem + place)
-			}
-			// its node, and its dependents' deleting-dependents marks (the
-			// cycle check reads them)
-			d.uses = uidBit(id.UID)
-			if n != nil {
-				for _, du := range n.Dependents {
-					d.dependents |= uidBit(du)
-				}
-			}
-			if n != nil {
-				d.owners = refBits(n.Owners)
-				d.mayVirtual = !(n.BeingDeleted && !n.DeletingDependents)
-			}
-			// (a custom kind's lookups read its CRD too, but every write
-			// to a CRD is dependent on every item: writeKeys)
-			d.keys = keys.keyBit(id.Kind, id.Name)
-			if n != nil {
-				d.keys |= keys.refKeys(n.Owners)
-			}
-			if o := s.Get(id.UID); o != nil {
-				d.keys |= keys.refKeys(o.Owners)
-				d.owners |= refBits(o.Owners)
-				if o.Kind.Info().Kind == id.Kind && o.Name == id.Name && o.Namespace == id.Namespace {
-					d.mayVirtual = false
-				}
-			}
-		case st.Actor == model.ActorGC && st.Op == model.OpSend:
-			f := &g.InFlight[send] // sends come in InFlight order
-			send++
-			w := &f.Writes[0]
-			d.role, d.item, d.uses = roleSend, f.UID, uidBit(f.UID)
-			d.mayVirtual = w.Op == model.WriteDelete // a 404 queues one
-			d.keys = keys.keyBit(w.Item.Kind, w.Item.Name)
-			if w.Item.Kind == crdKind || w.Item.Kind == namespaceKind {
-				d.keys = keysAll
-			}
-		case st.Actor == model.ActorController && (st.Op == model.OpDeliver || st.Op == model.OpCoalesce):
-			d.role = roleCtlInform
-		case st.Actor == model.ActorClient, st.Actor == model.ActorController:
-			d = storeWriteStep(st, 0)
+		case model.ActorClient:
+			d.role, d.keys = roleStoreWrite, writeKeys(st)
 		}
-		d.rank = int32(rank + i)
-		out = append(out, d)
 	}
 	// A delivery is inherited only when it is the one step that pops its
 	// queue: a relist's skip or a lost update may reach the same state.
-	var popped [model.NumKinds]int
-	for i := range steps {
-		if out[i].role == roleDeliver {
-			popped[steps[i].Target.Kind]++
-		}
-	}
-	for i := range steps {
-		if out[i].role == roleDeliver && steps[i].Op == model.OpDeliver && popped[steps[i].Target.Kind] == 1 {
-			out[i].inherit = !hasCoalesce(steps, steps[i].Target.Kind)
+	popped &^= poppedTwice | skipped
+	for i := range popEnd {
+		if st := &steps[i]; out[i].role == roleDeliver && st.Op == model.OpDeliver && popped&(1<<st.Target.Kind) != 0 {
+			out[i].inherit = true
 		}
 	}
 	return out
 }
 
-// hasCoalesce reports whether the GC may skip its kind-k queue's head.
-func hasCoalesce(steps []model.Step, k model.KindID) bool {
-	for i := range steps {
-		if st := &steps[i]; st.Actor == model.ActorGC && st.Op == model.OpCoalesce && st.Target.Kind == k {
-			return true
+// classifyItem describes into d attemptToDelete of id, the place-th item
+// of s's queue.
+func classifyItem(d *sleepStep, s *model.State, id *model.Identity, place int, keys *keyMemo) {
+	n := s.GC.Node(id.UID)
+	if n != nil && n.DeletingDependents {
+		return // may write the store (removeFinalizer)
+	}
+	d.role, d.item = roleItem, id.UID
+	if place < sleepItems {
+		d.bit = int8(sleepItem + place)
+	}
+	// its node, and its dependents' deleting-dependents marks (the cycle
+	// check reads them)
+	d.uses = uidBit(id.UID)
+	// (a custom kind's lookups read its CRD too, but every write to a CRD
+	// is dependent on every item: writeKeys)
+	d.keys = keys.keyBit(id.UID, id.Kind, id.Name)
+	if n != nil {
+		for _, du := range n.Dependents {
+			d.dependents |= uidBit(du)
+		}
+		d.owners = refBits(n.Owners)
+		d.mayVirtual = !(n.BeingDeleted && !n.DeletingDependents)
+		d.keys |= keys.refKeys(n.Owners)
+	}
+	if o := s.Get(id.UID); o != nil {
+		d.keys |= keys.refKeys(o.Owners)
+		d.owners |= refBits(o.Owners)
+		if equalStr(o.Name, id.Name) && equalStr(model.Kinds[o.Kind].Kind, id.Kind) && equalStr(o.Namespace, id.Namespace) {
+			d.mayVirtual = false
 		}
 	}
-	return false
 }
 
 // writing reports whether the GC has writes in flight for item uid (an
@@ -345,13 +370,12 @@ func commute(a, c *sleepStep) bool {
 // when they change (their dependents change, virtual nodes appear), and
 // its dependents' nodes when it reads them or queues them: on a delete,
 // when a virtual node takes another identity, and when a foreground
-// deletion starts.
-func deliverUses(g *model.GC, ev *model.WatchEvent) uint64 {
+// deletion starts. n is the object's node, nil for none.
+func deliverUses(ev *model.WatchEvent, n *model.Node) uint64 {
 	b := uidBit(ev.Obj.UID)
 	if ev.Replaces != 0 {
 		b |= uidBit(ev.Replaces)
 	}
-	n := g.Node(ev.Obj.UID)
 	if n == nil {
 		if ev.Type == model.Deleted {
 			return b
