@@ -684,32 +684,31 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 	// part within that reach is the last decode's. A part decoded anew
 	// ends the run.
 	var reused uint32 // the parts that are the last decode's
-	limit := -1       // outside a run
 	i := d.i
 	for part := partUIDs + 1; part < numParts; part++ {
-		d.parts[part] = i
-		// A watcher's queued copies of cached objects share the cache's
-		// memory.
-		if reusable && (part != partGCQueues || reused&(1<<partGCCache) != 0) &&
-			(part != partControllerQueues || reused&(1<<partControllerCache) != 0) {
-			from, to := d.lastParts[part], d.lastParts[part+1]
-			if limit < 0 {
-				limit = from + commonPrefix(d.b[i:], d.last[from:])
-			}
-			if to <= limit {
+		if reusable && !queuesOfNewCache(part, reused) {
+			from := d.lastParts[part]
+			limit := from + commonPrefix(d.b[i:], d.last[from:])
+			// Within a run the parts lie where they lay in the last
+			// encoding, shifted by off.
+			off := i - from
+			for ; part < numParts && d.lastParts[part+1] <= limit && !queuesOfNewCache(part, reused); part++ {
 				// The part encodings are self-delimiting, so equal
 				// leading bytes are the whole part.
-				i += to - from
+				d.parts[part] = d.lastParts[part] + off
 				reused |= 1 << part
-				continue
+			}
+			i = d.lastParts[part] + off
+			if part == numParts {
+				break
 			}
 		}
+		d.parts[part] = i
 		d.i = i
 		d.cur = &d.pws[part]
 		d.cur.reset()
 		d.decPart(s, part)
 		i = d.i
-		limit = -1
 	}
 	d.i = i
 	d.parts[numParts] = d.i
@@ -720,6 +719,19 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 	d.last, d.lastParts = append(d.last[:0], d.b...), d.parts
 	return s, nil
 }
+
+// queuesOfNewCache reports whether part is a watcher's queues whose cache
+// part was decoded anew (is not in reused): the queues' copies of cached
+// objects share the cache's memory, so they are decoded anew too.
+func queuesOfNewCache(part int, reused uint32) bool {
+	return (^reused<<1)&(1<<partGCQueues|1<<partControllerQueues)&(1<<part) != 0
+}
+
+// queuesOfNewCache takes the part before a queues part to be its cache.
+var (
+	_ = [1]struct{}{}[partGCQueues-partGCCache-1]
+	_ = [1]struct{}{}[partControllerQueues-partControllerCache-1]
+)
 
 func (d *Decoder) decPart(s *State, part int) {
 	g := &s.GC
