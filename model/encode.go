@@ -682,21 +682,23 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 	// how far the bytes from a part on agree with the last encoding's
 	// from the same part on (up to limit in the last encoding), and every
 	// part within that reach is the last decode's. A part decoded anew
-	// ends the run.
-	var reused uint32 // the parts that are the last decode's
+	// ends the run. A watcher's queued copies of cached objects share the
+	// cache's memory, so its queues are the last decode's only if its
+	// cache is too: their part, which follows the cache's, does not start
+	// a run, which then either holds the cache's part as well or starts
+	// after a cache decoded anew.
 	i := d.i
 	for part := partUIDs + 1; part < numParts; part++ {
-		if reusable && !queuesOfNewCache(part, reused) {
+		if reusable && part != partGCQueues && part != partControllerQueues {
 			from := d.lastParts[part]
 			limit := from + commonPrefix(d.b[i:], d.last[from:])
 			// Within a run the parts lie where they lay in the last
 			// encoding, shifted by off.
 			off := i - from
-			for ; part < numParts && d.lastParts[part+1] <= limit && !queuesOfNewCache(part, reused); part++ {
+			for ; part < numParts && d.lastParts[part+1] <= limit; part++ {
 				// The part encodings are self-delimiting, so equal
 				// leading bytes are the whole part.
 				d.parts[part] = d.lastParts[part] + off
-				reused |= 1 << part
 			}
 			i = d.lastParts[part] + off
 			if part == numParts {
@@ -720,14 +722,7 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 	return s, nil
 }
 
-// queuesOfNewCache reports whether part is a watcher's queues whose cache
-// part was decoded anew (is not in reused): the queues' copies of cached
-// objects share the cache's memory, so they are decoded anew too.
-func queuesOfNewCache(part int, reused uint32) bool {
-	return (^reused<<1)&(1<<partGCQueues|1<<partControllerQueues)&(1<<part) != 0
-}
-
-// queuesOfNewCache takes the part before a queues part to be its cache.
+// Decode takes the part before a queues part to be its cache.
 var (
 	_ = [1]struct{}{}[partGCQueues-partGCCache-1]
 	_ = [1]struct{}{}[partControllerQueues-partControllerCache-1]
