@@ -291,3 +291,35 @@ func TestDecodeQueuesFollowTheirCache(t *testing.T) {
 		t.Fatalf("decoded queue differs:\n%#v\n%#v", got.GC.Watch.Queues[b.Kind], s2.GC.Watch.Queues[b.Kind])
 	}
 }
+
+// TestEncodeNextQueuedRefs: EncodeNext takes a queued event that is in
+// memory one the decoded state's queue held as a reference to the cache
+// for a reference again, and compares any other event with the cache: a
+// successor that pushes an event after a copy of the queue, and one that
+// changes the queued object, encode as Encode encodes them.
+func TestEncodeNextQueuedRefs(t *testing.T) {
+	s, _ := run(t, &Model{}, "create cm/a", "create cm/b owner=cm/a")
+	a, b := *s.Get(s.Objects[0].UID), *s.Get(s.Objects[1].UID)
+	c := *s
+	c.GC.Watch.Cache = []Object{a, b}
+	c.GC.Watch.Queues = &[NumKinds][]WatchEvent{}
+	c.GC.Watch.Queues[b.Kind] = []WatchEvent{{Type: Deleted, Obj: b}}
+	var dec Decoder
+	d, err := dec.Decode(c.Encode(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := d.GC.Watch.Queues[b.Kind][0]
+	changed.Obj.RV++
+	for name, q := range map[string][]WatchEvent{
+		"pushed after a copy": {d.GC.Watch.Queues[b.Kind][0], {Type: Modified, Obj: a}},
+		"changed":             {changed, {Type: Modified, Obj: a}},
+	} {
+		n := *d
+		n.GC.Watch.Queues = &[NumKinds][]WatchEvent{}
+		n.GC.Watch.Queues[b.Kind] = q
+		if got, want := dec.EncodeNext(nil, &n), n.Encode(nil); string(got) != string(want) {
+			t.Errorf("%s: EncodeNext differs from Encode:\n%q\n%q", name, got, want)
+		}
+	}
+}
