@@ -478,6 +478,18 @@ func (s *State) encObjectBody(b []byte, o *Object, prev *[]OwnerRef) []byte {
 	if f&objOwners != 0 {
 		b = s.encRefs(b, o.Owners)
 	}
+	if f&objRare != 0 {
+		b = s.encRareFields(b, o, f)
+	}
+	return binary.AppendVarint(b, int64(o.RV))
+}
+
+// objRare are the flags of fields most objects leave empty: one test
+// skips them all.
+const objRare = objFinalizers | objLabels | objSelector | objReplicas
+
+// encRareFields writes the fields of objRare that f has.
+func (s *State) encRareFields(b []byte, o *Object, f byte) []byte {
 	if f&objFinalizers != 0 {
 		b = binary.AppendUvarint(b, uint64(len(o.Finalizers)))
 		for _, x := range o.Finalizers {
@@ -496,7 +508,7 @@ func (s *State) encObjectBody(b []byte, o *Object, prev *[]OwnerRef) []byte {
 	if f&objReplicas != 0 {
 		b = binary.AppendVarint(b, int64(o.Replicas))
 	}
-	return binary.AppendVarint(b, int64(o.RV))
+	return b
 }
 
 // encCache writes an informer's cache: the objects as last delivered,
@@ -1043,6 +1055,14 @@ func (d *Decoder) objectBody(o *Object, prev *[]OwnerRef) {
 		o.Owners = d.refList()
 	}
 	*prev = o.Owners
+	if f&objRare != 0 {
+		d.rareFields(o, f)
+	}
+	o.RV = unzigzag(d.uvarint())
+}
+
+// rareFields reads the fields of objRare that f has.
+func (d *Decoder) rareFields(o *Object, f byte) {
 	if f&objFinalizers != 0 {
 		o.Finalizers = d.cur.strs.take(d.bounded(d.uvarint()))
 		for i := range o.Finalizers {
@@ -1061,7 +1081,6 @@ func (d *Decoder) objectBody(o *Object, prev *[]OwnerRef) {
 	if f&objReplicas != 0 {
 		o.Replicas = unzigzag(d.uvarint())
 	}
-	o.RV = unzigzag(d.uvarint())
 }
 
 func (d *Decoder) objects(n int) []Object {
