@@ -88,7 +88,7 @@ func (s *State) encPart(b []byte, part int) []byte {
 	case partGCCache:
 		b = s.encCache(b, &g.Watch)
 	case partGCQueues:
-		b = s.encQueues(b, &g.Watch, nil)
+		b = s.encQueues(b, &g.Watch, nil, nil)
 	case partNodes:
 		b = binary.AppendUvarint(b, uint64(len(g.Nodes)))
 		var prev []OwnerRef
@@ -144,7 +144,7 @@ func (s *State) encPart(b []byte, part int) []byte {
 	case partControllerCache:
 		b = s.encCache(b, &s.Controller.Watch)
 	case partControllerQueues:
-		b = s.encQueues(b, &s.Controller.Watch, nil)
+		b = s.encQueues(b, &s.Controller.Watch, nil, nil)
 	case partOrphans:
 		b = binary.AppendUvarint(b, uint64(len(s.Orphans)))
 		for _, o := range s.Orphans {
@@ -212,9 +212,9 @@ func (d *Decoder) EncodeNext(b []byte, s *State) []byte {
 		switch {
 		case part == partGCQueues && gcCache:
 			// the decoded state's cache, indexed already
-			b = s.encQueues(b, &g.Watch, d.cachePositions(0, g.Watch.Cache))
+			b = s.encQueues(b, &g.Watch, d.cachePositions(0, g.Watch.Cache), d.queuedRefs(0, pg.Watch.Queues))
 		case part == partControllerQueues && ctrlCache:
-			b = s.encQueues(b, w, d.cachePositions(1, w.Cache))
+			b = s.encQueues(b, w, d.cachePositions(1, w.Cache), d.queuedRefs(1, pw.Queues))
 		default:
 			b = s.encPart(b, part)
 		}
@@ -478,6 +478,18 @@ func (s *State) encObjectBody(b []byte, o *Object, prev *[]OwnerRef) []byte {
 	if f&objOwners != 0 {
 		b = s.encRefs(b, o.Owners)
 	}
+	if f&objRare != 0 {
+		b = s.encRareFields(b, o, f)
+	}
+	return binary.AppendVarint(b, int64(o.RV))
+}
+
+// objRare are the flags of fields most objects leave empty: one test
+// skips them all.
+const objRare = objFinalizers | objLabels | objSelector | objReplicas
+
+// encRareFields writes the fields of objRare that f has.
+func (s *State) encRareFields(b []byte, o *Object, f byte) []byte {
 	if f&objFinalizers != 0 {
 		b = binary.AppendUvarint(b, uint64(len(o.Finalizers)))
 		for _, x := range o.Finalizers {
@@ -496,7 +508,7 @@ func (s *State) encObjectBody(b []byte, o *Object, prev *[]OwnerRef) []byte {
 	if f&objReplicas != 0 {
 		b = binary.AppendVarint(b, int64(o.Replicas))
 	}
-	return binary.AppendVarint(b, int64(o.RV))
+	return b
 }
 
 // encCache writes an informer's cache: the objects as last delivered,
@@ -521,8 +533,9 @@ const eventReplaces = 0x80
 // those queues. A queued event's object equal to the cached one with its
 // UID is written as the UID with the low bit set: a DELETED event carries
 // the object as the cache still has it. pos, if not nil, is a position
-// table of the cache (cachePositions).
-func (s *State) encQueues(b []byte, w *Watcher, pos *[256]uint8) []byte {
+// table of the cache (cachePositions). known, if not nil, describes the
+// queues of a state with the same cache (queuedRefs).
+func (s *State) encQueues(b []byte, w *Watcher, pos *[256]uint8, known *queuedRefs) []byte {
 	var mask uint64
 	n := 0 // events
 	if w.Queues != nil {
@@ -544,8 +557,10 @@ func (s *State) encQueues(b []byte, w *Watcher, pos *[256]uint8) []byte {
 	// Most of the kinds' queues are empty: only those in the mask are
 	// visited.
 	for m := mask; m != 0; m &= m - 1 {
-		q := w.Queues[bits.TrailingZeros64(m)]
+		k := bits.TrailingZeros64(m)
+		q := w.Queues[k]
 		b = binary.AppendUvarint(b, uint64(len(q)))
+		refs := known.sameRefs(k, q)
 		for i := range q {
 			o := &q[i].Obj
 			if q[i].Replaces != 0 { // the flag, then the UID replaced
@@ -553,6 +568,12 @@ func (s *State) encQueues(b []byte, w *Watcher, pos *[256]uint8) []byte {
 			} else {
 				b = append(b, byte(q[i].Type))
 			}
+			if refs&1 != 0 {
+				refs >>= 1
+				b = binary.AppendUvarint(b, uint64(o.UID)<<1|1)
+				continue
+			}
+			refs >>= 1
 			if c := cachedIn(w.Cache, pos, o.UID); c != nil && sameObject(o, c) {
 				b = binary.AppendUvarint(b, uint64(o.UID)<<1|1)
 			} else {
@@ -561,6 +582,46 @@ func (s *State) encQueues(b []byte, w *Watcher, pos *[256]uint8) []byte {
 		}
 	}
 	return b
+}
+
+// queuedRefs describes the queues of a decoded watcher: which of their
+// first 64 events each are references to the cache. For a state with the
+// same cache, a queued event equal to one of them in memory is the same
+// kind of event, so encQueues need not compare it with the cache (a step
+// that pushes an event copies the events queued before it).
+type queuedRefs struct {
+	queues *[NumKinds][]WatchEvent
+	refs   [NumKinds]uint64 // bit i: event i of queues[k] is a reference
+}
+
+// sameRefs returns a bit mask of the events of q, queued for kind k, that
+// are references to the cache: those among the first events that are in
+// memory the described ones, 0 if they are not.
+func (r *queuedRefs) sameRefs(k int, q []WatchEvent) uint64 {
+	if r == nil || r.refs[k] == 0 {
+		return 0
+	}
+	p := r.queues[k]
+	n := min(len(q), len(p), 64)
+	if &q[0] != &p[0] && string(eventBytes(q[:n])) != string(eventBytes(p[:n])) {
+		return 0
+	}
+	return r.refs[k] & (1<<n - 1)
+}
+
+// eventBytes is the memory of the events.
+func eventBytes(q []WatchEvent) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(q))), uintptr(len(q))*unsafe.Sizeof(WatchEvent{}))
+}
+
+// queuedRefs returns the queuedRefs of the decoded state's GC (c = 0) or
+// controllers' (1) queues, qs, or nil if none are references.
+func (d *Decoder) queuedRefs(c int, qs *[NumKinds][]WatchEvent) *queuedRefs {
+	r := &d.refs[c]
+	if qs == nil || r.queues != qs {
+		return nil
+	}
+	return r
 }
 
 // cachePositions records, for each object of a cache whose UID is small
@@ -651,6 +712,9 @@ type Decoder struct {
 	// cachePosOK[c]: until that cache part is decoded again.
 	cachePos   [2][256]uint8
 	cachePosOK [2]bool
+	// refs[c] describes the decoded state's queues of the same watcher:
+	// the GC's (c = 0) or controllers' (1).
+	refs [2]queuedRefs
 
 	b   []byte
 	i   int
@@ -682,34 +746,35 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 	// how far the bytes from a part on agree with the last encoding's
 	// from the same part on (up to limit in the last encoding), and every
 	// part within that reach is the last decode's. A part decoded anew
-	// ends the run.
-	var reused uint32 // the parts that are the last decode's
-	limit := -1       // outside a run
+	// ends the run. A watcher's queued copies of cached objects share the
+	// cache's memory, so its queues are the last decode's only if its
+	// cache is too: their part, which follows the cache's, does not start
+	// a run, which then either holds the cache's part as well or starts
+	// after a cache decoded anew.
 	i := d.i
 	for part := partUIDs + 1; part < numParts; part++ {
-		d.parts[part] = i
-		// A watcher's queued copies of cached objects share the cache's
-		// memory.
-		if reusable && (part != partGCQueues || reused&(1<<partGCCache) != 0) &&
-			(part != partControllerQueues || reused&(1<<partControllerCache) != 0) {
-			from, to := d.lastParts[part], d.lastParts[part+1]
-			if limit < 0 {
-				limit = from + commonPrefix(d.b[i:], d.last[from:])
-			}
-			if to <= limit {
+		if reusable && part != partGCQueues && part != partControllerQueues {
+			from := d.lastParts[part]
+			limit := from + commonPrefix(d.b[i:], d.last[from:])
+			// Within a run the parts lie where they lay in the last
+			// encoding, shifted by off.
+			off := i - from
+			for ; part < numParts && d.lastParts[part+1] <= limit; part++ {
 				// The part encodings are self-delimiting, so equal
 				// leading bytes are the whole part.
-				i += to - from
-				reused |= 1 << part
-				continue
+				d.parts[part] = d.lastParts[part] + off
+			}
+			i = d.lastParts[part] + off
+			if part == numParts {
+				break
 			}
 		}
+		d.parts[part] = i
 		d.i = i
 		d.cur = &d.pws[part]
 		d.cur.reset()
 		d.decPart(s, part)
 		i = d.i
-		limit = -1
 	}
 	d.i = i
 	d.parts[numParts] = d.i
@@ -720,6 +785,12 @@ func (d *Decoder) Decode(enc []byte) (*State, error) {
 	d.last, d.lastParts = append(d.last[:0], d.b...), d.parts
 	return s, nil
 }
+
+// Decode takes the part before a queues part to be its cache.
+var (
+	_ = [1]struct{}{}[partGCQueues-partGCCache-1]
+	_ = [1]struct{}{}[partControllerQueues-partControllerCache-1]
+)
 
 func (d *Decoder) decPart(s *State, part int) {
 	g := &s.GC
@@ -984,6 +1055,14 @@ func (d *Decoder) objectBody(o *Object, prev *[]OwnerRef) {
 		o.Owners = d.refList()
 	}
 	*prev = o.Owners
+	if f&objRare != 0 {
+		d.rareFields(o, f)
+	}
+	o.RV = unzigzag(d.uvarint())
+}
+
+// rareFields reads the fields of objRare that f has.
+func (d *Decoder) rareFields(o *Object, f byte) {
 	if f&objFinalizers != 0 {
 		o.Finalizers = d.cur.strs.take(d.bounded(d.uvarint()))
 		for i := range o.Finalizers {
@@ -1002,7 +1081,6 @@ func (d *Decoder) objectBody(o *Object, prev *[]OwnerRef) {
 	if f&objReplicas != 0 {
 		o.Replicas = unzigzag(d.uvarint())
 	}
-	o.RV = unzigzag(d.uvarint())
 }
 
 func (d *Decoder) objects(n int) []Object {
@@ -1088,6 +1166,7 @@ func (d *Decoder) cachePositions(c int, cache []Object) *[256]uint8 {
 // says which (0 the GC's, 1 the controllers').
 func (d *Decoder) queues(w *Watcher, c int) {
 	w.Queues = nil
+	d.refs[c].queues = nil
 	mask := d.uvarint()
 	if mask >= 1<<NumKinds {
 		d.bad = true
@@ -1100,6 +1179,8 @@ func (d *Decoder) queues(w *Watcher, c int) {
 	pos := d.cachePositions(c, w.Cache)
 	w.Queues = &d.cur.queues.take(1)[0]
 	*w.Queues = [NumKinds][]WatchEvent{}
+	refs := &d.refs[c]
+	refs.queues, refs.refs = w.Queues, [NumKinds]uint64{}
 	for m := mask; m != 0; m &= m - 1 { // the non-empty queues
 		k := bits.TrailingZeros64(m)
 		q := d.cur.events.take(d.bounded(d.uvarint()))
@@ -1123,6 +1204,9 @@ func (d *Decoder) queues(w *Watcher, c int) {
 				continue
 			}
 			*o = *c
+			if i < 64 {
+				refs.refs[k] |= 1 << i
+			}
 		}
 		w.Queues[k] = q
 	}

@@ -248,3 +248,78 @@ func TestObjectIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeQueuesFollowTheirCache: a Decoder reuses a part of the last
+// state it decoded when the part's bytes recur, but not a watcher's queues
+// when its cache was decoded anew, even if the queues' bytes are the same:
+// a queued copy of a cached object shares the cache's memory, which the
+// new cache overwrites. Here the GC's cache gains an ownerReference ahead
+// of the queued object's, in the memory that object's owners used.
+func TestDecodeQueuesFollowTheirCache(t *testing.T) {
+	s, _ := run(t, &Model{}, "create cm/a", "create cm/b owner=cm/a")
+	withCache := func(aOwners []OwnerRef) *State {
+		c := *s
+		a, b := *s.Get(s.Objects[0].UID), *s.Get(s.Objects[1].UID)
+		a.Owners = aOwners
+		c.GC.Watch.Cache = []Object{a, b}
+		c.GC.Watch.Queues = &[NumKinds][]WatchEvent{}
+		c.GC.Watch.Queues[b.Kind] = []WatchEvent{{Type: Deleted, Obj: b}}
+		return &c
+	}
+	s1 := withCache(nil)
+	s2 := withCache([]OwnerRef{{Kind: "Secret", Name: "x", UID: 40}, {Kind: "Secret", Name: "y", UID: 41}})
+	var dec Decoder
+	if _, err := dec.Decode(s1.Encode(nil)); err != nil {
+		t.Fatal(err)
+	}
+	queues := func() string { return string(dec.last[dec.lastParts[partGCQueues]:dec.lastParts[partGCQueues+1]]) }
+	q1 := queues()
+	b := s.Objects[1]
+	if want := binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(nil, 1<<b.Kind), 1), uint64(Deleted)); q1 != string(binary.AppendUvarint(want, uint64(b.UID)<<1|1)) {
+		t.Fatalf("the queue is not one reference to the cache: %q", q1)
+	}
+	got, err := dec.Decode(s2.Encode(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if queues() != q1 {
+		t.Fatalf("the queues' bytes differ: %q, %q", queues(), q1)
+	}
+	c := *got
+	c.mem = nil
+	if !reflect.DeepEqual(normalize(&c), normalize(s2)) {
+		t.Fatalf("decoded queue differs:\n%#v\n%#v", got.GC.Watch.Queues[b.Kind], s2.GC.Watch.Queues[b.Kind])
+	}
+}
+
+// TestEncodeNextQueuedRefs: EncodeNext takes a queued event that is in
+// memory one the decoded state's queue held as a reference to the cache
+// for a reference again, and compares any other event with the cache: a
+// successor that pushes an event after a copy of the queue, and one that
+// changes the queued object, encode as Encode encodes them.
+func TestEncodeNextQueuedRefs(t *testing.T) {
+	s, _ := run(t, &Model{}, "create cm/a", "create cm/b owner=cm/a")
+	a, b := *s.Get(s.Objects[0].UID), *s.Get(s.Objects[1].UID)
+	c := *s
+	c.GC.Watch.Cache = []Object{a, b}
+	c.GC.Watch.Queues = &[NumKinds][]WatchEvent{}
+	c.GC.Watch.Queues[b.Kind] = []WatchEvent{{Type: Deleted, Obj: b}}
+	var dec Decoder
+	d, err := dec.Decode(c.Encode(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := d.GC.Watch.Queues[b.Kind][0]
+	changed.Obj.RV++
+	for name, q := range map[string][]WatchEvent{
+		"pushed after a copy": {d.GC.Watch.Queues[b.Kind][0], {Type: Modified, Obj: a}},
+		"changed":             {changed, {Type: Modified, Obj: a}},
+	} {
+		n := *d
+		n.GC.Watch.Queues = &[NumKinds][]WatchEvent{}
+		n.GC.Watch.Queues[b.Kind] = q
+		if got, want := dec.EncodeNext(nil, &n), n.Encode(nil); string(got) != string(want) {
+			t.Errorf("%s: EncodeNext differs from Encode:\n%q\n%q", name, got, want)
+		}
+	}
+}
