@@ -232,22 +232,22 @@ func (m *Model) applyGC(s *State, st *Step) (Result, error) {
 	}
 	switch st.Op {
 	case OpSend:
-		var uid UID
-		for _, f := range g.InFlight {
-			if s.identMatches(&f.Writes[0].Item, st) {
-				if uid != 0 {
+		var f *InFlight
+		for i := range g.InFlight {
+			if s.identMatches(&g.InFlight[i].Writes[0].Item, st) {
+				if f != nil {
 					return Result{}, notEnabled("%s names several in-flight items; add uid=", st.Target)
 				}
-				uid = f.UID
+				f = &g.InFlight[i]
 			}
 		}
-		if uid == 0 {
+		if f == nil {
 			return Result{}, notEnabled("the gc has no write in flight for %s", st.Target)
 		}
-		if w := inFlight(g, uid).Writes[0]; w.Op != st.Write {
+		if w := &f.Writes[0]; w.Op != st.Write {
 			return Result{}, notEnabled("the next write for %s is %s, not %s", st.Target, writeVerb(w.Op), writeVerb(st.Write))
 		}
-		return m.sendWrite(s, uid), nil
+		return m.sendWrite(s, f.UID), nil
 	}
 	return Result{}, fmt.Errorf("gc cannot %d", st.Op)
 }
