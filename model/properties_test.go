@@ -1,0 +1,43 @@
+package model
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestAlwaysForRunsWhatStepsAccept: CheckTransition runs, for a step of
+// any actor, op and GC write, exactly the Always properties whose Steps
+// accept it (all of them when Steps is unset), in catalogue order, less
+// the StoreOnly ones when the store is unchanged; the fields other than
+// Actor, Op and Write, which alwaysFor does not look at, change nothing.
+func TestAlwaysForRunsWhatStepsAccept(t *testing.T) {
+	for a := ActorClient; a <= ActorAPIExtensions; a++ {
+		for op := OpCreate; op <= OpCleanup; op++ {
+			for w := WriteDelete; w <= WriteUnblock; w++ {
+				st := &Step{Actor: a, Op: op, Write: w, Target: Target{Kind: 0, Namespace: DefaultNamespace, Name: "x"}, UIDLabel: "x", Finalizer: "a.io/f"}
+				for _, same := range []bool{false, true} {
+					var want []int
+					for i := range Properties {
+						p := &Properties[i]
+						if p.Kind == Always && (!same || !p.StoreOnly) && (p.Steps == nil || p.Steps(st)) {
+							want = append(want, i)
+						}
+					}
+					if got := alwaysFor(st, same); !slices.Equal(got, want) {
+						t.Errorf("%s %d write %d same=%v: alwaysFor runs %v, want %v", a, op, w, same, got, want)
+					}
+				}
+			}
+		}
+	}
+	// a GC DELETE send is checked by the properties reading its target;
+	// a controller step is not
+	del := alwaysFor(&Step{Actor: ActorGC, Op: OpSend, Write: WriteDelete}, false)
+	adopt := alwaysFor(&Step{Actor: ActorController, Op: OpAdopt}, false)
+	for _, name := range []string{PropNoSolidOwnerCollected, PropOrphanRespected, PropNeverSilentlyOrphaned, PropNoRemovalWithFinalizers} {
+		i := slices.IndexFunc(Properties, func(p Property) bool { return p.Name == name })
+		if !slices.Contains(del, i) || slices.Contains(adopt, i) {
+			t.Errorf("%q: runs on a GC delete %v, on an adopt %v; want true, false", name, slices.Contains(del, i), slices.Contains(adopt, i))
+		}
+	}
+}
