@@ -89,8 +89,8 @@ type Property struct {
 	StoreOnly bool
 	// Steps, when set, says which steps Check can find anything in:
 	// Check finds nothing in a transition whose step Steps rejects. Steps
-	// reads only the step's Actor, Op and Write: CheckTransition looks up
-	// which Always properties to run by those (alwaysFor).
+	// reads only the step's Actor, Op and Write: CheckTransition and
+	// StepsAccept look its answer up by those.
 	Steps func(st *Step) bool
 }
 
@@ -877,19 +877,56 @@ func (m *Model) CheckTransition(t *Transition) []*Violation {
 // that are not StoreOnly. It looks the list up by st's Actor, Op and Write,
 // all Steps read, rather than calling each Steps per transition.
 func alwaysFor(st *Step, same bool) []int {
-	if int(st.Actor) < len(alwaysByStep) && int(st.Op) < len(alwaysByStep[0]) && int(st.Write) < len(alwaysByStep[0][0]) {
-		return alwaysByStep[st.Actor][st.Op][st.Write][b2i(same)]
+	if e := byStep(st); e != nil {
+		return e.always[b2i(same)]
 	}
 	return alwaysIndexes(st, same)
 }
 
-// alwaysByStep tabulates alwaysIndexes by Actor, Op, Write and same.
-var alwaysByStep = func() (tab [ActorAPIExtensions + 1][OpCleanup + 1][WriteUnblock + 1][2][]int) {
+// StepsAccept returns the set of properties, bit i for Properties[i],
+// whose Steps accept st or that have no Steps: the others find nothing in
+// a transition by st. It looks the set up by st's Actor, Op and Write.
+func StepsAccept(st *Step) uint64 {
+	if e := byStep(st); e != nil {
+		return e.accept
+	}
+	return stepsAccept(st)
+}
+
+func stepsAccept(st *Step) uint64 {
+	var set uint64
+	for i := range Properties {
+		if p := &Properties[i]; p.Steps == nil || p.Steps(st) {
+			set |= 1 << i
+		}
+	}
+	return set
+}
+
+// stepEntry is what alwaysFor and StepsAccept tabulate for a step.
+type stepEntry struct {
+	always [2][]int // alwaysIndexes with same false, true
+	accept uint64   // stepsAccept
+}
+
+// byStep returns the table entry of st's Actor, Op and Write, or nil for
+// values outside the table.
+func byStep(st *Step) *stepEntry {
+	if int(st.Actor) < len(stepTable) && int(st.Op) < len(stepTable[0]) && int(st.Write) < len(stepTable[0][0]) {
+		return &stepTable[st.Actor][st.Op][st.Write]
+	}
+	return nil
+}
+
+var stepTable = func() (tab [ActorAPIExtensions + 1][OpCleanup + 1][WriteUnblock + 1]stepEntry) {
+	if len(Properties) > 64 {
+		panic("model: StepsAccept has room for 64 properties")
+	}
 	for a := range tab {
 		for op := range tab[a] {
 			for w := range tab[a][op] {
 				st := &Step{Actor: Actor(a), Op: Op(op), Write: WriteOp(w)}
-				tab[a][op][w] = [2][]int{alwaysIndexes(st, false), alwaysIndexes(st, true)}
+				tab[a][op][w] = stepEntry{always: [2][]int{alwaysIndexes(st, false), alwaysIndexes(st, true)}, accept: stepsAccept(st)}
 			}
 		}
 	}
