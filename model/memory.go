@@ -163,12 +163,12 @@ func deleteFuncTo[T any](c, x []T, del func(T) bool) []T {
 // string when the names alone tell them apart (the checker asks this for
 // every queued item of every GC step). Every key spelling ends in "/"
 // followed by the name (t.Name is the whole key of an unserved kind), so
-// when neither name contains a slash, different names mean different
-// keys; otherwise the strings are compared, from mem's memo when it has
-// one.
+// names that differ after their last slash mean different keys
+// (lastSegmentsDiffer); otherwise the strings are compared, from mem's
+// memo when it has one.
 func identKeyIs(mem memory, id *Identity, t *Target) bool {
 	sameName := sameString(id.Name, t.Name)
-	if t.Kind != NoKind && !sameName && !hasSlash(id.Name) && !hasSlash(t.Name) {
+	if t.Kind != NoKind && !sameName && lastSegmentsDiffer(id.Name, t.Name) {
 		return false
 	}
 	// An identity and a target of one kind, namespace and name have one

@@ -323,13 +323,27 @@ func (s *State) identMatches(id *Identity, st *Step) bool {
 	return s.identKeyIs(id, &st.Target)
 }
 
-// hasSlash is strings.IndexByte(s, '/') >= 0 for the short names the
-// GC compares for every queued item, without a call.
-func hasSlash(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
+// lastSegmentsDiffer reports whether a and b differ after their last
+// slash (all of either that has none). Every key spelling ends in "/"
+// followed by the name, so keys whose names so differ are different.
+// Comparing from the end, names like "p-1" and "p-2" are told apart at
+// the first byte (the GC compares them for every queued item).
+func lastSegmentsDiffer(a, b string) bool {
+	i, j := len(a)-1, len(b)-1
+	for ; i >= 0 && j >= 0; i, j = i-1, j-1 {
+		if a[i] != b[j] {
 			return true
 		}
+		if a[i] == '/' {
+			return false
+		}
+	}
+	// a name that ran out ends its segment, as the key's "/" before it
+	switch {
+	case i >= 0:
+		return a[i] != '/'
+	case j >= 0:
+		return b[j] != '/'
 	}
 	return false
 }

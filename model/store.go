@@ -287,7 +287,7 @@ func identKeysEqual(a, b *Identity) bool {
 	if sameName && sameString(a.Kind, b.Kind) && sameString(a.Namespace, b.Namespace) {
 		return true // identKey reads nothing else
 	}
-	if !sameName && !hasSlash(a.Name) && !hasSlash(b.Name) {
+	if !sameName && lastSegmentsDiffer(a.Name, b.Name) {
 		return false
 	}
 	return identKey(*a) == identKey(*b)
