@@ -175,7 +175,12 @@ func (s *State) removeUID(set []UID, u UID) []UID {
 
 // identKeyIs reports identKey(*id) == t.String(), from the memory's memo
 // when it has one.
-func (s *State) identKeyIs(id *Identity, t *Target) bool { return identKeyIs(s.memory(), id, t) }
+func (s *State) identKeyIs(id *Identity, t *Target) bool {
+	if is, known := identKeyShortcut(id, t); known {
+		return is // s.memory() only when the keys are built
+	}
+	return identKeyIs(s.memory(), id, t)
+}
 
 // ---- informers ----
 
