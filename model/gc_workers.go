@@ -328,7 +328,7 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 	s.ownInFlight()
 	i, _ := inflightIndex(g.InFlight, uid)
 	f := g.InFlight[i]
-	w := f.Writes[0]
+	w := &f.Writes[0] // states share the writes, and none changes them
 	rest := f.Writes[1:]
 	r := m.doWrite(s, w)
 	g = &s.GC
@@ -352,7 +352,7 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 func (m *Model) gcRequest() request { return request{by: ActorGC, admit: true} }
 
 // doWrite performs one GC request.
-func (m *Model) doWrite(s *State, w Write) Result {
+func (m *Model) doWrite(s *State, w *Write) Result {
 	k, e := apiResource(s, w.Item.Kind)
 	if e != errNone {
 		return fail(404, "NotFound", "no mapping for %s", w.Item.Kind)
