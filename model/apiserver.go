@@ -606,10 +606,10 @@ func SameFinalizers(a, b []string) bool {
 // and adopts for.
 func (s *State) notify(t EventType, o *Object) {
 	if o.Kind.Info().Kind != "Event" && s.GC.monitors(o.Kind) {
-		s.push(&s.GC.Watch, WatchEvent{Type: t, Obj: *o})
+		s.push(&s.GC.Watch, t, o)
 	}
 	if controllerWatches(o.Kind) {
-		s.push(&s.Controller.Watch, WatchEvent{Type: t, Obj: *o})
+		s.push(&s.Controller.Watch, t, o)
 	}
 }
 

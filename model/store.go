@@ -200,11 +200,17 @@ func (w *Watcher) replaceQueue(mem memory, k KindID, q []WatchEvent) {
 	w.Queues = c
 }
 
-// push appends ev to w's queue of its object's kind.
-func (s *State) push(w *Watcher, ev WatchEvent) {
-	k := ev.Obj.Kind
+// push appends the event of type t about o to w's queue of o's kind. The
+// event is written in place in the new queue rather than built and
+// copied in: an Object is a few hundred bytes, and every write notifies.
+func (s *State) push(w *Watcher, t EventType, o *Object) {
+	k := o.Kind
 	q := w.queue(k)
-	s.setQueue(w, k, appendTo(s.memory().makeEvents(len(q)+1), q, ev))
+	c := s.memory().makeEvents(len(q) + 1)
+	copy(c, q)
+	ev := &c[len(q)]
+	ev.Type, ev.Obj, ev.Replaces = t, *o, 0
+	s.setQueue(w, k, c)
 }
 
 // cloneEvents returns a private copy of queued events.
