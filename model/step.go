@@ -434,11 +434,18 @@ func (m *Model) AppendEnabled(out []Step, s *State, opts Options) []Step {
 			s.fillItemStep(nextSlot(&out), OpAttemptToDelete, id, set)
 		}
 	}
+	collide := false // as keysCollide, over the items being written
+	for i := range g.InFlight {
+		for j := i + 1; j < len(g.InFlight) && !collide; j++ {
+			a, b := &g.InFlight[i].Writes[0].Item, &g.InFlight[j].Writes[0].Item
+			collide = a.UID != b.UID && identKeysEqual(a, b)
+		}
+	}
 	for i := range g.InFlight {
 		id := &g.InFlight[i].Writes[0].Item
 		st := nextStep(&out, ActorGC, OpSend, identTarget(*id))
 		st.Write = g.InFlight[i].Writes[0].Op
-		for j := range g.InFlight { // as fillItemStep, over the items being written
+		for j := 0; collide && j < len(g.InFlight); j++ { // as fillItemStep
 			if o := &g.InFlight[j].Writes[0].Item; o.UID != id.UID && identKeysEqual(o, id) {
 				st.UIDLabel = s.UIDLabel(id.UID)
 			}
