@@ -417,7 +417,9 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 		if opts.DryRun {
 			return ok(200)
 		}
-		gone := *cur // cur points into s.Objects, which remove shifts
+		// remove copies s.Objects (copy-on-write: states share them), so
+		// cur still reads the object as it was after it
+		gone := cur
 		if res.TwoWrites {
 			// A kind with a graceful strategy is deleted in two writes
 			// even at grace period 0: rest.BeforeDelete finds
@@ -428,13 +430,14 @@ func (m *Model) delete(s *State, rq request, t Target, opts DeleteOptions) Resul
 			// see MODIFIED, then DELETED of that version. Once
 			// deletionTimestamp is set (grace 0) BeforeDelete reports not
 			// graceful and the update is skipped (errDeleteNow).
-			gone = written()
-			gone.Deleting = true
-			gone.RV++
-			s.notify(Modified, &gone)
+			updated := written()
+			updated.Deleting = true
+			updated.RV++
+			s.notify(Modified, &updated)
+			gone = &updated
 		}
 		s.remove(gone.UID)
-		s.notify(Deleted, &gone)
+		s.notify(Deleted, gone)
 		return ok(200)
 	}
 	// markAsDeleting (non-graceful kinds): deletionTimestamp set once; a
@@ -606,10 +609,10 @@ func SameFinalizers(a, b []string) bool {
 // and adopts for.
 func (s *State) notify(t EventType, o *Object) {
 	if o.Kind.Info().Kind != "Event" && s.GC.monitors(o.Kind) {
-		s.push(&s.GC.Watch, WatchEvent{Type: t, Obj: *o})
+		s.push(&s.GC.Watch, t, o)
 	}
 	if controllerWatches(o.Kind) {
-		s.push(&s.Controller.Watch, WatchEvent{Type: t, Obj: *o})
+		s.push(&s.Controller.Watch, t, o)
 	}
 }
 

@@ -328,7 +328,7 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 	s.ownInFlight()
 	i, _ := inflightIndex(g.InFlight, uid)
 	f := g.InFlight[i]
-	w := f.Writes[0]
+	w := &f.Writes[0] // states share the writes, and none changes them
 	rest := f.Writes[1:]
 	r := m.doWrite(s, w)
 	g = &s.GC
@@ -352,7 +352,7 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 func (m *Model) gcRequest() request { return request{by: ActorGC, admit: true} }
 
 // doWrite performs one GC request.
-func (m *Model) doWrite(s *State, w Write) Result {
+func (m *Model) doWrite(s *State, w *Write) Result {
 	k, e := apiResource(s, w.Item.Kind)
 	if e != errNone {
 		return fail(404, "NotFound", "no mapping for %s", w.Item.Kind)
@@ -365,11 +365,13 @@ func (m *Model) doWrite(s *State, w Write) Result {
 	case WriteDelete:
 		opts := DeleteOptions{Policy: w.Policy, PreconditionUID: w.Item.UID, PreconditionRV: w.RV}
 		// the object before the delete, for trackOrphanOverride below
-		// (a retry, or a foreground delete that waited)
-		var before Object
+		// (a retry, or a foreground delete that waited), copied only when
+		// that reads it: when it was deleting with the orphan finalizer
+		var before *Object
 		if w.RV != 0 || (w.Policy == Foreground && len(w.Waited) > 0) {
-			if live := s.Lookup(t.Kind, t.Namespace, t.Name); live != nil {
-				before = *live
+			if live := s.Lookup(t.Kind, t.Namespace, t.Name); live != nil && live.Deleting && live.HasFinalizer(FinalizerOrphan) {
+				b := *live // live points into s.Objects, which delete changes
+				before = &b
 			}
 		}
 		r := m.delete(s, m.gcRequest(), t, opts)
@@ -383,12 +385,14 @@ func (m *Model) doWrite(s *State, w Write) Result {
 			if live.UID == w.Item.UID && live.RV != w.RV && slices.Equal(live.Owners, w.Owners) {
 				opts.PreconditionRV = 0
 				r = m.delete(s, m.gcRequest(), t, opts)
-				s.trackOrphanOverride(&before, OverriddenByRetry)
+				if before != nil {
+					s.trackOrphanOverride(before, OverriddenByRetry)
+				}
 			}
 			return r
 		}
-		if r.OK() && w.Policy == Foreground && len(w.Waited) > 0 {
-			s.trackOrphanOverride(&before, OverriddenByWaiting)
+		if r.OK() && w.Policy == Foreground && len(w.Waited) > 0 && before != nil {
+			s.trackOrphanOverride(before, OverriddenByWaiting)
 		}
 		return r
 	case WritePatchOwners:

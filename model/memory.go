@@ -163,13 +163,22 @@ func deleteFuncTo[T any](c, x []T, del func(T) bool) []T {
 // string when the names alone tell them apart (the checker asks this for
 // every queued item of every GC step). Every key spelling ends in "/"
 // followed by the name (t.Name is the whole key of an unserved kind), so
-// when neither name contains a slash, different names mean different
-// keys; otherwise the strings are compared, from mem's memo when it has
-// one.
+// names that differ after their last slash mean different keys
+// (lastSegmentsDiffer); otherwise the strings are compared, from mem's
+// memo when it has one.
 func identKeyIs(mem memory, id *Identity, t *Target) bool {
+	if is, known := identKeyShortcut(id, t); known {
+		return is
+	}
+	return mem.identKey(id) == mem.targetKey(t)
+}
+
+// identKeyShortcut is identKeyIs when the cheap tests tell (known), which
+// need no memory.
+func identKeyShortcut(id *Identity, t *Target) (is, known bool) {
 	sameName := sameString(id.Name, t.Name)
-	if t.Kind != NoKind && !sameName && !hasSlash(id.Name) && !hasSlash(t.Name) {
-		return false
+	if t.Kind != NoKind && !sameName && lastSegmentsDiffer(id.Name, t.Name) {
+		return false, true
 	}
 	// An identity and a target of one kind, namespace and name have one
 	// key: kind names are unique (see init), so the identity's kind is
@@ -177,7 +186,7 @@ func identKeyIs(mem memory, id *Identity, t *Target) bool {
 	// Target.String does in every scope (TestIdentKeyShortcuts). The
 	// GC's steps name their items so, and this spares building the keys.
 	if t.Kind < NumKinds && sameName && sameString(id.Namespace, t.Namespace) && sameString(Kinds[t.Kind].Kind, id.Kind) {
-		return true
+		return true, true
 	}
-	return mem.identKey(id) == mem.targetKey(t)
+	return false, false
 }

@@ -88,25 +88,27 @@ type Property struct {
 	// started, Get or finalizer comparisons that are then false.
 	StoreOnly bool
 	// Steps, when set, says which steps Check can find anything in:
-	// Check finds nothing in a transition whose step Steps rejects.
+	// Check finds nothing in a transition whose step Steps rejects. Steps
+	// reads only the step's Actor, Op and Write: CheckTransition and
+	// StepsAccept look its answer up by those.
 	Steps func(st *Step) bool
 }
 
 // Properties is the catalogue of named properties.
 var Properties = []Property{
-	{Name: PropNoSolidOwnerCollected, Kind: Always, Check: checkSolidOwner, StoreOnly: true,
+	{Name: PropNoSolidOwnerCollected, Kind: Always, Check: checkSolidOwner, StoreOnly: true, Steps: isGCDeleteSend,
 		Doc: "The GC never deletes an object that, when its DELETE lands, has an ownerReference resolving (same UID, kind and name, same namespace or a cluster-scoped owner) to a solid owner, as upstream's classifyReferences calls it: live and not being deleted with foregroundDeletion (an owner deleted with orphan, a user finalizer or a grace period is solid). A DELETE decided while the owner waited for dependents that lands after it stopped waiting is a known upstream race."},
-	{Name: PropOrphanRespected, Kind: Always, Check: checkOrphanRespected, StoreOnly: true,
+	{Name: PropOrphanRespected, Kind: Always, Check: checkOrphanRespected, StoreOnly: true, Steps: isGCDeleteSend,
 		Doc: "After a delete that orphans X, no object that referenced X at the time is deleted by the GC while it still references X. Two causes are known upstream: the GC had not observed the dependent when it orphaned (kubernetes#26120), and the orphan request switched a deletion already under way, which the DELETE path allows although kubernetes#32339 meant to forbid it, so a GC delete decided before the switch still lands."},
-	{Name: PropNoRemovalWithFinalizers, Kind: Always, Check: checkRemovalWithFinalizers, StoreOnly: true,
+	{Name: PropNoRemovalWithFinalizers, Kind: Always, Check: checkRemovalWithFinalizers, StoreOnly: true, Steps: isDeleteStep,
 		Doc: "A DELETE never removes an object from storage while it lists finalizers other than orphan and foregroundDeletion, which a DELETE's own propagation choice may drop (an explicit Background delete of an object waiting in foreground removes it at once, by design)."},
 	{Name: PropNoFinalizerAfterDeletion, Kind: Always, Check: checkFinalizerAfterDeletion, StoreOnly: true, Steps: isNotDeleteStep,
 		Doc: "Once deletion has started, only a DELETE request may add a finalizer (the API server re-choosing orphan/foregroundDeletion); updates may not."},
-	{Name: PropProtectionHolds, Kind: Always, Check: checkProtection, StoreOnly: true,
+	{Name: PropProtectionHolds, Kind: Always, Check: checkProtection, StoreOnly: true, Steps: isNotAPIExtensions,
 		Doc: "An object labelled delete-protection=Always never starts deletion; one labelled Cascading never starts deletion while it has active dependents. Storage-level deletes by apiextensions (a CRD taking its resources with it) bypass admission and are not counted."},
-	{Name: PropForegroundWaits, Kind: Always, Check: checkForegroundWaits, StoreOnly: true,
+	{Name: PropForegroundWaits, Kind: Always, Check: checkForegroundWaits, StoreOnly: true, Steps: isGCStep,
 		Doc: "The GC never removes foregroundDeletion from an owner while a live dependent with blockOwnerDeletion=true to it is in the GC's graph with that blocking reference."},
-	{Name: PropNeverSilentlyOrphaned, Kind: Always, Check: checkSilentOrphan, StoreOnly: true,
+	{Name: PropNeverSilentlyOrphaned, Kind: Always, Check: checkSilentOrphan, StoreOnly: true, Steps: isGCDeleteSend,
 		Doc: "A DELETE sent by the GC never puts the orphan finalizer on an object that lacked it: cascades do not turn into orphaning half way."},
 	{Name: PropGarbageCollected, Kind: Quiescent, CheckState: checkGarbageCollected,
 		Doc: "In a quiescent state no live object has ownerReferences that all resolve to absent owners, except where the GC by design never collects (a cluster-scoped object naming a namespaced owner kind; an owner kind nobody serves) or deletion protection refuses."},
@@ -166,8 +168,23 @@ func gcDeleteWrite(t *Transition) *Write {
 	return findDeleteWrite(t)
 }
 
+// isGCDeleteSend reports whether a step sends a GC DELETE: the Steps of
+// the properties that look at what gcDeleteTarget finds, nothing for
+// any other step.
+func isGCDeleteSend(st *Step) bool {
+	return st.Actor == ActorGC && st.Op == OpSend && st.Write == WriteDelete
+}
+
+// isNotAPIExtensions is the Steps of checkProtection, which does not
+// count apiextensions' storage-level deletes.
+func isNotAPIExtensions(st *Step) bool { return st.Actor != ActorAPIExtensions }
+
+// isGCStep is the Steps of checkForegroundWaits: only the GC removes
+// foregroundDeletion.
+func isGCStep(st *Step) bool { return st.Actor == ActorGC }
+
 func findDeleteWrite(t *Transition) *Write {
-	if t.Step.Actor != ActorGC || t.Step.Op != OpSend || t.Step.Write != WriteDelete || !t.Result.OK() {
+	if !isGCDeleteSend(t.Step) || !t.Result.OK() {
 		return nil
 	}
 	for _, f := range t.Prev.GC.InFlight {
@@ -846,38 +863,91 @@ func (m *Model) CheckTransition(t *Transition) []*Violation {
 		t.delSet = true
 		defer func() { t.del, t.delW, t.delOK, t.delSet = nil, nil, false, false }()
 	}
-	props := alwaysProps
-	if same {
-		props = alwaysAnyStore
-	}
-	for _, i := range props {
-		p := &Properties[i]
-		if p.Steps != nil && !p.Steps(t.Step) {
-			continue
-		}
-		if v := p.Check(m, t); v != nil {
+	for _, i := range alwaysFor(t.Step, same) {
+		if v := Properties[i].Check(m, t); v != nil {
 			out = append(out, v)
 		}
 	}
 	return out
 }
 
-// alwaysProps lists the indexes in Properties of the Always properties,
-// in order, and alwaysAnyStore those of them that are not StoreOnly:
-// CheckTransition runs one list or the other rather than looking at every
-// property per transition.
-var alwaysProps, alwaysAnyStore = alwaysIndexes()
+// alwaysFor lists the indexes in Properties of the Always properties that
+// can find something in a transition by st, in order: those whose Steps
+// accept st and, when the transition left the store as it was (same),
+// that are not StoreOnly. It looks the list up by st's Actor, Op and Write,
+// all Steps read, rather than calling each Steps per transition.
+func alwaysFor(st *Step, same bool) []int {
+	if e := byStep(st); e != nil {
+		return e.always[b2i(same)]
+	}
+	return alwaysIndexes(st, same)
+}
 
-func alwaysIndexes() (all, anyStore []int) {
+// StepsAccept returns the set of properties, bit i for Properties[i],
+// whose Steps accept st or that have no Steps: the others find nothing in
+// a transition by st. It looks the set up by st's Actor, Op and Write.
+func StepsAccept(st *Step) uint64 {
+	if e := byStep(st); e != nil {
+		return e.accept
+	}
+	return stepsAccept(st)
+}
+
+func stepsAccept(st *Step) uint64 {
+	var set uint64
 	for i := range Properties {
-		if p := &Properties[i]; p.Kind == Always {
-			all = append(all, i)
-			if !p.StoreOnly {
-				anyStore = append(anyStore, i)
+		if p := &Properties[i]; p.Steps == nil || p.Steps(st) {
+			set |= 1 << i
+		}
+	}
+	return set
+}
+
+// stepEntry is what alwaysFor and StepsAccept tabulate for a step.
+type stepEntry struct {
+	always [2][]int // alwaysIndexes with same false, true
+	accept uint64   // stepsAccept
+}
+
+// byStep returns the table entry of st's Actor, Op and Write, or nil for
+// values outside the table.
+func byStep(st *Step) *stepEntry {
+	if int(st.Actor) < len(stepTable) && int(st.Op) < len(stepTable[0]) && int(st.Write) < len(stepTable[0][0]) {
+		return &stepTable[st.Actor][st.Op][st.Write]
+	}
+	return nil
+}
+
+var stepTable = func() (tab [ActorAPIExtensions + 1][OpCleanup + 1][WriteUnblock + 1]stepEntry) {
+	if len(Properties) > 64 {
+		panic("model: StepsAccept has room for 64 properties")
+	}
+	for a := range tab {
+		for op := range tab[a] {
+			for w := range tab[a][op] {
+				st := &Step{Actor: Actor(a), Op: Op(op), Write: WriteOp(w)}
+				tab[a][op][w] = stepEntry{always: [2][]int{alwaysIndexes(st, false), alwaysIndexes(st, true)}, accept: stepsAccept(st)}
 			}
 		}
 	}
-	return all, anyStore
+	return tab
+}()
+
+func alwaysIndexes(st *Step, same bool) []int {
+	var out []int
+	for i := range Properties {
+		if p := &Properties[i]; p.Kind == Always && (!same || !p.StoreOnly) && (p.Steps == nil || p.Steps(st)) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // SameStore reports whether two states share one object list, which

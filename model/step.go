@@ -222,22 +222,22 @@ func (m *Model) applyGC(s *State, st *Step) (Result, error) {
 	}
 	switch st.Op {
 	case OpSend:
-		var uid UID
-		for _, f := range g.InFlight {
-			if s.identMatches(&f.Writes[0].Item, st) {
-				if uid != 0 {
+		var f *InFlight
+		for i := range g.InFlight {
+			if s.identMatches(&g.InFlight[i].Writes[0].Item, st) {
+				if f != nil {
 					return Result{}, notEnabled("%s names several in-flight items; add uid=", st.Target)
 				}
-				uid = f.UID
+				f = &g.InFlight[i]
 			}
 		}
-		if uid == 0 {
+		if f == nil {
 			return Result{}, notEnabled("the gc has no write in flight for %s", st.Target)
 		}
-		if w := inFlight(g, uid).Writes[0]; w.Op != st.Write {
+		if w := &f.Writes[0]; w.Op != st.Write {
 			return Result{}, notEnabled("the next write for %s is %s, not %s", st.Target, writeVerb(w.Op), writeVerb(st.Write))
 		}
-		return m.sendWrite(s, uid), nil
+		return m.sendWrite(s, f.UID), nil
 	}
 	return Result{}, fmt.Errorf("gc cannot %d", st.Op)
 }
@@ -313,13 +313,27 @@ func (s *State) identMatches(id *Identity, st *Step) bool {
 	return s.identKeyIs(id, &st.Target)
 }
 
-// hasSlash is strings.IndexByte(s, '/') >= 0 for the short names the
-// GC compares for every queued item, without a call.
-func hasSlash(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
+// lastSegmentsDiffer reports whether a and b differ after their last
+// slash (all of either that has none). Every key spelling ends in "/"
+// followed by the name, so keys whose names so differ are different.
+// Comparing from the end, names like "p-1" and "p-2" are told apart at
+// the first byte (the GC compares them for every queued item).
+func lastSegmentsDiffer(a, b string) bool {
+	i, j := len(a)-1, len(b)-1
+	for ; i >= 0 && j >= 0; i, j = i-1, j-1 {
+		if a[i] != b[j] {
 			return true
 		}
+		if a[i] == '/' {
+			return false
+		}
+	}
+	// a name that ran out ends its segment, as the key's "/" before it
+	switch {
+	case i >= 0:
+		return a[i] != '/'
+	case j >= 0:
+		return b[j] != '/'
 	}
 	return false
 }
@@ -414,11 +428,18 @@ func (m *Model) AppendEnabled(out []Step, s *State, opts Options) []Step {
 			s.fillItemStep(nextSlot(&out), OpAttemptToDelete, id, set)
 		}
 	}
+	collide := false // as keysCollide, over the items being written
+	for i := range g.InFlight {
+		for j := i + 1; j < len(g.InFlight) && !collide; j++ {
+			a, b := &g.InFlight[i].Writes[0].Item, &g.InFlight[j].Writes[0].Item
+			collide = a.UID != b.UID && identKeysEqual(a, b)
+		}
+	}
 	for i := range g.InFlight {
 		id := &g.InFlight[i].Writes[0].Item
 		st := nextStep(&out, ActorGC, OpSend, identTarget(*id))
 		st.Write = g.InFlight[i].Writes[0].Op
-		for j := range g.InFlight { // as fillItemStep, over the items being written
+		for j := 0; collide && j < len(g.InFlight); j++ { // as fillItemStep
 			if o := &g.InFlight[j].Writes[0].Item; o.UID != id.UID && identKeysEqual(o, id) {
 				st.UIDLabel = s.UIDLabel(id.UID)
 			}

@@ -175,7 +175,12 @@ func (s *State) removeUID(set []UID, u UID) []UID {
 
 // identKeyIs reports identKey(*id) == t.String(), from the memory's memo
 // when it has one.
-func (s *State) identKeyIs(id *Identity, t *Target) bool { return identKeyIs(s.memory(), id, t) }
+func (s *State) identKeyIs(id *Identity, t *Target) bool {
+	if is, known := identKeyShortcut(id, t); known {
+		return is // s.memory() only when the keys are built
+	}
+	return identKeyIs(s.memory(), id, t)
+}
 
 // ---- informers ----
 
@@ -195,11 +200,17 @@ func (w *Watcher) replaceQueue(mem memory, k KindID, q []WatchEvent) {
 	w.Queues = c
 }
 
-// push appends ev to w's queue of its object's kind.
-func (s *State) push(w *Watcher, ev WatchEvent) {
-	k := ev.Obj.Kind
+// push appends the event of type t about o to w's queue of o's kind. The
+// event is written in place in the new queue rather than built and
+// copied in: an Object is a few hundred bytes, and every write notifies.
+func (s *State) push(w *Watcher, t EventType, o *Object) {
+	k := o.Kind
 	q := w.queue(k)
-	s.setQueue(w, k, appendTo(s.memory().makeEvents(len(q)+1), q, ev))
+	c := s.memory().makeEvents(len(q) + 1)
+	copy(c, q)
+	ev := &c[len(q)]
+	ev.Type, ev.Obj, ev.Replaces = t, *o, 0
+	s.setQueue(w, k, c)
 }
 
 // cloneEvents returns a private copy of queued events.
@@ -287,7 +298,7 @@ func identKeysEqual(a, b *Identity) bool {
 	if sameName && sameString(a.Kind, b.Kind) && sameString(a.Namespace, b.Namespace) {
 		return true // identKey reads nothing else
 	}
-	if !sameName && !hasSlash(a.Name) && !hasSlash(b.Name) {
+	if !sameName && lastSegmentsDiffer(a.Name, b.Name) {
 		return false
 	}
 	return identKey(*a) == identKey(*b)

@@ -48,7 +48,7 @@ func TestMemoriesAgree(t *testing.T) {
 			s.GC.Nodes[0].Dependents = s.removeUID(s.GC.Nodes[0].Dependents, b.UID)
 		}},
 		{"push, setQueue", func(s *State) {
-			s.push(&s.Controller.Watch, WatchEvent{Type: Added, Obj: s.Objects[0]})
+			s.push(&s.Controller.Watch, Added, &s.Objects[0])
 			s.setQueue(&s.GC.Watch, cm, nil)
 		}},
 		{"cache, recache, uncache", func(s *State) {

@@ -204,7 +204,7 @@ func (m *Model) gcSync(s *State) {
 		g.Monitored |= 1 << k
 		for i := range s.Objects {
 			if o := &s.Objects[i]; o.Kind == k {
-				s.push(&g.Watch, WatchEvent{Type: Added, Obj: *o})
+				s.push(&g.Watch, Added, o)
 			}
 		}
 	}

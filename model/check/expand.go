@@ -279,11 +279,13 @@ func (e *explorer) checkTransition(w *worker, prev, next *model.State, st *model
 	if sameStore {
 		open = open[:w.openAny] // the StoreOnly ones find nothing
 	}
+	accept := model.StepsAccept(st)
 	for _, i := range open {
-		p := &model.Properties[e.sometimes[i]]
-		if e.witnessed[i].Load() || (p.Steps != nil && !p.Steps(st)) {
+		pi := e.sometimes[i]
+		if accept&(1<<pi) == 0 || e.witnessed[i].Load() {
 			continue
 		}
+		p := &model.Properties[pi]
 		if !filled {
 			t.Prev, t.Next, t.Step, t.Result = prev, next, st, r
 			filled = true
