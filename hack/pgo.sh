@@ -10,7 +10,8 @@
 #
 # Run it (make pgo) after a change to model/ or model/check that moves
 # the hot paths; a stale profile still builds and only optimises less.
-# Writes the profile atomically: a failed run leaves the old one.
+# A failed run leaves the old profile: the new one is written beside it
+# and renamed over it (one rename within the directory).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,5 +38,6 @@ go tool pprof -proto "$work"/fanout.prof "$work"/adoption.prof "$work"/pair.prof
 	cat "$work/pprof.log" >&2
 	exit 1
 }
-mv "$work/default.pgo" cmd/cascade/default.pgo
+cp "$work/default.pgo" cmd/cascade/default.pgo.tmp
+mv cmd/cascade/default.pgo.tmp cmd/cascade/default.pgo
 echo "pgo: wrote cmd/cascade/default.pgo ($(wc -c <cmd/cascade/default.pgo) bytes); rebuild cascade to use it"

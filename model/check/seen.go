@@ -103,7 +103,8 @@ func newSeenTable(workers int, masked bool, expect int64) *seenTable {
 func (t *seenTable) claimer(i int) *claimer { return &t.claimers[i] }
 
 // MaxExpectStates bounds Options.ExpectStates: a table for 2^28 states
-// takes 10 GiB of address space (less is touched until states arrive).
+// takes 16 GiB of address space (20 GiB with the awake masks; less is
+// touched until states arrive).
 const MaxExpectStates = 1 << 28
 
 // segBitsFor is the segment size, as a power of two, a table for expect
