@@ -105,6 +105,7 @@ const (
 	knownLinCycleUnblocked       = "the GC unblocks a foreground cycle before deleting into it"
 	knownWindowGCRead            = "only on kubeconfig targets, which record no GC GETs: on envtest targets the GC's recorded GET of the object it decided on, and the version it was answered at, decides"
 	knownWindowInformer          = "only where no delivery record exists: kubeconfig targets and upstream with --no-proxy (nothing shows when the GC's informers got the event), and impl, whose recorded graph changes this rule does not read yet; on upstream the API proxy's delivery record decides"
+	knownWindowUnobserved        = "only where neither record exists: kubeconfig targets and upstream with --no-proxy (nothing shows when the GC had the event); on upstream the API proxy's delivery record decides, on impl the GC's recorded graph changes"
 	knownWindowNoReads           = "a kubeconfig target records no controller GETs, so nothing shows whether the controller rechecked"
 	knownWindowStaleGraph        = "only where neither record exists: kubeconfig targets and upstream with --no-proxy; on upstream the API proxy's delivery record decides both sites, on impl the recorded graph changes refute it in cycleUnblocked (unblockedFromGraph does not read them yet)"
 	knownWindowPolicySwitch      = "only on kubeconfig targets for a GC decision on a waiting owner (elsewhere the GC's recorded GET decides), and for attemptToOrphan's patch where no delivery record exists (kubeconfig, upstream with --no-proxy, impl)"
@@ -156,13 +157,13 @@ var KnownRaces = []KnownRace{
 	{ID: KnownUnobservedDependent, Upstream: "kubernetes#26120 item 1 (open): the GC's watches of different resources are not ordered",
 		Relaxes:  []string{PropOrphanRespected, PropForegroundWaits},
 		Evidence: []Evidence{EvidenceModelState, EvidenceAuditOrder, EvidenceGraphChanges, EvidenceDeliveryRecord, EvidenceWindow},
-		Window:   "for a dependent of another resource whose reference was written before the owner's finalizer, " + knownWindowInformer,
+		Window:   "for a dependent of another resource whose reference was written before the owner's finalizer, " + knownWindowUnobserved,
 		Sites:    []string{"model checkOrphanRespected", "lin gcPatch"},
 		Fixtures: []string{"traces/races/kubernetes-26120.trace", "harness/lin.TestKnownOrphanRace", "harness/lin.TestKnownForegroundRace",
 			"harness/lin.TestUnobservedDependentOnDeliveries",
 			"harness/lin.TestForegroundDecidedBeforeDependentsOnDeliveries", "harness/lin.TestOrphanDecidedBeforeRetriesOnDeliveries",
 			"harness/lin.TestOrphanTakesDependentsOnOwnersEvent", "harness/lin.TestOrphanMissesAnotherInformersReference",
-			"harness/lin.TestOrphanMissesReferenceLoggedTwice"},
+			"harness/lin.TestOrphanMissesReferenceLoggedTwice", "harness/lin.TestForegroundUnobservedOnGraphChanges"},
 		Doc: "The GC processes an owner's orphan or foreground deletion before it has observed a dependent's reference, so attemptToOrphan or processDeletingDependentsItem misses the dependent."},
 	{ID: KnownPolicySwitch, Upstream: "kubernetes#32339, fixed by #32354 on the update path only: a DELETE still re-chooses the GC finalizer of a deletion under way",
 		Relaxes:  []string{PropOrphanRespected, PropNoSolidOwnerCollected, knownLinGCWrites, knownLinResolvable},

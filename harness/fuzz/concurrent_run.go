@@ -260,6 +260,12 @@ func (r *concurrentRun) exec(t *rapid.T) {
 			r.fail("error", fmt.Sprintf("history: %v", err), nil)
 		}
 		opts.ReadsRecorded = true
+		if r.env.Evidence == nil && len(opts.GraphChanges) > 0 {
+			// an in-process GC: its requests from the audit log bound
+			// when it read its graph, as the proxy's record does
+			// upstream (lin gcPatch with graph changes)
+			opts.GCRequests = history.GCRequestsFromAudit(recs, scope)
+		}
 		// writes whose answer was lost, and which the server never
 		// recorded: maybe applied (a restart's)
 		if lost := rec.Unanswered(recs); len(lost) > 0 {

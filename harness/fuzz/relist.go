@@ -36,11 +36,13 @@ func (s staleNodes) union(t staleNodes) staleNodes {
 // staleFromGraph reads impl's recorded graph changes (in the order the
 // graph builder applied them): an update whose informer's previous
 // version was another object's replaced that object, whose node then
-// stays unless a later change removed it.
+// stays unless a later change removed it or the GC restarted (a reset).
 func staleFromGraph(changes []history.GraphChange) staleNodes {
 	var out staleNodes
 	for _, c := range changes {
 		switch {
+		case c.Reset:
+			out = nil // a restarted GC's graph holds none of them
 		case c.Replaced != "":
 			if out == nil {
 				out = staleNodes{}

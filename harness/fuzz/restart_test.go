@@ -12,16 +12,19 @@ import (
 	"github.com/cascade-k8s/cascade/harness/replay"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl"
+	"github.com/cascade-k8s/cascade/impl/gc"
 	"github.com/cascade-k8s/cascade/impl/step"
 )
 
-// restartEnv starts impl's GC in Auto mode, its writes tapped, and
+// restartEnv starts impl's GC in Auto mode, its writes tapped and its
+// graph changes recorded (the evidence lin judges its graph by), and
 // returns a concurrent environment on it with the given restarts.
 func restartEnv(t *testing.T, restarts func(*impl.Target, *history.Tap) []fuzz.Restart) fuzz.ConcurrentEnv {
 	t.Helper()
 	ctx := context.Background()
-	tap := &history.Tap{}
+	tap, graph := &history.Tap{}, &target.GraphRecorder{}
 	it, err := impl.Start(ctx, cp.Config, impl.Options{Mode: step.Auto, Webhook: true,
+		GC:       gc.Options{OnGraphChange: graph.Add},
 		GCConfig: func(c *rest.Config) *rest.Config { return tap.Wrap(c, history.ActorGC) }})
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +36,7 @@ func restartEnv(t *testing.T, restarts func(*impl.Target, *history.Tap) []fuzz.R
 	}
 	t.Cleanup(func() { _ = closeAudit() })
 	return fuzz.ConcurrentEnv{Target: "impl", Admin: cp.Config, Settler: target.ImplSettler(it, replay.DefaultQuiet), Audit: audit, LinTimeout: time.Minute,
-		Protection: true, GCTap: tap, Restarts: restarts(it, tap)}
+		Protection: true, GCTap: tap, GraphChanges: graph.Take, Restarts: restarts(it, tap)}
 }
 
 // expectSurvived runs five concurrent runs (three left a restart that

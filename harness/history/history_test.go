@@ -2,6 +2,7 @@ package history
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -388,5 +389,44 @@ func TestPlainTextRefusal(t *testing.T) {
 	}
 	if err := (&Op{Verb: Create, Kind: mustKind(t, "herd")}).outcome(201, []byte("created"), nil); err == nil {
 		t.Error("a success with a body that is not JSON must still be an error")
+	}
+}
+
+// TestGCRequestsFromAudit: the garbage collector's GETs and writes of
+// single objects in scope, refused ones included, are its requests, in
+// the order the API server received them, each with the answered
+// object's UID; another client's requests, lists, subresources and
+// objects out of scope are not.
+func TestGCRequestsFromAudit(t *testing.T) {
+	s := Scope{Prefix: "run1"}
+	live := `{"kind":"ConfigMap","metadata":{"name":"o","namespace":"run1-default","uid":"u1","resourceVersion":"7"}}`
+	gc := func(verb string, code int, resp string, at time.Duration) controlplane.AuditRecord {
+		r := record(verb, "o", "/api/v1/namespaces/run1-default/configmaps/o", code, "", resp)
+		r.UserAgent, r.Username = ImplGCUserAgent+"/v0.0.0", "cascade-impl"
+		r.RequestReceived, r.StageTimestamp = r.RequestReceived.Add(at), r.StageTimestamp.Add(at)
+		return r
+	}
+	get := gc("get", 200, live, 0)
+	conflict := gc("patch", 409, `{"kind":"Status","status":"Failure","reason":"Conflict","code":409}`, time.Millisecond)
+	patch := gc("patch", 200, live, 3*time.Millisecond)
+	retry := gc("get", 200, live, 2*time.Millisecond)
+	driver := record("get", "o", "/api/v1/namespaces/run1-default/configmaps/o", 200, "", live)
+	list := gc("list", 200, `{"kind":"ConfigMapList","items":[]}`, 0)
+	list.Name = ""
+	status := gc("patch", 200, live, 0)
+	status.Subresource = "status"
+	outside := gc("get", 200, live, 0)
+	outside.Namespace = "other"
+
+	got := GCRequestsFromAudit([]controlplane.AuditRecord{patch, get, driver, conflict, list, status, outside, retry}, s)
+	var verbs []string
+	for _, r := range got {
+		verbs = append(verbs, fmt.Sprintf("%s %d %s", r.Verb, r.Code, r.UID))
+	}
+	if want := []string{"get 200 u1", "patch 409 ", "get 200 u1", "patch 200 u1"}; !slices.Equal(verbs, want) {
+		t.Fatalf("requests: got %q, want %q", verbs, want)
+	}
+	if r := got[0]; r.Key().String() != "cm/run1-default/o" || r.Received != get.RequestReceived.UnixNano() || r.Answered != get.StageTimestamp.UnixNano() {
+		t.Errorf("the first GET: %+v", r)
 	}
 }

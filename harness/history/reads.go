@@ -1,7 +1,10 @@
 package history
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cascade-k8s/cascade/harness/controlplane"
@@ -93,6 +96,50 @@ func ReadsFromAudit(records []controlplane.AuditRecord, s Scope) ([]Read, error)
 	return out, nil
 }
 
+// GCRequestsFromAudit reads the garbage collector's GETs and writes of
+// single objects in scope from an audit log, in the order the API server
+// received them: what the proxy's record gives on the upstream target
+// (proxy.Evidence.GCRequests), for a target without the proxy whose GC
+// the audit log tells apart (impl's). Received is the API server's
+// receipt, later than the GC sent the request, and Answered its last
+// stage, earlier than the GC had the answer, so each bounds the GC's own
+// instant in the direction lin uses it: a decision came before a GET was
+// received, and a read after a GET it followed was answered. UID is the
+// answered object's, when the answer names one.
+func GCRequestsFromAudit(records []controlplane.AuditRecord, s Scope) []GCRequest {
+	var out []GCRequest
+	for _, rec := range records {
+		if rec.Stage != controlplane.StageResponseComplete || rec.Subresource != "" || rec.Name == "" || AuditActor(rec) != ActorGC {
+			continue
+		}
+		switch rec.Verb {
+		case "get", "create", "update", "patch", "delete":
+		default:
+			continue
+		}
+		k, served := KindOf(rec.APIGroup, rec.Resource)
+		if !served || !s.Contains(k, rec.Namespace, rec.Name) {
+			continue
+		}
+		r := GCRequest{Verb: rec.Verb, Kind: k, Namespace: rec.Namespace, Name: rec.Name, Code: rec.Code,
+			Received: rec.RequestReceived.UnixNano(), Answered: rec.StageTimestamp.UnixNano()}
+		if !k.Info().Namespaced {
+			r.Namespace = ""
+		}
+		var answer struct {
+			Metadata struct {
+				UID string `json:"uid"`
+			} `json:"metadata"`
+		}
+		if rec.Code/100 == 2 && json.Unmarshal(rec.ResponseObject, &answer) == nil {
+			r.UID = answer.Metadata.UID
+		}
+		out = append(out, r)
+	}
+	slices.SortStableFunc(out, func(a, b GCRequest) int { return cmp.Compare(a.Received, b.Received) })
+	return out
+}
+
 // GraphChange is one informer event a garbage collector's graph builder
 // applied (processGraphChanges): evidence of what the GC's graph held
 // when, which only an in-process GC can give (impl's
@@ -109,6 +156,11 @@ type GraphChange struct {
 	// another object's (a relist handed a name's new object on as an
 	// update from the old one, gc.GraphChange.Replaced); "" otherwise.
 	Replaced string
+	// Reset marks the start of a GC with an empty graph (impl's
+	// gc.GraphChange.Reset; a restart of the GC), with At set and the
+	// other fields empty: the changes before it are of a graph that no
+	// worker after it reads.
+	Reset bool
 	// At is when the graph builder had applied it, in Unix nanoseconds
 	// of the same clock as the audit log's (one machine).
 	At int64

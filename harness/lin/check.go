@@ -159,7 +159,7 @@ func Check(ops []history.Op, opts Options) Result {
 		window = DefaultRaceWindow
 	}
 	c := &checker{ops: ops, window: int64(window), protection: opts.Protection, sem: opts.Semantics.For(opts.Release), reads: readsByKey(opts.Reads), readsRecorded: opts.ReadsRecorded,
-		graph: graphByUID(opts.GraphChanges), delivered: deliveriesByUID(opts.Deliveries), deliveries: len(opts.Deliveries) > 0, requests: gcRequestsByKey(opts.GCRequests), release: opts.Release.Or()}
+		graph: graphByUID(opts.GraphChanges), resets: graphResets(opts.GraphChanges), delivered: deliveriesByUID(opts.Deliveries), deliveries: len(opts.Deliveries) > 0, requests: gcRequestsByKey(opts.GCRequests), release: opts.Release.Or()}
 	c.applied = appliedByUID(opts.GraphLog, c.delivered)
 	c.ins = make([]*input, len(ops))
 	for i := range ops {

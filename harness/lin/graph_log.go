@@ -113,8 +113,9 @@ func (c *checker) firstApplied(uid string, rv uint64) (a applied, found, paired 
 // goroutine finished the first before starting the second); otherwise
 // seen when it began before taken (a stamp before taken does not prove
 // the reference was in when the worker read, so this errs towards
-// reporting). Without it, the delivery record: seen when an event
-// carrying the reference had been handed on before taken (undelivered).
+// reporting). Without it, the delivery record or an in-process GC's
+// graph changes: seen when they show the GC had the reference before
+// taken (refHad).
 func (c *checker) refSeen(d depRef, owner string, m mark, taken int64, atEvent bool) (seen, byLog bool) {
 	if d.e.prov != nil {
 		if rv, ok := c.writtenVersion(d.e.prov.refs[d.i].by, d.e.obj.UID); ok {
@@ -128,7 +129,7 @@ func (c *checker) refSeen(d depRef, owner string, m mark, taken int64, atEvent b
 							return true, true
 						}
 						// the bounds overlap: the log cannot tell
-						return !c.undelivered(d, taken), false
+						return c.refHad(d, taken), false
 					}
 				}
 				switch {
@@ -137,9 +138,24 @@ func (c *checker) refSeen(d depRef, owner string, m mark, taken int64, atEvent b
 				case ref.atLate < taken:
 					return true, true
 				}
-				return !c.undelivered(d, taken), false
+				return c.refHad(d, taken), false
 			}
 		}
 	}
-	return !c.undelivered(d, taken), false
+	return c.refHad(d, taken), false
+}
+
+// refHad reports whether the GC may have had d's reference before the
+// instant t: with the proxy's delivery record, an event carrying it had
+// been handed to the GC's informers (undelivered); else, with an
+// in-process GC's recorded graph changes, its graph had applied a
+// version carrying it (graphApplied), which is exact where a delivery
+// is only a lower bound. A reference whose write the history does not
+// show counts as had: it proves nothing, so the rule reports.
+func (c *checker) refHad(d depRef, t int64) bool {
+	if c.deliveries || d.e.prov == nil {
+		return !c.undelivered(d, t)
+	}
+	rv, ok := c.writtenVersion(d.e.prov.refs[d.i].by, d.e.obj.UID)
+	return !ok || c.graphApplied(d.e.obj.UID, rv, t)
 }

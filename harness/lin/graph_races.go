@@ -266,11 +266,25 @@ func (c *checker) graphHad(uid string, read int64, ms ...mark) bool {
 		}
 		need = max(need, got.RV)
 	}
+	return c.graphApplied(uid, need, read)
+}
+
+// graphApplied reports whether the GC's recorded graph changes show its
+// graph held a version of the object uid at least need before the
+// instant read: applied before read, and after the last reset before
+// read (a restarted GC's graph begins empty).
+func (c *checker) graphApplied(uid string, need uint64, read int64) bool {
+	since := int64(-1 << 63)
+	for _, r := range c.resets {
+		if r < read {
+			since = r
+		}
+	}
 	for _, g := range c.graph[uid] {
 		if g.At >= read {
 			break
 		}
-		if !g.Deleted && g.RV >= need {
+		if g.At >= since && !g.Deleted && g.RV >= need {
 			return true
 		}
 	}
@@ -311,7 +325,22 @@ func (c *checker) lastVersion(uid string, in *input, is func(*history.Object) bo
 	return m
 }
 
-// graphByUID indexes graph changes by UID, each UID's in order.
+// graphByUID indexes graph changes by UID, each UID's in order; resets
+// are left out (graphResets).
 func graphByUID(changes []history.GraphChange) map[string][]history.GraphChange {
-	return byUID(changes, func(g history.GraphChange) (string, int64) { return g.UID, g.At })
+	m := byUID(changes, func(g history.GraphChange) (string, int64) { return g.UID, g.At })
+	delete(m, "")
+	return m
+}
+
+// graphResets are the instants of the resets among changes, in order.
+func graphResets(changes []history.GraphChange) []int64 {
+	var out []int64
+	for _, g := range changes {
+		if g.Reset {
+			out = append(out, g.At)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

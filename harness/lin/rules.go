@@ -429,8 +429,14 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 		// event carrying the reference had been handed to the GC's
 		// informers by the time the GC decided, or, with the graph
 		// builder's log, if the graph took the reference in after the
-		// owner's event or the decision (refSeen).
-		if c.deliveries && c.lenient && m >= 0 {
+		// owner's event or the decision (refSeen); with an in-process
+		// GC's recorded graph changes, only if its graph had not applied
+		// the reference by then (refHad). The race window is consulted
+		// only without either: after an API server restart an informer
+		// can lag its watch by far more than the window
+		// (fuzz.APIServerRewatch), and only the graph's record tells the
+		// race from a GC that ignored a dependent it had.
+		if (c.deliveries || len(c.graph) > 0) && c.lenient && m >= 0 {
 			taken, get := c.gcDecidedByGET(in.key, d.UID, in)
 			atEvent := false
 			if block {
@@ -453,11 +459,16 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 			case seen < 0 && logged == len(deps):
 				v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisGraph
 				v.message += "; kube-controller-manager's graph builder took the reference in only after the owner's event or the GC's decision (its log)"
+			case seen < 0 && !c.deliveries:
+				v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisGraph
+				v.message += "; the GC's graph had not applied the reference when it decided (its recorded graph changes)"
 			case seen < 0:
 				v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisDeliveries
 				v.message += "; no event carrying the reference had been handed to the GC's informers when it decided (the proxy's delivery record)"
 			case seenByLog:
 				v.message += fmt.Sprintf("; kube-controller-manager's graph builder had taken %s's reference in before the GC took the owner's dependents (its log)", deps[seen].e.key)
+			case !c.deliveries:
+				v.message += fmt.Sprintf("; the GC's recorded graph changes show its graph had %s's reference before it took the owner's dependents", deps[seen].e.key)
 			default:
 				v.message += fmt.Sprintf("; the proxy's delivery record shows %s's reference had been handed to the GC's informers before it decided", deps[seen].e.key)
 			}

@@ -48,8 +48,10 @@ type checker struct {
 	reads         map[history.Key][]history.Read
 	readsRecorded bool
 	// graph are the GC's applied graph events by UID, in order
-	// (Options.GraphChanges).
-	graph map[string][]history.GraphChange
+	// (Options.GraphChanges); resets are the instants a GC started with
+	// an empty graph (GraphChange.Reset), in order.
+	graph  map[string][]history.GraphChange
+	resets []int64
 	// delivered are the watch events handed to the GC's informers by
 	// UID, in order (Options.Deliveries); deliveries says the proxy
 	// recorded them, so that the race window is not consulted where they

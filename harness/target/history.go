@@ -94,34 +94,39 @@ func (a *auditTail) check(ctx context.Context, prefix string, protection bool, r
 	return &HistoryError{Summary: res.Summary}, nil
 }
 
-// graphLog records the events the impl target's GC applied to its graph
-// (gc.Options.OnGraphChange), as history.GraphChange evidence.
-type graphLog struct {
+// GraphRecorder records the events an impl GC applied to its graph
+// (gc.Options.OnGraphChange: pass Add), as history.GraphChange evidence
+// for harness/lin (lin.Options.GraphChanges). The impl target keeps one;
+// a test that starts impl itself can too.
+type GraphRecorder struct {
 	mu      sync.Mutex
 	changes []history.GraphChange
 }
 
-// add is the GC's OnGraphChange. The time is taken after the graph
+// Add is the GC's OnGraphChange. The time is taken after the graph
 // builder applied the event, so it bounds the application from above. A
 // version that does not parse is kept as 0, which proves nothing.
-func (g *graphLog) add(c gc.GraphChange) {
+func (g *GraphRecorder) Add(c gc.GraphChange) {
 	at := time.Now().UnixNano()
 	rv, _ := strconv.ParseUint(c.ResourceVersion, 10, 64)
 	g.mu.Lock()
-	g.changes = append(g.changes, history.GraphChange{UID: string(c.UID), RV: rv, Deleted: c.Deleted, Replaced: string(c.Replaced), At: at})
+	g.changes = append(g.changes, history.GraphChange{UID: string(c.UID), RV: rv, Deleted: c.Deleted, Replaced: string(c.Replaced), Reset: c.Reset, At: at})
 	g.mu.Unlock()
 }
 
-// TakeGraphChanges returns the events the impl target's GC applied to its
-// graph since the last call, in order, and forgets them; nil on every
-// other target, whose GC's graph the harness cannot see.
+// Take returns the changes recorded since the last call, in order, and
+// forgets them.
+func (g *GraphRecorder) Take() []history.GraphChange {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := g.changes
+	g.changes = nil
+	return out
+}
+
 func (t *Target) TakeGraphChanges() []history.GraphChange {
 	if t.graph == nil {
 		return nil
 	}
-	t.graph.mu.Lock()
-	defer t.graph.mu.Unlock()
-	out := t.graph.changes
-	t.graph.changes = nil
-	return out
+	return t.graph.Take()
 }

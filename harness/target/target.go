@@ -320,7 +320,7 @@ type Target struct {
 	webhook    *webhook.Webhook // upstream's, or the one Spec.Webhook installed on kubeconfig
 	hasWebhook bool             // the cluster calls a deletion-protection webhook
 	probeNS    string           // kubeconfig: the namespace made for the webhook's probe
-	graph      *graphLog        // impl: its GC's applied graph events
+	graph      *GraphRecorder   // impl: its GC's applied graph events
 	kcmSyncs   *kcmSyncLog      // upstream: the GC's discovery syncs, from kube-controller-manager's log
 	kcmGraph   *kcmGraphLog     // upstream: the order the GC's graph builder took events in, from the same log
 	kcmPasses  *kcmPasses       // upstream-stepped: which GC GET begins a work item's pass, from the same log
@@ -460,8 +460,8 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		seed := s.faultSeed()
 		io := impl.Options{Mode: step.Auto, Bugs: s.Inject, Webhook: true,
 			GC: gc.Options{InformerLag: s.InformerLag, InformerRelist: s.InformerRelist, LagSeed: seed, WriteDelay: s.WriteDelay}}
-		t.graph = &graphLog{}
-		io.GC.OnGraphChange = t.graph.add
+		t.graph = &GraphRecorder{}
+		io.GC.OnGraphChange = t.graph.Add
 		if s.RestartAPIServer > 0 || s.RestartGC > 0 {
 			t.GCTap = &history.Tap{}
 			io.GCConfig = func(cfg *rest.Config) *rest.Config { return t.GCTap.Wrap(cfg, history.ActorGC) }

@@ -92,7 +92,8 @@ type Options struct {
 	// (worker-made virtual delete events are not reported). A conformance
 	// harness records the calls as evidence of what the graph held when:
 	// a worker that began after the call read a graph with the event in
-	// it. It must return quickly; the graph builder waits for it.
+	// it. Run calls it first with a Reset change, before any event. It
+	// must return quickly; the graph builder waits for it.
 	OnGraphChange func(GraphChange)
 }
 
@@ -108,6 +109,11 @@ type GraphChange struct {
 	// handed it on as an update from the old one (client-go stores are
 	// keyed by namespace/name; kubernetes#133565). "" otherwise.
 	Replaced types.UID
+	// Reset marks a graph begun anew, and is the only field set: Run
+	// reports it before its informers list, with the graph empty. The
+	// changes reported before it, by this GC or an earlier one, describe
+	// a graph no worker of this GC reads (a restart: impl.Target.RestartGC).
+	Reset bool
 }
 
 // GarbageCollector is one GC instance. Create it with New, run it with
@@ -233,6 +239,9 @@ func (gc *GarbageCollector) Run(ctx context.Context) error {
 	gc.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: gc.events})
 	defer gc.broadcaster.Shutdown()
 
+	if f := gc.opts.OnGraphChange; f != nil {
+		f(GraphChange{Reset: true}) // the graph is empty until Resync's monitors list
+	}
 	if err := gc.Resync(ctx); err != nil {
 		log.Error(err, "initial discovery sync")
 	}

@@ -1,0 +1,75 @@
+package lin
+
+import (
+	"testing"
+
+	"github.com/cascade-k8s/cascade/harness/history"
+	"github.com/cascade-k8s/cascade/model"
+)
+
+// TestForegroundUnobservedOnGraphChanges: kubernetes#26120 (lin gcPatch,
+// foreground) on an in-process GC, whose recorded graph changes say when
+// its graph held each version, with its requests read from the audit
+// log (history.GCRequestsFromAudit). A secret referencing rs c as a
+// blocking owner is created three seconds before c's Foreground
+// deletion, far outside the race window; the GC GETs c
+// (attemptToDeleteItem's), reads c's blocking dependents from its graph,
+// GETs c again (removeFinalizer's) and removes foregroundDeletion. Only
+// the graph's record tells a GC that ignored a dependent it had from one
+// whose informer lagged (after an API server restart the secrets
+// informer's relist can come tens of seconds later: found by
+// harness/fuzz.TestConcurrentSurvivesAPIServerRestart, seed 6, run 3,
+// which the window alone failed).
+func TestForegroundUnobservedOnGraphChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		graph func(b *builder, d history.Key) // the secret's graph changes
+		known bool
+	}{
+		// in the graph long before the worker read it
+		{"applied before the deletion", func(b *builder, d history.Key) { b.applied(d, 40*ms) }, false},
+		// applied between the GC's two GETs of c: the worker may have
+		// read its graph before
+		{"applied between the GC's two GETs", func(b *builder, d history.Key) { b.applied(d, 3027*ms) }, true},
+		// the informer lagged past the patch
+		{"applied after the patch", func(b *builder, d history.Key) { b.applied(d, 3050*ms) }, true},
+		// never applied (the run ended first)
+		{"never applied", func(*builder, history.Key) {}, true},
+		// applied, then the GC restarted with an empty graph and had not
+		// listed the secret again when it decided
+		{"applied before a restart only", func(b *builder, d history.Key) {
+			b.applied(d, 40*ms)
+			b.graph = append(b.graph, history.GraphChange{Reset: true, At: 2000 * ms})
+		}, true},
+		// applied again by the restarted GC before the worker read
+		{"applied again after a restart", func(b *builder, d history.Key) {
+			b.applied(d, 40*ms)
+			b.graph = append(b.graph, history.GraphChange{Reset: true, At: 2000 * ms})
+			b.applied(d, 2500*ms)
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuilder(t)
+			c, d := key("rs", "c"), key("secret", "d")
+			b.create("client-0", c, 0, 10*ms, nil)
+			b.applied(c, 11*ms)
+			b.create("client-1", d, 20*ms, 30*ms, nil, b.ref(c, true, false))
+			tc.graph(b, d)
+			b.del("client-0", c, 3000*ms, 3010*ms, "Foreground")
+			b.applied(c, 3011*ms)
+			b.get("gc", c, 3020*ms, 3025*ms)
+			b.requested("gc", "get", c, 3020*ms, 3025*ms)
+			b.get("gc", c, 3030*ms, 3035*ms)
+			b.requested("gc", "get", c, 3030*ms, 3035*ms)
+			b.requested("gc", "patch", c, 3040*ms, 3045*ms)
+			gc := b.write("gc", c, 3040*ms, 3045*ms, withoutFinalizer(model.FinalizerForeground))
+			r := b.check()
+			if tc.known {
+				expectKnown(t, r, gc, model.KnownUnobservedDependent)
+				expectBasis(t, r, basisGraph)
+				return
+			}
+			expectIllegal(t, r, gc, model.PropForegroundWaits, "recorded graph changes show its graph had secret/ns/d's reference")
+		})
+	}
+}
