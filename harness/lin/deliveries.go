@@ -183,8 +183,12 @@ func (c *checker) foregroundRead(key history.Key, uid string, get int, decided i
 // owner from t until decided (no earlier try, after whose failure a new
 // decision takes the dependents again), the dependents may have been
 // taken as early as the graph builder applied that event, handed on at
-// t: it returns t and atEvent, else decided.
+// t: it returns t and atEvent, else decided. Without the record (an
+// in-process GC's graph changes decide), orphanEventApplied.
 func (c *checker) orphanDependentsTaken(key history.Key, uid string, m mark, decided int64) (taken int64, atEvent bool) {
+	if !c.deliveries {
+		return c.orphanEventApplied(uid, m, decided)
+	}
 	rv, ok := c.writtenVersion(m, uid)
 	rs := c.requests[key]
 	if !ok || len(rs) == 0 {
@@ -297,4 +301,33 @@ func gcRequestsByKey(rs []history.GCRequest) map[history.Key][]history.GCRequest
 		slices.SortStableFunc(l, func(a, b history.GCRequest) int { return cmp.Compare(a.Received, b.Received) })
 	}
 	return m
+}
+
+// orphanEventApplied is orphanDependentsTaken for an in-process GC with
+// recorded graph changes: its graph builder queues the owner uid for
+// attemptToOrphan as it applies the first event carrying the orphan
+// deletion (the write m; processTransitions), and the worker takes the
+// dependents after that, so every reference the graph had applied
+// before that event was among them (the one goroutine applies the
+// events in turn, and stamps each once applied: graphApplied before
+// the event's stamp). It returns the event's stamp and atEvent, the
+// event taken after the last reset before decided (a restarted GC
+// queues the owner anew); decided when the changes do not show it.
+// Unlike the delivery record's bound it holds after earlier tries too:
+// a later take sees no less.
+func (c *checker) orphanEventApplied(uid string, m mark, decided int64) (taken int64, atEvent bool) {
+	rv, ok := c.writtenVersion(m, uid)
+	if !ok {
+		return decided, false
+	}
+	since := c.resetBefore(decided)
+	for _, g := range c.graph[uid] {
+		if g.At >= decided {
+			break
+		}
+		if g.At >= since && !g.Deleted && g.RV >= rv {
+			return g.At, true
+		}
+	}
+	return decided, false
 }

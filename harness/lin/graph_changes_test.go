@@ -73,3 +73,51 @@ func TestForegroundUnobservedOnGraphChanges(t *testing.T) {
 		})
 	}
 }
+
+// TestOrphanUnobservedOnGraphChanges: kubernetes#26120 (lin gcPatch,
+// orphan) on an in-process GC. attemptToOrphan takes the owner's
+// dependents once the graph builder has applied the owner's event
+// carrying the orphan finalizer (orphanEventApplied), then patches each
+// dependent and only then GETs the owner (removeFinalizer), so a
+// reference the graph applied between the owner's event and that GET
+// may have been missed, and one applied before the owner's event was
+// not. The pod is created three seconds before the deletion, outside
+// the race window.
+func TestOrphanUnobservedOnGraphChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		podAt int64 // the pod's graph change, ms; 0: none
+		known bool
+	}{
+		{"applied before the owner's event", 40, false},
+		{"applied after the owner's event, before the GC's GET", 3015, true},
+		{"applied after the patch", 3050, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuilder(t)
+			o, p := key("cm", "owner"), key("pod", "p")
+			b.create("client-0", o, 0, 10*ms, nil)
+			b.applied(o, 11*ms)
+			b.create("client-1", p, 20*ms, 30*ms, nil, b.ref(o, false, false))
+			b.del("client-0", o, 3000*ms, 3010*ms, "Orphan")
+			if tc.podAt < 3011 {
+				b.applied(p, tc.podAt*ms)
+			}
+			b.applied(o, 3011*ms)
+			if tc.podAt >= 3011 {
+				b.applied(p, tc.podAt*ms)
+			}
+			b.get("gc", o, 3030*ms, 3035*ms)
+			b.requested("gc", "get", o, 3030*ms, 3035*ms)
+			b.requested("gc", "patch", o, 3040*ms, 3045*ms)
+			gc := b.write("gc", o, 3040*ms, 3045*ms, withoutFinalizer(model.FinalizerOrphan))
+			r := b.check()
+			if tc.known {
+				expectKnown(t, r, gc, model.KnownUnobservedDependent)
+				expectBasis(t, r, basisGraph)
+				return
+			}
+			expectIllegal(t, r, gc, model.PropOrphanRespected, "recorded graph changes show its graph had pod/ns/p's reference")
+		})
+	}
+}

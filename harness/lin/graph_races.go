@@ -2,6 +2,7 @@ package lin
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/cascade-k8s/cascade/harness/history"
@@ -274,12 +275,7 @@ func (c *checker) graphHad(uid string, read int64, ms ...mark) bool {
 // instant read: applied before read, and after the last reset before
 // read (a restarted GC's graph begins empty).
 func (c *checker) graphApplied(uid string, need uint64, read int64) bool {
-	since := int64(-1 << 63)
-	for _, r := range c.resets {
-		if r < read {
-			since = r
-		}
-	}
+	since := c.resetBefore(read)
 	for _, g := range c.graph[uid] {
 		if g.At >= read {
 			break
@@ -331,6 +327,19 @@ func graphByUID(changes []history.GraphChange) map[string][]history.GraphChange 
 	m := byUID(changes, func(g history.GraphChange) (string, int64) { return g.UID, g.At })
 	delete(m, "")
 	return m
+}
+
+// resetBefore is the last reset of the GC's graph before the instant t
+// (the minimum instant when none): the graph a worker read at t holds
+// only the changes since.
+func (c *checker) resetBefore(t int64) int64 {
+	since := int64(math.MinInt64)
+	for _, r := range c.resets {
+		if r < t {
+			since = r
+		}
+	}
+	return since
 }
 
 // graphResets are the instants of the resets among changes, in order.
