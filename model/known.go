@@ -104,10 +104,9 @@ const (
 	knownLinResolvable           = "the GC never acts on an unresolvable reference"
 	knownLinCycleUnblocked       = "the GC unblocks a foreground cycle before deleting into it"
 	knownWindowGCRead            = "only on kubeconfig targets, which record no GC GETs: on envtest targets the GC's recorded GET of the object it decided on, and the version it was answered at, decides"
-	knownWindowInformer          = "only where no delivery record exists: kubeconfig targets and upstream with --no-proxy (nothing shows when the GC's informers got the event), and impl, whose recorded graph changes this rule does not read yet; on upstream the API proxy's delivery record decides"
-	knownWindowUnobserved        = "only where neither record exists: kubeconfig targets and upstream with --no-proxy (nothing shows when the GC had the event); on upstream the API proxy's delivery record decides, on impl the GC's recorded graph changes"
+	knownWindowInformer          = "only where neither record exists: kubeconfig targets and upstream with --no-proxy (nothing shows when the GC had the event); on upstream the API proxy's delivery record decides, on impl the GC's recorded graph changes"
 	knownWindowNoReads           = "a kubeconfig target records no controller GETs, so nothing shows whether the controller rechecked"
-	knownWindowStaleGraph        = "only where neither record exists: kubeconfig targets and upstream with --no-proxy; on upstream the API proxy's delivery record decides both sites, on impl the recorded graph changes refute it in cycleUnblocked (unblockedFromGraph does not read them yet)"
+	knownWindowStaleGraph        = "only where neither record exists: kubeconfig targets and upstream with --no-proxy; on upstream the API proxy's delivery record decides both sites, on impl the GC's recorded graph changes"
 	knownWindowPolicySwitch      = "only on kubeconfig targets for a GC decision on a waiting owner (elsewhere the GC's recorded GET decides), and for attemptToOrphan's patch where no delivery record exists (kubeconfig, upstream with --no-proxy, impl)"
 	knownFixtureTrace            = "traces/"
 	knownFixtureLin              = "harness/lin."
@@ -157,7 +156,7 @@ var KnownRaces = []KnownRace{
 	{ID: KnownUnobservedDependent, Upstream: "kubernetes#26120 item 1 (open): the GC's watches of different resources are not ordered",
 		Relaxes:  []string{PropOrphanRespected, PropForegroundWaits},
 		Evidence: []Evidence{EvidenceModelState, EvidenceAuditOrder, EvidenceGraphChanges, EvidenceDeliveryRecord, EvidenceWindow},
-		Window:   "for a dependent of another resource whose reference was written before the owner's finalizer, " + knownWindowUnobserved,
+		Window:   "for a dependent of another resource whose reference was written before the owner's finalizer, " + knownWindowInformer,
 		Sites:    []string{"model checkOrphanRespected", "lin gcPatch"},
 		Fixtures: []string{"traces/races/kubernetes-26120.trace", "harness/lin.TestKnownOrphanRace", "harness/lin.TestKnownForegroundRace",
 			"harness/lin.TestUnobservedDependentOnDeliveries",
@@ -189,11 +188,12 @@ var KnownRaces = []KnownRace{
 		Doc:      "A DELETE that read a bare object removes it with finalizers a write added after the DELETE was sent (or, on a Pod deleted without grace, a GC finalizer another DELETE added)."},
 	{ID: KnownVirtualNamespace, Upstream: "kubernetes#124378: GraphBuilder.addDependentToOwners gives a virtual node its dependent's namespace",
 		Relaxes:  []string{PropNoSolidOwnerCollected, knownLinResolvable},
-		Evidence: []Evidence{EvidenceModelState, EvidenceDeliveryRecord, EvidenceWindow},
+		Evidence: []Evidence{EvidenceModelState, EvidenceGraphChanges, EvidenceDeliveryRecord, EvidenceWindow},
 		Window:   "from the object's create, " + knownWindowInformer,
 		Sites:    []string{"model checkSolidOwner", "lin borrowedNamespace"},
-		Fixtures: []string{"traces/races/virtual-namespace.trace", "harness/lin.TestVirtualNamespace", "harness/lin.TestVirtualNamespaceOnDeliveries"},
-		Doc:      "attemptToDeleteItem runs on a cluster-scoped object's virtual node before the object's event arrives, and resolves its references to namespaced owners in the borrowed namespace."},
+		Fixtures: []string{"traces/races/virtual-namespace.trace", "harness/lin.TestVirtualNamespace", "harness/lin.TestVirtualNamespaceOnDeliveries",
+			"harness/lin.TestVirtualNamespaceOnGraphChanges"},
+		Doc: "attemptToDeleteItem runs on a cluster-scoped object's virtual node before the object's event arrives, and resolves its references to namespaced owners in the borrowed namespace."},
 	{ID: KnownForegroundEnded, Upstream: "garbagecollector.go attemptToDeleteItem, processDeletingDependentsItem (found by cascade fuzz --target impl --write-delay and the all-policies preset)",
 		Relaxes:  []string{PropNoSolidOwnerCollected, knownLinGCWrites},
 		Evidence: []Evidence{EvidenceModelState, EvidenceRecordedReads, EvidenceWindow},
@@ -229,7 +229,7 @@ var KnownRaces = []KnownRace{
 		Window:   knownWindowStaleGraph,
 		Sites:    []string{"model checkOrphanRespected", "lin cycleUnblocked", "lin unblockedFromGraph"},
 		Fixtures: []string{"traces/races/unblock-puts-back-orphaned-reference.trace", "harness/lin.TestCycleUnblocked", "harness/lin.TestUnblockPutsBackReference",
-			"harness/lin.TestCycleUnblockedOnDeliveries", "harness/lin.TestUnblockPutsBackReferenceOnDeliveries"},
+			"harness/lin.TestCycleUnblockedOnDeliveries", "harness/lin.TestUnblockPutsBackReferenceOnDeliveries", "harness/lin.TestUnblockPutsBackReferenceOnGraphChanges"},
 		Doc: "A GC decision reads dependents, references or deletion state from a graph that has not yet applied a recent write; the unblock patch, merged by UID, puts back a reference the orphaning removed, and the dependent is collected for it."},
 	{ID: KnownStaleDuplicateRef, Upstream: "graph_builder.go referencesDiffs keys old references by UID (no upstream issue)",
 		Relaxes:  []string{PropNoStuckFinalizer, PropGraphAgrees},

@@ -37,7 +37,9 @@ import (
 // needs to delete or unreference. With the proxy's delivery record
 // (Options.Deliveries) the window is not consulted: the GC held a
 // virtual node only if no event of the object had been handed to its
-// informers by the time it decided (gcDecidedBy: its GET of the object).
+// informers by the time it decided (gcDecidedBy: its GET of the object);
+// with an in-process GC's recorded graph changes, only if its graph had
+// applied no event of the object by then.
 func (c *checker) borrowedNamespace(s *store, cur *entry, i int, in *input, v *violation) {
 	d := cur.obj
 	if !c.lenient || d.Namespace != "" {
@@ -51,6 +53,12 @@ func (c *checker) borrowedNamespace(s *store, cur *entry, i int, in *input, v *v
 			return
 		}
 		basis = basisDeliveries
+	case len(c.graph) > 0:
+		if c.graphApplied(d.UID, 0, c.gcDecidedBy(in.key, d.UID, in)) {
+			v.message += "; the GC's recorded graph changes show its graph had the object before it decided, so it held no virtual node"
+			return
+		}
+		basis = basisGraph
 	case !c.racy(c.createOf(d.UID), in):
 		return
 	}
@@ -84,7 +92,9 @@ func (c *checker) borrowedNamespace(s *store, cur *entry, i int, in *input, v *v
 // unblock patch 5 ms later put it back). With the proxy's delivery
 // record (Options.Deliveries) the window is not consulted: the graph
 // listed the reference only if no event of a version without it had
-// been handed to the GC's informers before the patch was sent.
+// been handed to the GC's informers before the patch was sent; with an
+// in-process GC's recorded graph changes, only if its graph had not
+// applied such a version by then.
 func (c *checker) unblockedFromGraph(d *history.Object, r history.Ref, in *input, v *violation) {
 	if !c.lenient || r.Block {
 		return
@@ -94,7 +104,7 @@ func (c *checker) unblockedFromGraph(d *history.Object, r history.Ref, in *input
 			return old.UID == r.UID && old.Kind == r.Kind && old.Name == r.Name && old.APIVersion == r.APIVersion && old.Controller == r.Controller
 		})
 	}
-	if c.deliveries {
+	if c.deliveries || len(c.graph) > 0 {
 		m := c.lastVersion(d.UID, in, carries)
 		if m < 0 {
 			return
@@ -107,7 +117,17 @@ func (c *checker) unblockedFromGraph(d *history.Object, r history.Ref, in *input
 				need = got.RV
 			}
 		}
-		if need == 0 || c.deliveredBefore(d.UID, need, c.gcSent(in)) {
+		sent := c.gcSent(in)
+		if !c.deliveries {
+			if need == 0 || c.graphApplied(d.UID, need, sent) {
+				v.message += "; the GC's recorded graph changes show its graph had the version without it before the patch"
+				return
+			}
+			v.known, v.basis = model.Excuse(model.KnownStaleGraph), basisGraph
+			v.message += fmt.Sprintf("; op %d answered the object with it, and the GC's graph had applied no later version without it before the unblock patch, which lists the graph's references (its recorded graph changes)", m)
+			return
+		}
+		if need == 0 || c.deliveredBefore(d.UID, need, sent) {
 			v.message += "; the proxy's delivery record shows the version without it had been handed to the GC's informers before the patch"
 			return
 		}
