@@ -2,6 +2,7 @@ package fuzz_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -44,16 +45,29 @@ func restartEnv(t *testing.T, restarts func(*impl.Target, *history.Tap) []fuzz.R
 // checks that at least two were drawn with steps (a run drawn empty is not counted), that each of
 // those restarted once, passed the linearizability and liveness checks, and that the
 // history held writes whose answer was lost, taken as maybe applied.
+//
+// A failing run's trace and history (history.html) are kept in a
+// directory the failure names, for triage: the runs' timing is not
+// reproducible.
 func expectSurvived(t *testing.T, env fuzz.ConcurrentEnv) {
 	t.Helper()
+	out, err := os.MkdirTemp("", "cascade-restart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			_ = os.RemoveAll(out)
+		}
+	})
 	rep, err := fuzz.RunConcurrent(context.Background(), env, fuzz.Config{
-		Checks: 5, Steps: 30, Clients: 3, Seed: 6, Universe: fuzz.DefaultUniverse, ShrinkTime: 10 * time.Second, Progress: testWriter{t},
+		Checks: 5, Steps: 30, Clients: 3, Seed: 6, Universe: fuzz.DefaultUniverse, ShrinkTime: 10 * time.Second, Progress: testWriter{t}, Out: out,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !rep.OK() {
-		t.Fatalf("%s: %s", rep.Failure.Kind, rep.Failure.Summary)
+		t.Fatalf("%s: %s (the failing run's trace and history are in %s)", rep.Failure.Kind, rep.Failure.Summary, out)
 	}
 	if rep.Checks < 2 || rep.Restarts != rep.Checks {
 		t.Fatalf("expected at least 2 passing runs with one restart each, got %d runs and %d restarts", rep.Checks, rep.Restarts)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,13 +30,28 @@ import (
 var (
 	env       *Env
 	collector *gc.GarbageCollector
+	// firstChanges are the first two graph changes the GC reported
+	// (TestRunReportsResetFirst)
+	firstChanges struct {
+		sync.Mutex
+		c []gc.GraphChange
+	}
 )
+
+// recordFirstChanges is the shared GC's OnGraphChange.
+func recordFirstChanges(c gc.GraphChange) {
+	firstChanges.Lock()
+	defer firstChanges.Unlock()
+	if len(firstChanges.c) < 2 {
+		firstChanges.c = append(firstChanges.c, c)
+	}
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(Main(m, func(e *Env) (func() error, error) {
 		env = e
 		var err error
-		collector, err = gc.New(e.Admin, gc.Options{SyncPeriod: time.Second})
+		collector, err = gc.New(e.Admin, gc.Options{SyncPeriod: time.Second, OnGraphChange: recordFirstChanges})
 		if err != nil {
 			return nil, err
 		}
@@ -92,6 +108,29 @@ func quiet(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRunReportsResetFirst: Run reports a Reset before any event, so
+// that a harness recording graph changes across a restart
+// (impl.Target.RestartGC) credits the new GC's empty graph with nothing
+// its predecessor held; the events that follow name their objects.
+func TestRunReportsResetFirst(t *testing.T) {
+	WaitFor(t, "two graph changes", func() error {
+		firstChanges.Lock()
+		defer firstChanges.Unlock()
+		if len(firstChanges.c) < 2 {
+			return fmt.Errorf("%d reported", len(firstChanges.c))
+		}
+		return nil
+	})
+	firstChanges.Lock()
+	defer firstChanges.Unlock()
+	if c := firstChanges.c[0]; c != (gc.GraphChange{Reset: true}) {
+		t.Errorf("first change: got %+v, want a Reset alone", c)
+	}
+	if c := firstChanges.c[1]; c.Reset || c.UID == "" {
+		t.Errorf("second change: got %+v, want an object's event", c)
+	}
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
