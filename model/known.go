@@ -107,7 +107,7 @@ const (
 	knownWindowInformer          = "only where neither record exists: kubeconfig targets and upstream with --no-proxy (nothing shows when the GC had the event); on upstream the API proxy's delivery record decides, on impl the GC's recorded graph changes"
 	knownWindowNoReads           = "a kubeconfig target records no controller GETs, so nothing shows whether the controller rechecked"
 	knownWindowStaleGraph        = "only where neither record exists: kubeconfig targets and upstream with --no-proxy; on upstream the API proxy's delivery record decides both sites, on impl the GC's recorded graph changes"
-	knownWindowPolicySwitch      = "only on kubeconfig targets for a GC decision on a waiting owner (elsewhere the GC's recorded GET decides), and for attemptToOrphan's patch where no delivery record exists (kubeconfig, upstream with --no-proxy, impl)"
+	knownWindowPolicySwitch      = "only on kubeconfig targets for a GC decision on a waiting owner (elsewhere the GC's recorded GET decides), and for attemptToOrphan's patch where neither the delivery record nor impl's recorded graph changes exist (kubeconfig, upstream with --no-proxy)"
 	knownFixtureTrace            = "traces/"
 	knownFixtureLin              = "harness/lin."
 	knownFixtureFuzz             = "harness/fuzz."
@@ -167,11 +167,12 @@ var KnownRaces = []KnownRace{
 		Doc: "The GC processes an owner's orphan or foreground deletion before it has observed a dependent's reference, so attemptToOrphan or processDeletingDependentsItem misses the dependent."},
 	{ID: KnownPolicySwitch, Upstream: "kubernetes#32339, fixed by #32354 on the update path only: a DELETE still re-chooses the GC finalizer of a deletion under way",
 		Relaxes:  []string{PropOrphanRespected, PropNoSolidOwnerCollected, knownLinGCWrites, knownLinResolvable},
-		Evidence: []Evidence{EvidenceModelState, EvidenceRecordedReads, EvidenceDeliveryRecord, EvidenceWindow},
+		Evidence: []Evidence{EvidenceModelState, EvidenceRecordedReads, EvidenceGraphChanges, EvidenceDeliveryRecord, EvidenceWindow},
 		Window:   knownWindowPolicySwitch,
 		Sites:    []string{"model checkSolidOwner", "model checkOrphanRespected", "lin stoppedWaiting", "lin gcPatch (orphan switched to foreground)", "lin gcPatch (orphaning owner removed)"},
 		Fixtures: []string{"traces/races/policy-switch-foreground-to-orphan.trace", "harness/lin.TestKnownPolicySwitchRace", "harness/lin.TestOrphanSwitchedToForeground", "harness/lin.TestOrphanSwitchedToBackgroundOnDeliveries",
-			"harness/lin.TestOrphanedAfterOwnerRemoved", "harness/lin.TestUnblockAfterWaitEnded/Orphan", "harness/lin.TestOrphanSwitchedToForegroundOnDeliveries"},
+			"harness/lin.TestOrphanedAfterOwnerRemoved", "harness/lin.TestUnblockAfterWaitEnded/Orphan", "harness/lin.TestOrphanSwitchedToForegroundOnDeliveries",
+			"harness/lin.TestOrphanSwitchedOnGraphChanges"},
 		Doc: "A DELETE switches a deletion under way between foreground and orphan after the GC decided a write on the old policy, which then lands."},
 	{ID: KnownAdoptionRecheck, Upstream: "kubernetes#42938 (RecheckDeletionTimestamp, pkg/controller/controller_ref_manager.go): the window between the recheck GET and the adoption",
 		Relaxes:  []string{knownLinAdoption},

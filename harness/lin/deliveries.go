@@ -67,6 +67,35 @@ func (c *checker) deliveredBefore(uid string, need uint64, t int64) bool {
 	return false
 }
 
+// graphEvidence reports whether the history comes with evidence of
+// what the GC had seen when: the proxy's delivery record, or an
+// in-process GC's recorded graph changes. With either, the excuses that
+// say the GC had or had not seen a write rest on it, not on the race
+// window.
+func (c *checker) graphEvidence() bool { return c.deliveries || len(c.graph) > 0 }
+
+// graphEvidenceBasis names the evidence graphEvidence found.
+func (c *checker) graphEvidenceBasis() string {
+	if c.deliveries {
+		return basisDeliveries
+	}
+	return basisGraph
+}
+
+// hadWrite reports whether the GC may have had the write m to the object
+// uid before the instant t: an event carrying it, or a later version,
+// had been handed to its informers (seenWrite), or, without the
+// delivery record, its graph had applied such a version (graphApplied).
+// A write whose version the history does not show counts as not had.
+func (c *checker) hadWrite(uid string, m mark, t int64) bool {
+	if c.deliveries {
+		seen, _ := c.seenWrite(uid, m, t)
+		return seen
+	}
+	rv, ok := c.writtenVersion(m, uid)
+	return ok && c.graphApplied(uid, rv, t)
+}
+
 // writtenVersion is the version of the object uid the write m answered,
 // false when the history does not show it (no answer, or another
 // object's).

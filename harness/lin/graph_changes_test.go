@@ -194,3 +194,46 @@ func TestUnblockPutsBackReferenceOnGraphChanges(t *testing.T) {
 		})
 	}
 }
+
+// TestOrphanSwitchedOnGraphChanges: kubernetes#32339 in gcPatch's
+// attemptToOrphan sites on an in-process GC. o's orphan deletion is
+// switched (to Foreground, which takes the orphan finalizer off; to
+// Background, which leaves o solid while cascade.dev/hold keeps it) before
+// the GC's orphaning patch of o's dependent lands. attemptToOrphan began
+// only if the GC's graph had applied o's orphaning version before the
+// patch was sent; the race window is not consulted.
+func TestOrphanSwitchedOnGraphChanges(t *testing.T) {
+	for _, policy := range []string{"Foreground", "Background"} {
+		for _, tc := range []struct {
+			name     string
+			orphanAt int64 // o's orphaning version applied to the graph, ms; 0: never
+			known    bool
+		}{
+			{"applied before the patch", 27, true},
+			{"applied after the patch", 50, false},
+			{"never applied", 0, false},
+		} {
+			t.Run(policy+"/"+tc.name, func(t *testing.T) {
+				b := newBuilder(t)
+				o, d := key("rc", "o"), key("pv", "vol")
+				b.create("client-0", o, 0, 10*ms, []string{"cascade.dev/hold"})
+				b.applied(o, 11*ms)
+				b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, false))
+				b.applied(d, 21*ms)
+				b.del("client-0", o, 21*ms, 25*ms, "Orphan")
+				if tc.orphanAt != 0 {
+					b.applied(o, tc.orphanAt*ms)
+				}
+				b.del("client-1", o, 26*ms, 30*ms, policy)
+				gc := b.write("gc", d, 40*ms, 45*ms, withRefs())
+				r := b.check()
+				if tc.known {
+					expectKnown(t, r, gc, model.KnownPolicySwitch)
+					expectBasis(t, r, basisGraph)
+					return
+				}
+				expectIllegal(t, r, gc, "gc removed")
+			})
+		}
+	}
+}

@@ -104,7 +104,7 @@ func (c *checker) unblockedFromGraph(d *history.Object, r history.Ref, in *input
 			return old.UID == r.UID && old.Kind == r.Kind && old.Name == r.Name && old.APIVersion == r.APIVersion && old.Controller == r.Controller
 		})
 	}
-	if c.deliveries || len(c.graph) > 0 {
+	if c.graphEvidence() {
 		m := c.lastVersion(d.UID, in, carries)
 		if m < 0 {
 			return

@@ -344,14 +344,16 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 				// on the owner's orphan finalizer, and a DELETE switched
 				// the deletion to Foreground (removing it) before this
 				// patch landed
-				// With the proxy's delivery record the window is not
-				// consulted: attemptToOrphan began only if an event of
-				// the owner deleting with the orphan finalizer had been
-				// handed to the GC's informers before the patch.
-				if c.lenient && c.deliveries {
+				// With the proxy's delivery record or an in-process
+				// GC's graph changes the window is not consulted:
+				// attemptToOrphan began only if an event of the owner
+				// deleting with the orphan finalizer had been handed to
+				// the GC's informers (applied to its graph) before the
+				// patch.
+				if c.lenient && c.graphEvidence() {
 					if m := c.orphanHandedOn(r.UID, in); m >= 0 {
-						v.known, v.basis = model.Excuse(model.KnownPolicySwitch), basisDeliveries
-						v.message += orphanHandedOnWhy(m)
+						v.known, v.basis = model.Excuse(model.KnownPolicySwitch), c.graphEvidenceBasis()
+						v.message += c.orphanHandedOnWhy(m)
 					}
 				} else if m := switchedFromOrphan(s, r.UID); c.lenient && c.racy(m, in) {
 					v.known, v.basis = model.Excuse(model.KnownPolicySwitch), basisWindow
@@ -369,12 +371,12 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 					// attemptToDeleteItem's solid arm removes the
 					// references to waiting owners too
 					known, why, basis := c.stoppedWaiting(o, in)
-					if known == "" && c.lenient && c.deliveries {
+					if known == "" && c.lenient && c.graphEvidence() {
 						// kubernetes#32339 again: attemptToOrphan began on
 						// the orphan finalizer, and a DELETE with
 						// Background took it off before this patch landed
 						if m := c.orphanHandedOn(r.UID, in); m >= 0 {
-							known, why, basis = model.Excuse(model.KnownPolicySwitch), orphanHandedOnWhy(m), basisDeliveries
+							known, why, basis = model.Excuse(model.KnownPolicySwitch), c.orphanHandedOnWhy(m), c.graphEvidenceBasis()
 						}
 					}
 					return &violation{PropGCWrites, fmt.Sprintf("gc removed %s's reference to %s, a solid owner that is not orphaning", in.key, o.key) + why, known, basis}
@@ -436,7 +438,7 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 		// can lag its watch by far more than the window
 		// (fuzz.APIServerRewatch), and only the graph's record tells the
 		// race from a GC that ignored a dependent it had.
-		if (c.deliveries || len(c.graph) > 0) && c.lenient && m >= 0 {
+		if c.graphEvidence() && c.lenient && m >= 0 {
 			taken, get := c.gcDecidedByGET(in.key, d.UID, in)
 			atEvent := false
 			if block {
@@ -750,7 +752,8 @@ func liveByUID(s *store, uid string) *entry {
 // orphanHandedOn is the latest op, returned before in was sent, that
 // answered the owner uid deleting with the orphan finalizer in a version
 // whose event had been handed to the GC's informers before in was sent
-// (the proxy's delivery record), else -1: attemptToOrphan then began,
+// (the proxy's delivery record; an in-process GC's graph had applied it,
+// hadWrite), else -1: attemptToOrphan then began,
 // and it orphans the dependents whatever a later DELETE chose
 // (kubernetes#32339). Any such version will do, not only the last
 // orphaning one: a later one handed on after the patch (a second
@@ -765,7 +768,7 @@ func (c *checker) orphanHandedOn(uid string, in *input) mark {
 		if got == nil || got.UID != uid || got.RV == 0 || c.ins[i].ret >= in.op.Call || !orphaning(got) {
 			continue
 		}
-		if seen, _ := c.seenWrite(uid, mark(i), sent); seen && (m < 0 || c.ins[i].ret > c.ins[m].ret) {
+		if c.hadWrite(uid, mark(i), sent) && (m < 0 || c.ins[i].ret > c.ins[m].ret) {
 			m = mark(i)
 		}
 	}
@@ -773,6 +776,9 @@ func (c *checker) orphanHandedOn(uid string, in *input) mark {
 }
 
 // orphanHandedOnWhy says why orphanHandedOn admits a patch.
-func orphanHandedOnWhy(m mark) string {
+func (c *checker) orphanHandedOnWhy(m mark) string {
+	if !c.deliveries {
+		return fmt.Sprintf("; op %d answered the owner deleting with the orphan finalizer, the GC's graph had applied it before the patch, and attemptToOrphan orphans its dependents whatever came after (its recorded graph changes)", m)
+	}
 	return fmt.Sprintf("; op %d answered the owner deleting with the orphan finalizer, its event had been handed to the GC's informers before the patch, and attemptToOrphan orphans its dependents whatever came after (the proxy's delivery record)", m)
 }
