@@ -104,10 +104,11 @@ an owner live after the owner's deletion; its recheck GET is not lagged). On
 envtest targets the audit log records the controllers' GETs, so an adoption
 to an owner being deleted is the known race kubernetes#42938 only after the
 controller's own recheck GET showed the owner live. On impl the harness also
-records each informer event the GC's graph builder has applied, so a GC
-decision read from its graph (the cycle-breaking unblock) is excused as a
-graph behind the store only when the graph had not yet applied the writes
-it needed.
+records each informer event the GC's graph builder has applied, so every
+excuse that the GC had not yet seen a write (kubernetes#26120,
+kubernetes#124378, stale-graph, kubernetes#32339's orphaning) holds only
+when its graph had not applied the write when it decided, never on the
+race window (a restarted GC's graph counts from its restart).
 
 On --target upstream kube-controller-manager talks to kube-apiserver through
 cascade's API proxy (README "The API proxy"), which records every watch event
