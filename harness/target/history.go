@@ -66,10 +66,12 @@ func (a *auditTail) read(ctx context.Context) ([]controlplane.AuditRecord, error
 func (a *auditTail) close() { _ = a.r.Close() }
 
 // check reads the replay's records and checks the history of the objects
-// under prefix on release, with the webhook's denials required when protection; nil
-// when it is linearizable (known upstream races
-// included, as fuzzing reports them).
-func (a *auditTail) check(ctx context.Context, prefix string, protection bool, release model.Release) (error, error) {
+// under prefix on release, with the webhook's denials required when
+// protection, and with graph, impl's GC's graph changes during the
+// replay, as the evidence of what its graph held (with its requests
+// from the audit log, as cascade fuzz checks a run); nil when it is
+// linearizable (known upstream races included, as fuzzing reports them).
+func (a *auditTail) check(ctx context.Context, prefix string, protection bool, release model.Release, graph []history.GraphChange) (error, error) {
 	recs, err := a.read(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
@@ -84,7 +86,11 @@ func (a *auditTail) check(ctx context.Context, prefix string, protection bool, r
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	history.AssignLanes(ops)
-	res := lin.Check(ops, lin.Options{Timeout: time.Minute, Protection: protection, Reads: reads, ReadsRecorded: true, Release: release})
+	opts := lin.Options{Timeout: time.Minute, Protection: protection, Reads: reads, ReadsRecorded: true, Release: release, GraphChanges: graph}
+	if len(graph) > 0 {
+		opts.GCRequests = history.GCRequestsFromAudit(recs, scope)
+	}
+	res := lin.Check(ops, opts)
 	switch res.Verdict {
 	case porcupine.Ok:
 		return nil, nil

@@ -230,10 +230,11 @@ func (t *Target) replayTrace(ctx context.Context, tr *traces.Trace) (outs [][]st
 			return nil, "", nil, err
 		}
 		defer rec.close()
+		t.TakeGraphChanges() // the earlier replays': the check reads this one's
 	}
 	outs, err = replay.Run(ctx, tr, d, settler)
 	if err == nil && rec != nil {
-		hist, err = rec.check(ctx, d.Prefix(), t.hasWebhook, t.Spec.Release)
+		hist, err = rec.check(ctx, d.Prefix(), t.hasWebhook, t.Spec.Release, t.TakeGraphChanges())
 	}
 	return outs, "", hist, err
 }
