@@ -199,6 +199,20 @@ func (b *builder) refused(actor string, verb history.Verb, k history.Key, call, 
 		Code: code, Reason: reason, Call: call, Return: ret})
 }
 
+// evidence is one record of when the GC could have had a version, as a
+// test lays it down: the proxy's delivery record (upstream) or an
+// in-process GC's graph changes (impl), with the basis lin names for an
+// excuse resting on it.
+type evidence struct {
+	record func(b *builder, k history.Key, at int64)
+	basis  string
+}
+
+var (
+	onDeliveries = evidence{(*builder).delivered, basisDeliveries}
+	onGraph      = evidence{(*builder).applied, basisGraph}
+)
+
 // check assigns lanes and checks the history.
 func (b *builder) check() Result {
 	history.AssignLanes(b.ops)

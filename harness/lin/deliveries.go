@@ -76,24 +76,36 @@ func (c *checker) graphEvidence() bool { return c.deliveries || len(c.graph) > 0
 
 // graphEvidenceBasis names the evidence graphEvidence found.
 func (c *checker) graphEvidenceBasis() string {
-	if c.deliveries {
-		return basisDeliveries
-	}
-	return basisGraph
+	return c.byEvidence(basisDeliveries, basisGraph)
 }
 
-// hadWrite reports whether the GC may have had the write m to the object
-// uid before the instant t: an event carrying it, or a later version,
-// had been handed to its informers (seenWrite), or, without the
-// delivery record, its graph had applied such a version (graphApplied).
-// A write whose version the history does not show counts as not had.
-func (c *checker) hadWrite(uid string, m mark, t int64) bool {
+// byEvidence is delivery with the proxy's delivery record, else graph
+// (an in-process GC's graph changes): the wording of a finding that
+// rests on graphEvidence.
+func (c *checker) byEvidence(delivery, graph string) string {
 	if c.deliveries {
-		seen, _ := c.seenWrite(uid, m, t)
-		return seen
+		return delivery
 	}
+	return graph
+}
+
+// hadVersion reports whether the GC may have had a version of the object
+// uid at least need before the instant t: an event carrying one had been
+// handed to its informers (deliveredBefore), or, without the delivery
+// record, its graph had applied one (graphApplied). The one question
+// every graphEvidence site asks.
+func (c *checker) hadVersion(uid string, need uint64, t int64) bool {
+	if c.deliveries {
+		return c.deliveredBefore(uid, need, t)
+	}
+	return c.graphApplied(uid, need, t)
+}
+
+// hadWrite is hadVersion for the version the write m wrote; a write
+// whose version the history does not show counts as not had.
+func (c *checker) hadWrite(uid string, m mark, t int64) bool {
 	rv, ok := c.writtenVersion(m, uid)
-	return ok && c.graphApplied(uid, rv, t)
+	return ok && c.hadVersion(uid, rv, t)
 }
 
 // writtenVersion is the version of the object uid the write m answered,

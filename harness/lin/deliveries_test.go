@@ -94,25 +94,29 @@ func TestUnobservedDependentOnDeliveries(t *testing.T) {
 // borrowedNamespace), TestVirtualNamespace's race: the GC deletes pv a
 // at 60 ms, its GET of a at [55, 56] ms. It held a as a virtual node
 // only if a's event had not reached its informers when it decided.
-func TestVirtualNamespaceOnDeliveries(t *testing.T) {
+func TestVirtualNamespaceOnDeliveries(t *testing.T) { virtualNamespaceOn(t, onDeliveries) }
+
+// virtualNamespaceOn runs TestVirtualNamespaceOnDeliveries' timeline with
+// ev as the record of when the GC could have had pv a.
+func virtualNamespaceOn(t *testing.T, ev evidence) {
 	cases := []struct {
 		name  string
 		at    int64 // the GC's DELETE, ms
-		pvAt  int64 // pv a's ADDED handed to the GC's informers, ms
+		pvAt  int64 // pv a's ADDED in the record, ms
 		known bool
 	}{
-		{"pv handed on after the GC's GET", 60, 58, true},
-		{"pv handed on before the GC's GET", 60, 40, false},
-		{"long after its creation, still not handed on", 5000, 5010, true},
+		{"pv recorded after the GC's GET", 60, 58, true},
+		{"pv recorded before the GC's GET", 60, 40, false},
+		{"long after its creation, still not recorded", 5000, 5010, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBuilder(t)
 			c, a := key("secret", "c"), key("pv", "a")
 			b.create("client-0", c, 0, 10*ms, []string{"cascade.dev/hold"})
-			b.delivered(c, 11*ms)
+			ev.record(b, c, 11*ms)
 			b.create("client-1", a, 11*ms, 20*ms, nil, b.ref(c, true, true))
-			b.delivered(a, tc.pvAt*ms)
+			ev.record(b, a, tc.pvAt*ms)
 			b.write("client-0", c, 21*ms, 25*ms, withRefs(b.ref(a, true, true)))
 			b.del("client-2", c, 26*ms, 30*ms, "Foreground")
 			b.get("gc", a, (tc.at-5)*ms, (tc.at-4)*ms)
@@ -120,7 +124,7 @@ func TestVirtualNamespaceOnDeliveries(t *testing.T) {
 			r := b.check()
 			if tc.known {
 				expectKnown(t, r, del, model.KnownVirtualNamespace)
-				expectBasis(t, r, basisDeliveries)
+				expectBasis(t, r, ev.basis)
 				return
 			}
 			expectIllegal(t, r, del, "through its reference to v1/Secret c", "held no virtual node")
@@ -169,13 +173,20 @@ func TestCycleUnblockedOnDeliveries(t *testing.T) {
 // puts it back. The graph listed it only if b's version without it had
 // not reached the GC's informers before the patch.
 func TestUnblockPutsBackReferenceOnDeliveries(t *testing.T) {
+	unblockPutsBackReferenceOn(t, onDeliveries, "version without it had been handed")
+}
+
+// unblockPutsBackReferenceOn runs TestUnblockPutsBackReferenceOnDeliveries'
+// timeline with ev as the record of when the GC could have had b's
+// versions; seen is what an illegal verdict says the record showed.
+func unblockPutsBackReferenceOn(t *testing.T, ev evidence, seen string) {
 	for _, tc := range []struct {
 		name  string
-		bAt   int64 // b's version without the reference handed on, ms
+		bAt   int64 // b's version without the reference in the record, ms
 		known bool
 	}{
-		{"removal handed on after the patch", 32, true},
-		{"removal handed on before the patch", 27, false},
+		{"removal recorded after the patch", 32, true},
+		{"removal recorded before the patch", 27, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBuilder(t)
@@ -183,17 +194,17 @@ func TestUnblockPutsBackReferenceOnDeliveries(t *testing.T) {
 			b.create("client-0", a, 0, 10*ms, nil)
 			b.create("client-0", bk, 11*ms, 20*ms, nil, b.ref(a, true, false))
 			ref := b.ref(a, false, false)
-			b.delivered(bk, 21*ms)
+			ev.record(b, bk, 21*ms)
 			b.write("client-1", bk, 21*ms, 25*ms, withRefs())
-			b.delivered(bk, tc.bAt*ms)
+			ev.record(b, bk, tc.bAt*ms)
 			gc := b.write("gc", bk, 30*ms, 35*ms, withRefs(ref))
 			r := b.check()
 			if tc.known {
 				expectKnown(t, r, gc, model.KnownStaleGraph)
-				expectBasis(t, r, basisDeliveries)
+				expectBasis(t, r, ev.basis)
 				return
 			}
-			expectIllegal(t, r, gc, "gc added an ownerReference", "version without it had been handed")
+			expectIllegal(t, r, gc, "gc added an ownerReference", seen)
 		})
 	}
 }

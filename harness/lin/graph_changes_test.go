@@ -127,38 +127,7 @@ func TestOrphanUnobservedOnGraphChanges(t *testing.T) {
 // timeline with the GC's graph changes for the delivery record: the GC
 // held pv a as a virtual node in secret c's namespace only if its graph
 // had applied no event of a before it decided (its GET of a).
-func TestVirtualNamespaceOnGraphChanges(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		at    int64 // the GC's DELETE, ms
-		pvAt  int64 // pv a's ADDED applied to the GC's graph, ms
-		known bool
-	}{
-		{"pv applied after the GC's GET", 60, 58, true},
-		{"pv applied before the GC's GET", 60, 40, false},
-		{"long after its creation, still not applied", 5000, 5010, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := newBuilder(t)
-			c, a := key("secret", "c"), key("pv", "a")
-			b.create("client-0", c, 0, 10*ms, []string{"cascade.dev/hold"})
-			b.applied(c, 11*ms)
-			b.create("client-1", a, 11*ms, 20*ms, nil, b.ref(c, true, true))
-			b.applied(a, tc.pvAt*ms)
-			b.write("client-0", c, 21*ms, 25*ms, withRefs(b.ref(a, true, true)))
-			b.del("client-2", c, 26*ms, 30*ms, "Foreground")
-			b.get("gc", a, (tc.at-5)*ms, (tc.at-4)*ms)
-			del := b.del("gc", a, tc.at*ms, (tc.at+5)*ms, "Foreground")
-			r := b.check()
-			if tc.known {
-				expectKnown(t, r, del, model.KnownVirtualNamespace)
-				expectBasis(t, r, basisGraph)
-				return
-			}
-			expectIllegal(t, r, del, "through its reference to v1/Secret c", "held no virtual node")
-		})
-	}
-}
+func TestVirtualNamespaceOnGraphChanges(t *testing.T) { virtualNamespaceOn(t, onGraph) }
 
 // TestUnblockPutsBackReferenceOnGraphChanges: model.KnownStaleGraph (lin
 // unblockedFromGraph) on an in-process GC: the unblock patch lists the
@@ -166,33 +135,7 @@ func TestVirtualNamespaceOnGraphChanges(t *testing.T) {
 // the graph had not applied the version without it when the patch was
 // sent.
 func TestUnblockPutsBackReferenceOnGraphChanges(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		bAt   int64 // b's version without the reference applied, ms
-		known bool
-	}{
-		{"removal applied after the patch", 32, true},
-		{"removal applied before the patch", 27, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := newBuilder(t)
-			a, bk := key("pv", "a"), key("pv", "b")
-			b.create("client-0", a, 0, 10*ms, nil)
-			b.create("client-0", bk, 11*ms, 20*ms, nil, b.ref(a, true, false))
-			ref := b.ref(a, false, false)
-			b.applied(bk, 21*ms)
-			b.write("client-1", bk, 21*ms, 25*ms, withRefs())
-			b.applied(bk, tc.bAt*ms)
-			gc := b.write("gc", bk, 30*ms, 35*ms, withRefs(ref))
-			r := b.check()
-			if tc.known {
-				expectKnown(t, r, gc, model.KnownStaleGraph)
-				expectBasis(t, r, basisGraph)
-				return
-			}
-			expectIllegal(t, r, gc, "gc added an ownerReference", "graph had the version without it")
-		})
-	}
+	unblockPutsBackReferenceOn(t, onGraph, "graph had the version without it")
 }
 
 // TestOrphanSwitchedOnGraphChanges: kubernetes#32339 in gcPatch's

@@ -146,16 +146,14 @@ func (c *checker) refSeen(d depRef, owner string, m mark, taken int64, atEvent b
 }
 
 // refHad reports whether the GC may have had d's reference before the
-// instant t: with the proxy's delivery record, an event carrying it had
-// been handed to the GC's informers (undelivered); else, with an
-// in-process GC's recorded graph changes, its graph had applied a
-// version carrying it (graphApplied), which is exact where a delivery
-// is only a lower bound. A reference whose write the history does not
-// show counts as had: it proves nothing, so the rule reports.
+// instant t (hadVersion of the version that wrote it: on an in-process
+// GC's graph changes exact, where a delivery is only a lower bound). A
+// reference whose write the history does not show counts as had: it
+// proves nothing, so the rule reports.
 func (c *checker) refHad(d depRef, t int64) bool {
-	if c.deliveries || d.e.prov == nil {
-		return !c.undelivered(d, t)
+	if d.e.prov == nil {
+		return true
 	}
 	rv, ok := c.writtenVersion(d.e.prov.refs[d.i].by, d.e.obj.UID)
-	return !ok || c.graphApplied(d.e.obj.UID, rv, t)
+	return !ok || c.hadVersion(d.e.obj.UID, rv, t)
 }

@@ -47,18 +47,13 @@ func (c *checker) borrowedNamespace(s *store, cur *entry, i int, in *input, v *v
 	}
 	basis := basisWindow
 	switch {
-	case c.deliveries:
-		if c.deliveredBefore(d.UID, 0, c.gcDecidedBy(in.key, d.UID, in)) {
-			v.message += "; the proxy's delivery record shows the object's event had been handed to the GC's informers before it decided, so it held no virtual node"
+	case c.graphEvidence():
+		if c.hadVersion(d.UID, 0, c.gcDecidedBy(in.key, d.UID, in)) {
+			v.message += c.byEvidence("; the proxy's delivery record shows the object's event had been handed to the GC's informers before it decided, so it held no virtual node",
+				"; the GC's recorded graph changes show its graph had the object before it decided, so it held no virtual node")
 			return
 		}
-		basis = basisDeliveries
-	case len(c.graph) > 0:
-		if c.graphApplied(d.UID, 0, c.gcDecidedBy(in.key, d.UID, in)) {
-			v.message += "; the GC's recorded graph changes show its graph had the object before it decided, so it held no virtual node"
-			return
-		}
-		basis = basisGraph
+		basis = c.graphEvidenceBasis()
 	case !c.racy(c.createOf(d.UID), in):
 		return
 	}
@@ -117,22 +112,15 @@ func (c *checker) unblockedFromGraph(d *history.Object, r history.Ref, in *input
 				need = got.RV
 			}
 		}
-		sent := c.gcSent(in)
-		if !c.deliveries {
-			if need == 0 || c.graphApplied(d.UID, need, sent) {
-				v.message += "; the GC's recorded graph changes show its graph had the version without it before the patch"
-				return
-			}
-			v.known, v.basis = model.Excuse(model.KnownStaleGraph), basisGraph
-			v.message += fmt.Sprintf("; op %d answered the object with it, and the GC's graph had applied no later version without it before the unblock patch, which lists the graph's references (its recorded graph changes)", m)
+		if need == 0 || c.hadVersion(d.UID, need, c.gcSent(in)) {
+			v.message += c.byEvidence("; the proxy's delivery record shows the version without it had been handed to the GC's informers before the patch",
+				"; the GC's recorded graph changes show its graph had the version without it before the patch")
 			return
 		}
-		if need == 0 || c.deliveredBefore(d.UID, need, sent) {
-			v.message += "; the proxy's delivery record shows the version without it had been handed to the GC's informers before the patch"
-			return
-		}
-		v.known, v.basis = model.Excuse(model.KnownStaleGraph), basisDeliveries
-		v.message += fmt.Sprintf("; op %d answered the object with it, and no event of a later version without it had been handed to the GC's informers before the unblock patch, which lists the graph's references (the proxy's delivery record)", m)
+		v.known, v.basis = model.Excuse(model.KnownStaleGraph), c.graphEvidenceBasis()
+		v.message += fmt.Sprintf(c.byEvidence(
+			"; op %d answered the object with it, and no event of a later version without it had been handed to the GC's informers before the unblock patch, which lists the graph's references (the proxy's delivery record)",
+			"; op %d answered the object with it, and the GC's graph had applied no later version without it before the unblock patch, which lists the graph's references (its recorded graph changes)"), m)
 		return
 	}
 	if m := c.recentVersion(d.UID, in, carries); m >= 0 {

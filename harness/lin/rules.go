@@ -461,18 +461,15 @@ func (c *checker) gcPatch(s *store, cur, next *entry, in *input) *violation {
 			case seen < 0 && logged == len(deps):
 				v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisGraph
 				v.message += "; kube-controller-manager's graph builder took the reference in only after the owner's event or the GC's decision (its log)"
-			case seen < 0 && !c.deliveries:
-				v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisGraph
-				v.message += "; the GC's graph had not applied the reference when it decided (its recorded graph changes)"
 			case seen < 0:
-				v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisDeliveries
-				v.message += "; no event carrying the reference had been handed to the GC's informers when it decided (the proxy's delivery record)"
+				v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), c.graphEvidenceBasis()
+				v.message += c.byEvidence("; no event carrying the reference had been handed to the GC's informers when it decided (the proxy's delivery record)",
+					"; the GC's graph had not applied the reference when it decided (its recorded graph changes)")
 			case seenByLog:
 				v.message += fmt.Sprintf("; kube-controller-manager's graph builder had taken %s's reference in before the GC took the owner's dependents (its log)", deps[seen].e.key)
-			case !c.deliveries:
-				v.message += fmt.Sprintf("; the GC's recorded graph changes show its graph had %s's reference before it took the owner's dependents", deps[seen].e.key)
 			default:
-				v.message += fmt.Sprintf("; the proxy's delivery record shows %s's reference had been handed to the GC's informers before it decided", deps[seen].e.key)
+				v.message += fmt.Sprintf(c.byEvidence("; the proxy's delivery record shows %s's reference had been handed to the GC's informers before it decided",
+					"; the GC's recorded graph changes show its graph had %s's reference before it took the owner's dependents"), deps[seen].e.key)
 			}
 		} else if c.lenient && m >= 0 && all(deps, func(d depRef) bool { return c.unobserved(d, cur, m, late) }) {
 			v.known, v.basis = model.Excuse(model.KnownUnobservedDependent), basisOrder
@@ -651,18 +648,6 @@ func (c *checker) unobserved(d depRef, owner *entry, m mark, late uint8) bool {
 	return d.e.key.Kind != owner.key.Kind && rp.by >= 0 && c.ins[rp.by].ret > c.ops[m].Call-c.window
 }
 
-// undelivered reports whether the proxy's delivery record shows that no
-// event carrying d's reference had been handed to the GC's informers
-// before the instant decided: the GC could not have seen it. A reference
-// whose write the history does not show proves nothing.
-func (c *checker) undelivered(d depRef, decided int64) bool {
-	if d.e.prov == nil {
-		return false
-	}
-	seen, known := c.seenWrite(d.e.obj.UID, d.e.prov.refs[d.i].by, decided)
-	return known && !seen
-}
-
 // hasWaitingOwner reports whether an owner of d waits for dependents
 // (or may: its UID is not known).
 func hasWaitingOwner(s *store, d *history.Object) bool {
@@ -777,8 +762,7 @@ func (c *checker) orphanHandedOn(uid string, in *input) mark {
 
 // orphanHandedOnWhy says why orphanHandedOn admits a patch.
 func (c *checker) orphanHandedOnWhy(m mark) string {
-	if !c.deliveries {
-		return fmt.Sprintf("; op %d answered the owner deleting with the orphan finalizer, the GC's graph had applied it before the patch, and attemptToOrphan orphans its dependents whatever came after (its recorded graph changes)", m)
-	}
-	return fmt.Sprintf("; op %d answered the owner deleting with the orphan finalizer, its event had been handed to the GC's informers before the patch, and attemptToOrphan orphans its dependents whatever came after (the proxy's delivery record)", m)
+	return fmt.Sprintf(c.byEvidence(
+		"; op %d answered the owner deleting with the orphan finalizer, its event had been handed to the GC's informers before the patch, and attemptToOrphan orphans its dependents whatever came after (the proxy's delivery record)",
+		"; op %d answered the owner deleting with the orphan finalizer, the GC's graph had applied it before the patch, and attemptToOrphan orphans its dependents whatever came after (its recorded graph changes)"), m)
 }
