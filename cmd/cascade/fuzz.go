@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -108,7 +109,9 @@ records each informer event the GC's graph builder has applied, so every
 excuse that the GC had not yet seen a write (kubernetes#26120,
 kubernetes#124378, stale-graph, kubernetes#32339's orphaning) holds only
 when its graph had not applied the write when it decided, never on the
-race window (a restarted GC's graph counts from its restart).
+race window (a restarted GC's graph counts from its restart). A failing run
+writes those graph changes to --out as graph-changes.jsonl beside
+history.html.
 
 On --target upstream kube-controller-manager talks to kube-apiserver through
 cascade's API proxy (README "The API proxy"), which records every watch event
@@ -422,8 +425,11 @@ type fuzzFailure struct {
 	Attributed bool    `json:"attributed_to_injected_bugs"`
 	Trace      string  `json:"trace_file,omitempty"`
 	History    string  `json:"history_file,omitempty"`
-	Evidence   string  `json:"evidence_file,omitempty"`
-	FailFile   string  `json:"fail_file,omitempty"`
+	// Evidence is the evidence file: the proxy's record (upstream,
+	// evidence.jsonl) or the GC's graph changes (impl,
+	// graph-changes.jsonl).
+	Evidence string `json:"evidence_file,omitempty"`
+	FailFile string `json:"fail_file,omitempty"`
 	// Replay is the command that replays the trace.
 	Replay string `json:"replay_command,omitempty"`
 	// Seed is the failing run's own seed: --seed it --checks 1 runs
@@ -526,7 +532,7 @@ func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
 			shrunk = "interrupted while shrinking,"
 		}
 		fmt.Fprintf(w, "FAILED (%s) in run %d after %s, %s %d steps, seed %d:\n  %s\n", f.Kind, f.Run, f.FoundAfter.Round(time.Millisecond), shrunk, f.Steps, f.Seed, strings.ReplaceAll(f.Summary, "\n", "\n  "))
-		for _, a := range []struct{ what, path string }{{"trace", f.Trace}, {"history", f.History}, {"proxy evidence", f.Evidence}, {"rapid fail file", f.FailFile}} {
+		for _, a := range []struct{ what, path string }{{"trace", f.Trace}, {"history", f.History}, {evidenceLabel(f.Evidence), f.Evidence}, {"rapid fail file", f.FailFile}} {
 			if a.path != "" {
 				fmt.Fprintf(w, "  %s: %s\n", a.what, a.path)
 			}
@@ -654,4 +660,13 @@ func fuzzCommand(spec target.Spec, seed uint64) string {
 	}
 	args = append(args, fmt.Sprintf("--checks %d --steps %d --clients %d --seed %d", checks, conformFuzz.steps, conformFuzz.clients, seed))
 	return strings.Join(args, " ")
+}
+
+// evidenceLabel names a failure's evidence file in the report: the
+// proxy's record (upstream) or the GC's graph changes (impl).
+func evidenceLabel(path string) string {
+	if filepath.Base(path) == fuzz.GraphChangesFile {
+		return "GC graph changes"
+	}
+	return "proxy evidence"
 }

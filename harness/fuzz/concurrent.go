@@ -58,7 +58,8 @@ type ConcurrentEnv struct {
 	// graph since its last call (an in-process GC: impl's,
 	// target.Target.TakeGraphChanges); nil when the GC's graph is out of
 	// sight. lin then judges the GC's graph races on what the graph held
-	// (lin.Options.GraphChanges) instead of on the race window alone.
+	// (lin.Options.GraphChanges) instead of on the race window alone, and
+	// a failing run writes them to GraphChangesFile beside its history.
 	GraphChanges func() []history.GraphChange
 	// Relist says the target's informers may skip events as relists do
 	// (impl's informer-relist fault): runs then also draw short-lived
@@ -140,13 +141,17 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 		r.fail = func(kind, summary string, write func(string) (string, error)) {
 			stopIfInterrupted(ctx)
 			judged = true
-			if env.Evidence != nil {
-				write = withEvidence(write, r.takeEvidence())
+			evidence := ""
+			switch {
+			case env.Evidence != nil:
+				write, evidence = withEvidence(write, r.takeEvidence()), EvidenceFile
+			case env.GraphChanges != nil:
+				write, evidence = withGraphChanges(write, r.takeGraphChanges()), GraphChangesFile
 			}
 			if foundAt.IsZero() {
 				foundAt, foundRun = time.Now(), n
 			}
-			last = &runFailure{kind: kind, summary: summary, trace: r.trace(kind, summary), steps: len(r.sent), write: write, evidence: env.Evidence != nil}
+			last = &runFailure{kind: kind, summary: summary, trace: r.trace(kind, summary), steps: len(r.sent), write: write, evidence: evidence}
 			if repro == nil {
 				repro = r.reproduce(kind, summary)
 			}

@@ -1,9 +1,15 @@
 package fuzz
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/harness/proxy"
 )
 
@@ -14,15 +20,66 @@ import (
 // JSON lines).
 const EvidenceFile = "evidence.jsonl"
 
+// GraphChangesFile is the name of the file a failing run on a target
+// with an in-process GC (impl) writes its GC's graph changes to, beside
+// history.html: every event the graph builder applied, in the order it
+// applied them, and every restart of the GC (history.GraphChange, JSON
+// lines). It is impl's counterpart of EvidenceFile, and what lin judged
+// the run's "the GC had not seen it" races on.
+const GraphChangesFile = "graph-changes.jsonl"
+
 // withEvidence is write (a failure's artifact writer, nil for none)
 // that also writes ev to EvidenceFile in the output directory.
 func withEvidence(write func(string) (string, error), ev proxy.Evidence) func(string) (string, error) {
+	return alsoWriting(write, EvidenceFile, ev.WriteFile)
+}
+
+// withGraphChanges is write that also writes the GC's graph changes to
+// GraphChangesFile in the output directory.
+func withGraphChanges(write func(string) (string, error), changes []history.GraphChange) func(string) (string, error) {
+	return alsoWriting(write, GraphChangesFile, func(path string) error { return writeGraphChanges(path, changes) })
+}
+
+// alsoWriting is write that also writes the file name in the output
+// directory with put. It returns write's path (the history's): the extra
+// file is named by its fixed name (Failure.Evidence).
+func alsoWriting(write func(string) (string, error), name string, put func(path string) error) func(string) (string, error) {
 	return func(dir string) (string, error) {
-		err := ev.WriteFile(filepath.Join(dir, EvidenceFile))
+		err := put(filepath.Join(dir, name))
 		if write == nil {
 			return "", err
 		}
 		path, werr := write(dir)
 		return path, errors.Join(werr, err)
 	}
+}
+
+// graphChangeLine is one line of GraphChangesFile: the change, and its
+// moment in a form a person reads.
+type graphChangeLine struct {
+	Time        string               `json:"time"`
+	GraphChange *history.GraphChange `json:"graph_change"`
+}
+
+// writeGraphChanges writes changes to path as JSON lines, in the order
+// the GC applied them.
+func writeGraphChanges(path string, changes []history.GraphChange) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for i := range changes {
+		c := &changes[i]
+		if err := enc.Encode(graphChangeLine{Time: time.Unix(0, c.At).UTC().Format(time.RFC3339Nano), GraphChange: c}); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("write graph changes: %w", err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

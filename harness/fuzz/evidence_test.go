@@ -1,12 +1,14 @@
 package fuzz
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cascade-k8s/cascade/harness/history"
 	"github.com/cascade-k8s/cascade/harness/proxy"
 )
 
@@ -39,5 +41,45 @@ func TestFailureWritesEvidenceBesideHistory(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(alone, EvidenceFile)); err != nil {
 		t.Errorf("no evidence written without a history: %v", err)
+	}
+}
+
+// A failing run on impl writes its GC's graph changes beside its
+// history, one JSON line per change in the order the GC applied them,
+// each with its moment, a restart's reset included.
+func TestFailureWritesGraphChangesBesideHistory(t *testing.T) {
+	changes := []history.GraphChange{
+		{Reset: true, At: time.Unix(1, 0).UnixNano()},
+		{UID: "u-owner", RV: 7, At: time.Unix(2, 0).UnixNano()},
+		{UID: "u-dep", RV: 9, Deleted: true, At: time.Unix(3, 500).UnixNano()},
+	}
+	dir := t.TempDir()
+	writeHistory := func(dir string) (string, error) {
+		path := filepath.Join(dir, "history.html")
+		return path, os.WriteFile(path, []byte("<html></html>"), 0o644)
+	}
+	path, err := withGraphChanges(writeHistory, changes)(dir)
+	if err != nil || path != filepath.Join(dir, "history.html") {
+		t.Fatalf("writer returned %q, %v; want the history's path", path, err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, GraphChangesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != len(changes) {
+		t.Fatalf("%s has %d lines, want %d: %s", GraphChangesFile, len(lines), len(changes), data)
+	}
+	for i, l := range lines {
+		var got graphChangeLine
+		if err := json.Unmarshal([]byte(l), &got); err != nil || got.GraphChange == nil {
+			t.Fatalf("line %d %q: %v", i+1, l, err)
+		}
+		if *got.GraphChange != changes[i] {
+			t.Errorf("line %d reads back as %+v, want %+v", i+1, *got.GraphChange, changes[i])
+		}
+	}
+	if !strings.Contains(lines[2], `"time":"1970-01-01T00:00:03.0000005Z"`) {
+		t.Errorf("line 3 lacks its moment: %s", lines[2])
 	}
 }

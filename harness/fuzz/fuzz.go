@@ -85,8 +85,9 @@ type Failure struct {
 	// counterexample lengths do not count a final settle either).
 	Steps int
 	// Trace, History and FailFile are the artifacts written ("" if none);
-	// Evidence is the proxy's evidence of the failing run (upstream
-	// behind the proxy, EvidenceFile).
+	// Evidence is the evidence file of the failing run: the proxy's
+	// record (upstream behind the proxy, EvidenceFile) or the GC's graph
+	// changes (impl, GraphChangesFile).
 	Trace, History, FailFile, Evidence string
 	// FoundAfter is the time from the start of Run to the first failing
 	// run (before shrinking).
@@ -254,7 +255,7 @@ type runFailure struct {
 	replayHistory bool                             // confirmed by a replay with its history checked
 	replayTarget  string                           // where the trace replays, when not the run's target
 	write         func(dir string) (string, error) // extra artifact (history HTML)
-	evidence      bool                             // write also writes EvidenceFile
+	evidence      string                           // the evidence file write also writes (EvidenceFile, GraphChangesFile), "" for none
 }
 
 // finish turns the last failing run into a Failure with artifacts; msg
@@ -292,8 +293,8 @@ func finish(cfg Config, rep *Report, last *runFailure, foundAt time.Time, start 
 			f.History, err = last.write(cfg.Out)
 			errs = append(errs, err)
 		}
-		if last.evidence {
-			f.Evidence = filepath.Join(cfg.Out, EvidenceFile)
+		if last.evidence != "" {
+			f.Evidence = filepath.Join(cfg.Out, last.evidence)
 		}
 	}
 	summary := fmt.Sprintf("%s: %s\n", f.Kind, f.Summary)
