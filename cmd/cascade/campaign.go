@@ -264,6 +264,7 @@ func mergeShards(shards []shardResult) (*campaignSummary, error) {
 		c.Restarts += s.Restarts
 		c.RestartSeconds += s.RestartSeconds
 		c.MaybeApplied += s.MaybeApplied
+		c.RefusedWrites += s.RefusedWrites
 		c.Seconds = max(c.Seconds, s.Seconds)
 		maps.Copy(c.RunSteps, s.RunSteps)
 		for _, k := range s.Known {

@@ -150,8 +150,10 @@ outage, see README), after a kube-controller-manager restart until 45 s
 have passed, and after creating a CRD until 2 minutes after the
 create (the GC's informer of a CRD created again lists after its
 back-off). Each run's progress line
-names its restarts, their time and its ops maybe applied; the --json
-summary totals them (restarts, restart_seconds, maybe_applied).
+names its restarts, their time, its ops maybe applied and its writes refused
+(sent while the server was down: never received, so in no history); the
+--json summary totals them (restarts, restart_seconds, maybe_applied,
+refused_writes).
 
 The history is judged on the Kubernetes release of the control plane
 (--kube-version, by default the release of the kube-apiserver binary in use;
@@ -391,11 +393,14 @@ type fuzzSummary struct {
 	ExcusedRuns        int `json:"excused_runs"`
 	DeliveryRecordRuns int `json:"delivery_record_runs"`
 	// Restarts are the restarts the passed runs did (--restart-apiserver,
-	// --restart-gc), RestartSeconds their total time, and MaybeApplied
-	// the history operations those runs checked with no known outcome.
+	// --restart-gc), RestartSeconds their total time, MaybeApplied
+	// the history operations those runs checked with no known outcome,
+	// and RefusedWrites the writes whose connection was refused while a
+	// server was down (never sent: in no history).
 	Restarts       int     `json:"restarts"`
 	RestartSeconds float64 `json:"restart_seconds"`
 	MaybeApplied   int     `json:"maybe_applied"`
+	RefusedWrites  int     `json:"refused_writes"`
 	// Inconclusive are the runs whose history the checker could not
 	// decide in time, one line each: no verdict on the target.
 	Inconclusive []string `json:"inconclusive_runs"`
@@ -455,7 +460,7 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 	}
 	out := fuzzSummary{summary: s, Mode: rep.Mode, Inject: append([]string{}, rep.Inject...), Runs: rep.Runs, Passed: rep.Checks,
 		Steps: rep.Steps, InternalSteps: rep.InternalSteps, OtherOrders: rep.OtherOrders, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...), ExcusedRuns: rep.Excused, DeliveryRecordRuns: rep.Delivered, Inconclusive: append([]string{}, rep.Undecided...),
-		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied, RunSteps: map[int]int{}}
+		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied, RefusedWrites: rep.Refused, RunSteps: map[int]int{}}
 	maps.Copy(out.RunSteps, rep.RunSteps)
 	if f := rep.Failure; f != nil {
 		out.Failure = &fuzzFailure{Kind: f.Kind, Summary: f.Summary, Steps: f.Steps, Run: f.Run, FoundAfter: f.FoundAfter.Seconds(),
@@ -515,7 +520,7 @@ func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
 		fmt.Fprintf(w, "%d of %d passed runs settled in an order of the target's own that the model's internal steps also take (not its canonical settle's)\n", rep.OtherOrders, rep.Checks)
 	}
 	if rep.Restarts > 0 {
-		fmt.Fprintf(w, "%d restarts in %s, %d history operations maybe applied\n", rep.Restarts, rep.RestartTime.Round(time.Millisecond), rep.MaybeApplied)
+		fmt.Fprintf(w, "%d restarts in %s, %d history operations maybe applied, %d writes refused\n", rep.Restarts, rep.RestartTime.Round(time.Millisecond), rep.MaybeApplied, rep.Refused)
 	}
 	if rep.Excused > 0 || rep.Delivered > 0 {
 		fmt.Fprintf(w, "%d of %d passed runs only through a known race; %d checked with the API proxy's delivery record\n", rep.Excused, rep.Checks, rep.Delivered)

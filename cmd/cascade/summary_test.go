@@ -150,16 +150,17 @@ func TestFuzzFailureOnKineReplaysOnKine(t *testing.T) {
 }
 
 // TestFuzzSummaryRestarts: runs with restarts name them, their total
-// time and the operations maybe applied, as text and as JSON.
+// time, the operations maybe applied and the writes refused, as text and
+// as JSON.
 func TestFuzzSummaryRestarts(t *testing.T) {
 	rep := &fuzz.Report{Target: "impl", Mode: "concurrent", Seed: 3, Runs: 2, Checks: 2, Steps: 30, Ops: 90, Elapsed: 9 * time.Second,
-		Restarts: 2, RestartTime: 2500 * time.Millisecond, MaybeApplied: 3}
+		Restarts: 2, RestartTime: 2500 * time.Millisecond, MaybeApplied: 3, Refused: 4}
 	s := summary{Command: "fuzz", Target: "impl", Seed: 3, Reproduce: "cascade fuzz --target impl --restart-gc 3s --seed 3"}
 	var b strings.Builder
 	if err := printFuzz(&b, s, rep, false); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.String(); !strings.Contains(got, "2 restarts in 2.5s, 3 history operations maybe applied\n") {
+	if got := b.String(); !strings.Contains(got, "2 restarts in 2.5s, 3 history operations maybe applied, 4 writes refused\n") {
 		t.Errorf("text summary:\n%s", got)
 	}
 	b.Reset()
@@ -167,7 +168,7 @@ func TestFuzzSummaryRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := sharedSummary(t, "fuzz", b.String())
-	if m["restarts"] != 2.0 || m["restart_seconds"] != 2.5 || m["maybe_applied"] != 3.0 {
+	if m["restarts"] != 2.0 || m["restart_seconds"] != 2.5 || m["maybe_applied"] != 3.0 || m["refused_writes"] != 4.0 {
 		t.Errorf("JSON summary: %s", b.String())
 	}
 }

@@ -184,6 +184,7 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			cfg.Coverage.record(slices.Concat(r.program...))
 			rep.Checks++
 			rep.MaybeApplied += r.maybe
+			rep.Refused += r.refused
 			if len(r.excused) > 0 {
 				rep.Excused++
 			}
@@ -196,7 +197,7 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			}
 			extra := ""
 			if len(r.restarts) > 0 {
-				extra = fmt.Sprintf("; %s, %d ops maybe applied", restartSummary(r.restarts), r.maybe)
+				extra = fmt.Sprintf("; %s, %d ops maybe applied, %d writes refused", restartSummary(r.restarts), r.maybe, r.refused)
 			}
 			if len(r.excused) > 0 {
 				extra += "; only through known races: " + strings.Join(r.excused, ", ")

@@ -65,6 +65,7 @@ type concurrentRun struct {
 	// maybe counts the history's ops whose outcome is unknown; restarts
 	// are the run's restarts (restart.go)
 	maybe     int
+	refused   int // writes refused while a server was down (history.Recorder.Refused)
 	restartAt []time.Duration
 	restarts  []restartDone
 	// undecided is the checker's summary when it could not decide the
@@ -268,6 +269,7 @@ func (r *concurrentRun) exec(t *rapid.T) {
 		}
 		// writes whose answer was lost, and which the server never
 		// recorded: maybe applied (a restart's)
+		r.refused = rec.Refused()
 		if lost := rec.Unanswered(recs); len(lost) > 0 {
 			ops = history.Merge(ops, lost)
 		}

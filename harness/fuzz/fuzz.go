@@ -149,10 +149,13 @@ type Report struct {
 	// --restart-gc) and RestartTime their total time, each from its
 	// start until the component served again; MaybeApplied counts the
 	// history operations checked whose outcome was unknown (no answer,
-	// or a server error), which the checker took as maybe applied.
+	// or a server error), which the checker took as maybe applied, and
+	// Refused the writes whose connection was refused (the server was
+	// down): never sent, so in no history (history.Recorder.Refused).
 	Restarts     int
 	RestartTime  time.Duration
 	MaybeApplied int
+	Refused      int
 	// Interrupted: the context was cancelled. The run it cancelled has no
 	// verdict and is neither passed nor failed; nothing was shrunk or
 	// written.

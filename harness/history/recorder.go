@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -28,6 +30,9 @@ type Recorder struct {
 	ops        []Op
 	errs       []error
 	unanswered []unanswered // the ops of ops that got no answer
+	// refused counts the writes whose connection was refused (neverSent):
+	// not in the history, since no server received them
+	refused int
 }
 
 // NewRecorder returns a recorder of the writes to objects in scope.
@@ -181,6 +186,11 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	op.Call = time.Now().UnixNano()
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
+		if neverSent(err) {
+			// Not a write at all: no server received it.
+			t.r.addRefused()
+			return resp, err
+		}
 		// No response: the server may or may not have applied it.
 		op.Return = time.Now().UnixNano()
 		t.r.addUnanswered(op, id, !t.onlyUnanswered)
@@ -254,4 +264,17 @@ func parsePath(path string) (urlTarget, bool) {
 		t.namespace = ""
 	}
 	return t, true
+}
+
+// neverSent reports whether a round trip failed before its request left:
+// the connection to the server could not be opened (connection refused,
+// as while kube-apiserver restarts), so no server received the write and
+// it had no effect. It is not recorded at all, where a write whose
+// connection broke after it was opened is recorded as maybe applied.
+// net/http retries a non-idempotent request on a new connection only when
+// it wrote nothing on the old one, so a refused dial, even on a retry,
+// means the write was never sent.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && errors.Is(op.Err, syscall.ECONNREFUSED)
 }

@@ -42,9 +42,27 @@ func (r *Recorder) addUnanswered(op Op, id string, history bool) {
 	r.unanswered = append(r.unanswered, unanswered{op: op, id: id})
 }
 
+// addRefused counts a write whose connection was refused.
+func (r *Recorder) addRefused() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refused++
+}
+
+// Refused is the number of writes to objects in scope whose connection
+// was refused (a server down, as while kube-apiserver restarts): they
+// were never sent, so they are in no history, neither applied nor maybe
+// applied; a client that resends them is recorded again.
+func (r *Recorder) Refused() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused
+}
+
 // Unanswered returns the recorded writes that got no answer (a connection
-// refused, reset or cut short, a cancelled request: the client cannot tell
-// whether the write was applied) and of which the audit records hold no
+// reset or cut short, a cancelled request: the client cannot tell whether
+// the write was applied; a write whose connection was refused was never
+// sent and is not recorded, neverSent) and of which the audit records hold no
 // record: the ops an audit history (FromAudit) lacks. They carry Code 0,
 // so the checker takes each as maybe applied, at any time after its Call
 // (history.Op.Ambiguous). A write the API server received has a record,

@@ -70,6 +70,32 @@ func TestRecorderUnanswered(t *testing.T) {
 	}
 }
 
+// A write whose connection is refused never reached a server, as one sent
+// while kube-apiserver restarts: it is no op at all, neither answered nor
+// maybe applied, while one whose connection is dropped after it was sent
+// is maybe applied (TestRecorderUnanswered).
+func TestRecorderDropsRefusedWrites(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there now: every dial is refused
+	rec := NewRecorder(Scope{Prefix: "run1"})
+	createCM(t, rec.Wrap(&rest.Config{Host: url}, ClientActor(0)), "a")
+	if all := rec.Ops(); len(all) != 0 {
+		t.Errorf("a refused write is in the history: %+v", all)
+	}
+	if lost := rec.Unanswered(nil); len(lost) != 0 {
+		t.Errorf("a refused write is maybe applied: %+v", lost)
+	}
+	if n := rec.Refused(); n != 1 {
+		t.Errorf("Refused() = %d, want the 1 refused write counted", n)
+	}
+	dropping, _ := droppingServer(t)
+	createCM(t, rec.Wrap(&rest.Config{Host: dropping.URL}, ClientActor(0)), "b")
+	if lost := rec.Unanswered(nil); len(lost) != 1 || lost[0].Name != "b" || !lost[0].Ambiguous() {
+		t.Errorf("a write cut short after it was sent must be maybe applied, got %+v", lost)
+	}
+}
+
 // A tap records only while a recorder is attached, and only writes that
 // get no answer.
 func TestTapRecordsUnansweredWhileAttached(t *testing.T) {
