@@ -374,7 +374,12 @@ func (r *concurrentRun) judge(res lin.Result) {
 // execute runs every client's steps in order, the clients at once, and
 // the run's restarts at their times; it returns once all are done.
 func (r *concurrentRun) execute(d *driver.Driver) {
-	waitRestarts := startRestarts(r.ctx, r.env.Restarts, r.restartAt)
+	// A failed restart stops the clients: the run then fails at once,
+	// naming the restart's error, instead of resending every step to a
+	// server that may not come back.
+	clients, stop := context.WithCancel(r.ctx)
+	defer stop()
+	waitRestarts := startRestarts(r.ctx, r.env.Restarts, r.restartAt, stop)
 	defer func() {
 		r.restarts = waitRestarts()
 		for _, x := range r.restarts {
@@ -389,8 +394,11 @@ func (r *concurrentRun) execute(d *driver.Driver) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx := driver.WithClient(r.ctx, c)
+			ctx := driver.WithClient(clients, c)
 			for _, line := range steps {
+				if clients.Err() != nil {
+					return // a restart failed
+				}
 				st, err := model.ParseStep(line)
 				if err != nil {
 					continue // cannot happen: the generator writes trace syntax

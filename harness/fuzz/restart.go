@@ -169,8 +169,12 @@ type restartDone struct {
 }
 
 // startRestarts runs each restart at its time, from now; wait returns
-// what they did once all are done.
-func startRestarts(ctx context.Context, rs []Restart, at []time.Duration) (wait func() []restartDone) {
+// what they did once all are done. failed is called when a restart
+// fails: the component it restarts may be down for good (a kube-apiserver
+// that did not start again), and the run's clients, which resend each
+// unanswered step for up to retryWait, would otherwise go on for that long
+// per step before the run could report why.
+func startRestarts(ctx context.Context, rs []Restart, at []time.Duration, failed func()) (wait func() []restartDone) {
 	var wg sync.WaitGroup
 	done := make([]restartDone, len(rs))
 	for i, r := range rs {
@@ -187,6 +191,9 @@ func startRestarts(ctx context.Context, rs []Restart, at []time.Duration) (wait 
 			begin := time.Now()
 			err := r.Do(ctx)
 			done[i] = restartDone{name: r.Name, began: begin, took: time.Since(begin), err: err}
+			if err != nil {
+				failed()
+			}
 			if err == nil && r.Rewatch > 0 {
 				done[i].until = time.Now().Add(r.Rewatch)
 			}
