@@ -1,11 +1,7 @@
 package fuzz
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -64,22 +60,10 @@ type graphChangeLine struct {
 // writeGraphChanges writes changes to path as JSON lines, in the order
 // the GC applied them.
 func writeGraphChanges(path string, changes []history.GraphChange) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	enc := json.NewEncoder(w)
+	lines := make([]graphChangeLine, len(changes))
 	for i := range changes {
 		c := &changes[i]
-		if err := enc.Encode(graphChangeLine{Time: time.Unix(0, c.At).UTC().Format(time.RFC3339Nano), GraphChange: c}); err != nil {
-			_ = f.Close()
-			return fmt.Errorf("write graph changes: %w", err)
-		}
+		lines[i] = graphChangeLine{Time: time.Unix(0, c.At).UTC().Format(time.RFC3339Nano), GraphChange: c}
 	}
-	if err := w.Flush(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
+	return history.WriteJSONLines(path, lines)
 }

@@ -19,19 +19,7 @@ import (
 func TestFailureWritesEvidenceBesideHistory(t *testing.T) {
 	ev := proxy.Evidence{Requests: []proxy.Request{{ID: 1, Client: proxy.GarbageCollectorClient, Call: proxy.Call{Verb: proxy.VerbDelete, Resource: "configmaps", Name: "a"},
 		Received: time.Unix(1, 0), Answered: time.Unix(2, 0), Code: 200}}}
-	dir := t.TempDir()
-	history := func(dir string) (string, error) {
-		path := filepath.Join(dir, "history.html")
-		return path, os.WriteFile(path, []byte("<html></html>"), 0o644)
-	}
-	path, err := withEvidence(history, ev)(dir)
-	if err != nil || path != filepath.Join(dir, "history.html") {
-		t.Fatalf("writer returned %q, %v; want the history's path", path, err)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, EvidenceFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := writtenBesideHistory(t, withEvidence(writeHistoryHTML, ev), EvidenceFile)
 	if !strings.Contains(string(data), `"client":"generic-garbage-collector"`) || !strings.Contains(string(data), `"verb":"delete"`) {
 		t.Errorf("%s lacks the GC's DELETE: %s", EvidenceFile, data)
 	}
@@ -53,19 +41,7 @@ func TestFailureWritesGraphChangesBesideHistory(t *testing.T) {
 		{UID: "u-owner", RV: 7, At: time.Unix(2, 0).UnixNano()},
 		{UID: "u-dep", RV: 9, Deleted: true, At: time.Unix(3, 500).UnixNano()},
 	}
-	dir := t.TempDir()
-	writeHistory := func(dir string) (string, error) {
-		path := filepath.Join(dir, "history.html")
-		return path, os.WriteFile(path, []byte("<html></html>"), 0o644)
-	}
-	path, err := withGraphChanges(writeHistory, changes)(dir)
-	if err != nil || path != filepath.Join(dir, "history.html") {
-		t.Fatalf("writer returned %q, %v; want the history's path", path, err)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, GraphChangesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := writtenBesideHistory(t, withGraphChanges(writeHistoryHTML, changes), GraphChangesFile)
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
 	if len(lines) != len(changes) {
 		t.Fatalf("%s has %d lines, want %d: %s", GraphChangesFile, len(lines), len(changes), data)
@@ -82,4 +58,28 @@ func TestFailureWritesGraphChangesBesideHistory(t *testing.T) {
 	if !strings.Contains(lines[2], `"time":"1970-01-01T00:00:03.0000005Z"`) {
 		t.Errorf("line 3 lacks its moment: %s", lines[2])
 	}
+}
+
+// writeHistoryHTML stands in for a failure's history writer: it writes
+// history.html in dir and returns its path.
+func writeHistoryHTML(dir string) (string, error) {
+	path := filepath.Join(dir, "history.html")
+	return path, os.WriteFile(path, []byte("<html></html>"), 0o644)
+}
+
+// writtenBesideHistory runs a failure's artifact writer in a fresh
+// directory, checks that it returns the history's path, and returns the
+// contents of the file name it wrote beside it.
+func writtenBesideHistory(t *testing.T, write func(string) (string, error), name string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	path, err := write(dir)
+	if err != nil || path != filepath.Join(dir, "history.html") {
+		t.Fatalf("writer returned %q, %v; want the history's path", path, err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

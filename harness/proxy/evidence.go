@@ -1,11 +1,8 @@
 package proxy
 
 import (
-	"bufio"
 	"cmp"
-	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -155,23 +152,10 @@ func (e Evidence) Relists() int {
 // request ({"request": ...}) and per delivery ({"delivery": ...}), in the
 // order they were recorded.
 func (e Evidence) WriteFile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+	if err := history.WriteJSONLines(path, e.lines()); err != nil {
+		return fmt.Errorf("proxy: %w", err)
 	}
-	w := bufio.NewWriter(f)
-	enc := json.NewEncoder(w)
-	for _, l := range e.lines() {
-		if err := enc.Encode(l); err != nil {
-			_ = f.Close()
-			return fmt.Errorf("proxy: write evidence: %w", err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
+	return nil
 }
 
 // line is one JSON line of WriteFile.
