@@ -251,9 +251,11 @@ const retryWait = 90 * time.Second
 
 // doRetrying performs a client step as a real client does when the API
 // server is unreachable: it sends the step again, after a growing pause,
-// until it gets an answer (or retryWait passes). Each attempt that got
-// none is in the run's history as a write maybe applied; a create that
-// was applied after all is answered AlreadyExists on its retry, a delete
+// until it gets an answer (or retryWait passes). An attempt whose
+// connection was refused never reached the server and is in no history
+// (history.Recorder.Refused); one cut off after it was sent is in the
+// run's history as a write maybe applied, and if it was applied after
+// all, a create is answered AlreadyExists on its retry, a delete
 // NotFound.
 func doRetrying(ctx context.Context, d *driver.Driver, st model.Step) (model.Result, error) {
 	deadline := time.Now().Add(retryWait)
