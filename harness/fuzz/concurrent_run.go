@@ -269,7 +269,6 @@ func (r *concurrentRun) exec(t *rapid.T) {
 		}
 		// writes whose answer was lost, and which the server never
 		// recorded: maybe applied (a restart's)
-		r.refused = rec.Refused()
 		if lost := rec.Unanswered(recs); len(lost) > 0 {
 			ops = history.Merge(ops, lost)
 		}
@@ -283,6 +282,7 @@ func (r *concurrentRun) exec(t *rapid.T) {
 		mine := rec.Ops()
 		ops = history.Merge(mine, obs.Ops(mine))
 	}
+	r.refused = rec.Refused()
 	history.AssignLanes(ops)
 	r.ops = len(ops)
 	for i := range ops {
