@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -17,7 +18,15 @@ type Restart struct {
 	// Down is how long nothing listened: from the stop's end until the
 	// new process answered /healthz.
 	Down time.Duration
+	// Killed says the graceful stop outlasted envtest's stop timeout and
+	// the process was killed (SIGKILL): the restart was a crash, after
+	// which a write it applied may lack its audit record.
+	Killed bool
 }
+
+// apiServerKillWait bounds the wait for a kube-apiserver killed after its
+// graceful stop timed out to be gone, so that its port is free.
+const apiServerKillWait = 10 * time.Second
 
 // RestartAPIServer stops kube-apiserver and starts it again on the same
 // etcd, port, certificates, flags and audit log, as a rolling restart of
@@ -28,7 +37,8 @@ type Restart struct {
 //
 // The stop is graceful (SIGTERM, then SIGKILL after 20 s): kube-apiserver
 // stops accepting connections, finishes the requests it has received and
-// writes their audit records, then exits. A request that reaches it in
+// writes their audit records, then exits. If it is killed, the restart
+// goes on as after a crash (Restart.Killed) once the old process is gone. A request that reaches it in
 // between, or while it is down, fails at the client with a connection
 // error and no answer; the server never saw it. Watches end and their
 // clients (informers, kube-controller-manager) relist and watch again.
@@ -44,7 +54,17 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) (Restart, error) {
 	api := cp.env.ControlPlane.APIServer
 	begin := time.Now()
 	if err := api.Stop(); err != nil {
-		return r, fmt.Errorf("controlplane: restart kube-apiserver: stop: %s", oneLine(err.Error()))
+		// envtest's process.State.Stop kills a process whose graceful
+		// stop outlasts its StopTimeout and reports "timeout waiting for
+		// process kube-apiserver to stop"; any other error leaves it as
+		// it was.
+		if !strings.Contains(err.Error(), "timeout waiting for process") {
+			return r, fmt.Errorf("controlplane: restart kube-apiserver: stop: %s", oneLine(err.Error()))
+		}
+		if gone := cp.waitAPIServersGone(apiServerKillWait); !gone {
+			return r, fmt.Errorf("controlplane: restart kube-apiserver: stop: %s, and the killed process was still running %s later", oneLine(err.Error()), apiServerKillWait)
+		}
+		r.Killed = true
 	}
 	r.Stopped = time.Since(begin)
 	// Start closed the log file it gave the first process (the child
@@ -99,4 +119,23 @@ func (cp *ControlPlane) RestartControllerManager(ctx context.Context, timeout ti
 		return m.waitCollecting(ctx, cp.Config, timeout)
 	}
 	return nil
+}
+
+// waitAPIServersGone waits up to limit for every kube-apiserver process
+// cp started to have exited, and reports whether they have.
+func (cp *ControlPlane) waitAPIServersGone(limit time.Duration) bool {
+	for deadline := time.Now().Add(limit); ; time.Sleep(10 * time.Millisecond) {
+		running := false
+		for _, p := range cp.procs {
+			if p.Name == APIServerBinary && p.Running() {
+				running = true
+			}
+		}
+		if !running {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
 }
