@@ -162,6 +162,9 @@ type restartDone struct {
 	began time.Time
 	took  time.Duration
 	err   error
+	// retried is the error of a first attempt that failed when a second
+	// one brought the component back (nil when the first did)
+	retried error
 	// until is when the run stops waiting for the restart's clients to
 	// rewatch (Restart.Rewatch after it ended); zero when it has no
 	// Rewatch
@@ -169,11 +172,13 @@ type restartDone struct {
 }
 
 // startRestarts runs each restart at its time, from now; wait returns
-// what they did once all are done. failed is called when a restart
-// fails: the component it restarts may be down for good (a kube-apiserver
-// that did not start again), and the run's clients, which resend each
-// unanswered step for up to retryWait, would otherwise go on for that long
-// per step before the run could report why.
+// what they did once all are done. A restart that fails is tried once
+// more at once: the component may be down (a kube-apiserver whose
+// graceful stop timed out and was killed, or that did not start again in
+// time), and the run can go on only once it serves. failed is called when
+// the second attempt fails too: the run's clients, which resend each
+// unanswered step for up to retryWait, would otherwise go on for that
+// long per step before the run could report why.
 func startRestarts(ctx context.Context, rs []Restart, at []time.Duration, failed func()) (wait func() []restartDone) {
 	var wg sync.WaitGroup
 	done := make([]restartDone, len(rs))
@@ -190,7 +195,15 @@ func startRestarts(ctx context.Context, rs []Restart, at []time.Duration, failed
 			}
 			begin := time.Now()
 			err := r.Do(ctx)
-			done[i] = restartDone{name: r.Name, began: begin, took: time.Since(begin), err: err}
+			var retried error
+			if err != nil && ctx.Err() == nil {
+				if again := r.Do(ctx); again != nil {
+					err = fmt.Errorf("%w; tried again: %w", err, again)
+				} else {
+					err, retried = nil, err
+				}
+			}
+			done[i] = restartDone{name: r.Name, began: begin, took: time.Since(begin), err: err, retried: retried}
 			if err != nil {
 				failed()
 			}
@@ -306,7 +319,11 @@ func networkMessage(msg string) bool {
 func restartSummary(done []restartDone) string {
 	var parts []string
 	for _, r := range done {
-		parts = append(parts, fmt.Sprintf("%s restarted in %s", r.name, r.took.Round(time.Millisecond)))
+		p := fmt.Sprintf("%s restarted in %s", r.name, r.took.Round(time.Millisecond))
+		if r.retried != nil {
+			p += fmt.Sprintf(" (on a second attempt; the first: %s)", firstLine(r.retried.Error()))
+		}
+		parts = append(parts, p)
 	}
 	return strings.Join(parts, ", ")
 }

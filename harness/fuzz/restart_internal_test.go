@@ -3,32 +3,54 @@ package fuzz
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// A restart that fails stops the run's clients at once (startRestarts
-// calls failed): a kube-apiserver that did not start again would
-// otherwise have every client resend each of its steps for retryWait
-// before the run could report why. A restart that succeeds stops
-// nothing.
+// failing is a restart whose first fails attempts fail with err and
+// whose later ones succeed; it counts its attempts.
+func failing(name string, fails int32, err error, attempts *atomic.Int32) Restart {
+	return Restart{Name: name, Do: func(context.Context) error {
+		if attempts.Add(1) <= fails {
+			return err
+		}
+		return nil
+	}}
+}
+
+// A restart that fails is tried once more at once; one whose second
+// attempt fails too stops the run's clients (startRestarts calls failed):
+// a kube-apiserver that did not start again would otherwise have every
+// client resend each of its steps for retryWait before the run could
+// report why. A restart that succeeds, at once or on its second attempt,
+// stops nothing, and the summary names a second attempt's cause.
 func TestFailedRestartStopsClients(t *testing.T) {
 	ctx := context.Background()
-	broke := errors.New("start: timeout waiting for kube-apiserver to be healthy")
-	var stops atomic.Int32
-	ok := Restart{Name: "impl's GC", Do: func(context.Context) error { return nil }}
-	bad := Restart{Name: apiServerRestartName, Do: func(context.Context) error { return broke }}
-	done := startRestarts(ctx, []Restart{ok, bad}, []time.Duration{0, time.Millisecond}, func() { stops.Add(1) })()
+	broke := errors.New("stop: timeout waiting for process kube-apiserver to stop")
+	var stops, okTries, badTries, flakyTries atomic.Int32
+	stop := func() { stops.Add(1) }
+	ok := failing("impl's GC", 0, nil, &okTries)
+	bad := failing(apiServerRestartName, 2, broke, &badTries)
+	done := startRestarts(ctx, []Restart{ok, bad}, []time.Duration{0, time.Millisecond}, stop)()
 	if n := stops.Load(); n != 1 {
-		t.Errorf("failed called %d times, want once, for the one restart that failed", n)
+		t.Errorf("failed called %d times, want once, for the one restart that failed twice", n)
 	}
-	if done[0].err != nil || !errors.Is(done[1].err, broke) {
-		t.Errorf("restarts reported %v and %v, want nil and %v", done[0].err, done[1].err, broke)
+	if okTries.Load() != 1 || badTries.Load() != 2 {
+		t.Errorf("attempts: %d and %d, want 1 for the restart that succeeded and 2 for the one that failed", okTries.Load(), badTries.Load())
 	}
+	if done[0].err != nil || !errors.Is(done[1].err, broke) || !strings.Contains(done[1].err.Error(), "tried again") {
+		t.Errorf("restarts reported %v and %v, want nil and both attempts' %v", done[0].err, done[1].err, broke)
+	}
+
 	stops.Store(0)
-	startRestarts(ctx, []Restart{ok}, []time.Duration{0}, func() { stops.Add(1) })()
-	if n := stops.Load(); n != 0 {
-		t.Errorf("a restart that succeeded called failed %d times", n)
+	flaky := failing(apiServerRestartName, 1, broke, &flakyTries)
+	done = startRestarts(ctx, []Restart{flaky}, []time.Duration{0}, stop)()
+	if n := stops.Load(); n != 0 || done[0].err != nil || !errors.Is(done[0].retried, broke) {
+		t.Errorf("a restart that succeeded on its second attempt: failed called %d times, err %v, retried %v", n, done[0].err, done[0].retried)
+	}
+	if s := restartSummary(done); !strings.Contains(s, "on a second attempt; the first: "+broke.Error()) {
+		t.Errorf("summary %q does not name the first attempt's failure", s)
 	}
 }
