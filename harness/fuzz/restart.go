@@ -37,8 +37,10 @@ type Restart struct {
 	// (up to aimWait) for Ready to hold, such as the GC having a write
 	// in flight.
 	Ready func() bool
-	// Do restarts it and returns once it serves again.
-	Do func(ctx context.Context) error
+	// Do restarts it and returns once it serves again, with what the
+	// run's summary should say of how ("" for nothing: a restart as
+	// asked).
+	Do func(ctx context.Context) (string, error)
 	// Rewatch bounds how long its clients may take, once Do returns, to
 	// list and watch again and finish the work they missed: after a run
 	// with this restart has settled, its state is checked for liveness
@@ -100,9 +102,12 @@ const apiServerRestartName = "kube-apiserver"
 // time up to within, and lets the clients' informers list and watch
 // again before the run settles.
 func APIServerRestart(cp *controlplane.ControlPlane, within time.Duration) Restart {
-	return Restart{Name: apiServerRestartName, Within: within, Rewatch: APIServerRewatch, Do: func(ctx context.Context) error {
-		_, err := cp.RestartAPIServer(ctx)
-		return err
+	return Restart{Name: apiServerRestartName, Within: within, Rewatch: APIServerRewatch, Do: func(ctx context.Context) (string, error) {
+		r, err := cp.RestartAPIServer(ctx)
+		if r.Killed {
+			return "killed when its graceful stop timed out", err
+		}
+		return "", err
 	}}
 }
 
@@ -110,7 +115,7 @@ func APIServerRestart(cp *controlplane.ControlPlane, within time.Duration) Resta
 // within, aimed, when tap records the GC's writes, at a moment one of
 // them is in flight: the case a restart can get wrong.
 func GCRestart(it *impl.Target, tap *history.Tap, within time.Duration) Restart {
-	r := Restart{Name: "impl's GC", Within: within, Do: it.RestartGC}
+	r := Restart{Name: "impl's GC", Within: within, Do: func(ctx context.Context) (string, error) { return "", it.RestartGC(ctx) }}
 	if tap != nil {
 		r.Ready = func() bool { return tap.InFlight() > 0 }
 	}
@@ -136,8 +141,8 @@ const kcmStartTimeout = time.Minute
 // of them is in flight: the write a crash cuts off is then in the
 // history as maybe applied.
 func KCMRestart(cp *controlplane.ControlPlane, tap *history.Tap, within time.Duration) Restart {
-	r := Restart{Name: "kube-controller-manager", Within: within, Rewatch: KCMRewatch, Do: func(ctx context.Context) error {
-		return cp.RestartControllerManager(ctx, kcmStartTimeout)
+	r := Restart{Name: "kube-controller-manager", Within: within, Rewatch: KCMRewatch, Do: func(ctx context.Context) (string, error) {
+		return "", cp.RestartControllerManager(ctx, kcmStartTimeout)
 	}}
 	if tap != nil {
 		r.Ready = func() bool { return tap.InFlight() > 0 }
@@ -165,6 +170,8 @@ type restartDone struct {
 	// retried is the error of a first attempt that failed when a second
 	// one brought the component back (nil when the first did)
 	retried error
+	// how is what Do said of how it restarted ("" for nothing)
+	how string
 	// until is when the run stops waiting for the restart's clients to
 	// rewatch (Restart.Rewatch after it ended); zero when it has no
 	// Rewatch
@@ -194,16 +201,17 @@ func startRestarts(ctx context.Context, rs []Restart, at []time.Duration, failed
 				time.Sleep(time.Millisecond)
 			}
 			begin := time.Now()
-			err := r.Do(ctx)
+			how, err := r.Do(ctx)
 			var retried error
 			if err != nil && ctx.Err() == nil {
-				if again := r.Do(ctx); again != nil {
+				var again error
+				if how, again = r.Do(ctx); again != nil {
 					err = fmt.Errorf("%w; tried again: %w", err, again)
 				} else {
 					err, retried = nil, err
 				}
 			}
-			done[i] = restartDone{name: r.Name, began: begin, took: time.Since(begin), err: err, retried: retried}
+			done[i] = restartDone{name: r.Name, began: begin, took: time.Since(begin), err: err, retried: retried, how: how}
 			if err != nil {
 				failed()
 			}
@@ -320,6 +328,9 @@ func restartSummary(done []restartDone) string {
 	var parts []string
 	for _, r := range done {
 		p := fmt.Sprintf("%s restarted in %s", r.name, r.took.Round(time.Millisecond))
+		if r.how != "" {
+			p += " (" + r.how + ")"
+		}
 		if r.retried != nil {
 			p += fmt.Sprintf(" (on a second attempt; the first: %s)", firstLine(r.retried.Error()))
 		}

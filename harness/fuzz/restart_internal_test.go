@@ -12,11 +12,11 @@ import (
 // failing is a restart whose first fails attempts fail with err and
 // whose later ones succeed; it counts its attempts.
 func failing(name string, fails int32, err error, attempts *atomic.Int32) Restart {
-	return Restart{Name: name, Do: func(context.Context) error {
+	return Restart{Name: name, Do: func(context.Context) (string, error) {
 		if attempts.Add(1) <= fails {
-			return err
+			return "", err
 		}
-		return nil
+		return "", nil
 	}}
 }
 
@@ -25,7 +25,8 @@ func failing(name string, fails int32, err error, attempts *atomic.Int32) Restar
 // a kube-apiserver that did not start again would otherwise have every
 // client resend each of its steps for retryWait before the run could
 // report why. A restart that succeeds, at once or on its second attempt,
-// stops nothing, and the summary names a second attempt's cause.
+// stops nothing, and the summary names a second attempt's cause and what
+// the restart said of how it went (a kube-apiserver killed).
 func TestFailedRestartStopsClients(t *testing.T) {
 	ctx := context.Background()
 	broke := errors.New("stop: timeout waiting for process kube-apiserver to stop")
@@ -52,5 +53,11 @@ func TestFailedRestartStopsClients(t *testing.T) {
 	}
 	if s := restartSummary(done); !strings.Contains(s, "on a second attempt; the first: "+broke.Error()) {
 		t.Errorf("summary %q does not name the first attempt's failure", s)
+	}
+
+	killed := Restart{Name: apiServerRestartName, Do: func(context.Context) (string, error) { return "killed when its graceful stop timed out", nil }}
+	done = startRestarts(ctx, []Restart{killed}, []time.Duration{0}, stop)()
+	if s := restartSummary(done); s != "kube-apiserver restarted in "+done[0].took.Round(time.Millisecond).String()+" (killed when its graceful stop timed out)" {
+		t.Errorf("summary %q does not say how the restart went", s)
 	}
 }
