@@ -38,10 +38,11 @@ const apiServerKillWait = 10 * time.Second
 // The stop is graceful (SIGTERM, then SIGKILL after 20 s): kube-apiserver
 // stops accepting connections, finishes the requests it has received and
 // writes their audit records, then exits. If it is killed, the restart
-// goes on as after a crash (Restart.Killed) once the old process is gone. A request that reaches it in
-// between, or while it is down, fails at the client with a connection
-// error and no answer; the server never saw it. Watches end and their
-// clients (informers, kube-controller-manager) relist and watch again.
+// goes on as after a crash (Restart.Killed) once the old process is
+// gone. A request that reaches it in between, or while it is down, fails
+// at the client with a connection error and no answer; the server never
+// saw it. Watches end and their clients (informers,
+// kube-controller-manager) relist and watch again.
 //
 // It returns once the new process serves (its /healthz answers ok).
 // Processes lists the new process afterwards. It must not run
@@ -124,18 +125,11 @@ func (cp *ControlPlane) RestartControllerManager(ctx context.Context, timeout ti
 // waitAPIServersGone waits up to limit for every kube-apiserver process
 // cp started to have exited, and reports whether they have.
 func (cp *ControlPlane) waitAPIServersGone(limit time.Duration) bool {
-	for deadline := time.Now().Add(limit); ; time.Sleep(10 * time.Millisecond) {
-		running := false
-		for _, p := range cp.procs {
-			if p.Name == APIServerBinary && p.Running() {
-				running = true
-			}
-		}
-		if !running {
-			return true
-		}
+	running := func(p Process) bool { return p.Name == APIServerBinary && p.Running() }
+	for deadline := time.Now().Add(limit); slices.ContainsFunc(cp.procs, running); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			return false
 		}
 	}
+	return true
 }
