@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cascade-k8s/cascade/harness/artifact"
 )
 
 func newCampaignCmd() *cobra.Command {
@@ -413,18 +416,15 @@ func encodeCampaignJUnit(w io.Writer, suite junitSuite) error {
 }
 
 // writeFileNew writes path with f, replacing an existing file only when
-// it is a campaign JUnit report cascade wrote before.
+// cascade wrote it (artifact.Write): a file it did not write is a usage
+// error.
 func writeFileNew(path string, f func(io.Writer) error) error {
-	if b, err := os.ReadFile(path); err == nil && !strings.Contains(string(b), `<testsuites name="cascade campaign"`) {
-		return usageErr("--junit %s: the file exists and is not a campaign report cascade wrote; not overwriting it", path)
-	}
-	file, err := os.Create(path)
-	if err != nil {
+	err := artifact.Write(path, f)
+	if errors.Is(err, artifact.ErrExists) {
 		return usageErr("--junit: %v", err)
 	}
-	if err := f(file); err != nil {
-		file.Close()
+	if err != nil {
 		return fmt.Errorf("--junit %s: %w", path, err)
 	}
-	return file.Close()
+	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cascade-k8s/cascade/harness/artifact"
 )
 
 // Labels on everything a campaign creates.
@@ -211,7 +212,7 @@ func (j campaignJob) collect(ctx context.Context, cs kubernetes.Interface, dir s
 		if err != nil {
 			continue
 		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)), sum, 0o644); err != nil {
+		if err := artifact.WriteFile(filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)), sum); err != nil {
 			return nil, err
 		}
 		got[i] = true

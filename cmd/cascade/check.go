@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cascade-k8s/cascade/harness/artifact"
 	"github.com/cascade-k8s/cascade/model"
 	"github.com/cascade-k8s/cascade/model/check"
 )
@@ -314,7 +315,7 @@ func writeCounterexamples(dir string, scope check.Scope, res *check.Result) (map
 		}
 		name += "-" + strings.ReplaceAll(v.Property, " ", "-") + ".trace"
 		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(v.Trace), 0o644); err != nil {
+		if err := artifact.WriteFile(path, []byte(v.Trace)); err != nil {
 			return nil, fmt.Errorf("cannot write counterexample: %v", err)
 		}
 		files[v.Property] = path

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/cascade-k8s/cascade/harness/artifact"
 	"github.com/cascade-k8s/cascade/model/check"
 )
 
@@ -29,7 +30,7 @@ func writeClassTraces(dir string, scope check.Scope, res *check.Result) (map[str
 		}
 		name += "-" + classFileName(v.Class) + ".trace"
 		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(v.Trace), 0o644); err != nil {
+		if err := artifact.WriteFile(path, []byte(v.Trace)); err != nil {
 			return nil, fmt.Errorf("cannot write counterexample: %v", err)
 		}
 		files[v.Class] = path

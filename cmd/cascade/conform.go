@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/cascade-k8s/cascade/harness/artifact"
 	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/model"
@@ -324,6 +324,18 @@ func runConform(cmd *cobra.Command, f *conformFlags) error {
 			return usageErr("report path %q looks like a flag", p)
 		}
 	}
+	// refused now, not after the run: a report path holding a file
+	// cascade did not write
+	var reports []string
+	if f.junit != "" {
+		reports = append(reports, f.junit)
+	}
+	if f.out != "" {
+		reports = append(reports, filepath.Join(f.out, "junit.xml"), filepath.Join(f.out, "summary.json"))
+	}
+	if err := artifact.Check(reports...); err != nil {
+		return usageErr("%v", err)
+	}
 
 	ctx := cmd.Context()
 	rep := &conformReport{Started: time.Now()}
@@ -465,18 +477,10 @@ func printConform(w io.Writer, rep *conformReport, jsonOut bool) error {
 // writeConformReports writes the JUnit file and the --out directory.
 func writeConformReports(rep *conformReport, junitPath, outDir string) error {
 	write := func(path string, f func(io.Writer) error) error {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := artifact.Write(path, f); err != nil {
 			return fmt.Errorf("reports: %w", err)
 		}
-		file, err := os.Create(path)
-		if err != nil {
-			return fmt.Errorf("reports: %w", err)
-		}
-		if err := f(file); err != nil {
-			file.Close()
-			return fmt.Errorf("reports: %s: %w", path, err)
-		}
-		return file.Close()
+		return nil
 	}
 	junit := func(w io.Writer) error { return writeJUnit(w, rep) }
 	if junitPath != "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/cascade-k8s/cascade/harness/artifact"
 	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/fuzz"
 	"github.com/cascade-k8s/cascade/harness/target"
@@ -259,6 +260,9 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		return usageErr("--failfile replays one run: it takes no --shard or --shards")
 	}
 	shardOut(cmd.Flags(), &f.out, shard)
+	if err := artifact.Check(fuzz.OutputFiles(f.out)...); f.out != "" && err != nil {
+		return usageErr("--out: %v", err)
+	}
 	quietLogs()
 	u := fuzz.DefaultUniverse
 	u.Kinds = f.kinds

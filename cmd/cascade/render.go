@@ -2,10 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"io"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cascade-k8s/cascade/harness/artifact"
 	"github.com/cascade-k8s/cascade/traces"
 	"github.com/cascade-k8s/cascade/traces/render"
 )
@@ -60,25 +61,20 @@ Graphviz: 'dot -Tsvg OUT.dot > OUT.svg'.`,
 			if path == "" {
 				path = dotOut
 			}
-			f, err := os.Create(path)
-			if err != nil {
-				return usageErr("%v", err)
-			}
 			opens := ""
-			if htmlOut != "" {
-				err = render.HTML(f, tr, frames)
-				opens = opensAt(render.FindRace(tr, frames), frames)
-			} else {
+			// artifact.Write: a failed render leaves no file, and a file
+			// cascade did not write is never replaced
+			err = artifact.Write(path, func(w io.Writer) error {
+				if htmlOut != "" {
+					opens = opensAt(render.FindRace(tr, frames), frames)
+					return render.HTML(w, tr, frames)
+				}
 				if step < 0 {
 					step = len(frames) - 1
 				}
-				err = render.DOT(f, frames, step)
-			}
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
+				return render.DOT(w, frames, step)
+			})
 			if err != nil {
-				os.Remove(path)
 				return usageErr("%v", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d steps)%s\n", path, len(frames)-1, opens)

@@ -36,6 +36,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/cascade-k8s/cascade/harness/artifact"
 )
 
 // cell is one release on one datastore and, once run, its outcome.
@@ -184,7 +186,7 @@ func runCell(ctx context.Context, c config, cl *cell, w io.Writer) {
 	}
 	args := append(slices.Clone(c.conformArgs), "-kube-bin-dir="+bin, "-datastore="+cl.datastore, "-out="+cl.out)
 	cmd := exec.CommandContext(ctx, c.conformBin, args...)
-	log, err := os.Create(filepath.Join(cl.out, "conform.log"))
+	log, err := artifact.Create(filepath.Join(cl.out, "conform.log"))
 	if err != nil {
 		cl.result, cl.why = "error", err.Error()
 		return

@@ -28,6 +28,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cascade-k8s/cascade/harness/artifact"
 	"github.com/cascade-k8s/cascade/harness/controlplane"
 )
 
@@ -287,7 +288,7 @@ func (p *phase) exec(ctx context.Context, timeout time.Duration, w io.Writer, mu
 	relay := &lineWriter{w: w, mu: mu, prefix: p.prefix}
 	cmd.Stdout, cmd.Stderr = relay, relay
 	if p.stdout != "" {
-		f, err := os.Create(p.stdout)
+		f, err := artifact.Create(p.stdout)
 		if err != nil {
 			return err
 		}

@@ -365,7 +365,7 @@ func (r *concurrentRun) judge(res lin.Result) {
 		r.undecided = res.Summary
 	default:
 		r.fail("linearizability", res.Summary, func(dir string) (string, error) {
-			path := filepath.Join(dir, "history.html")
+			path := filepath.Join(dir, HistoryFile)
 			return path, res.Visualize(path)
 		})
 	}

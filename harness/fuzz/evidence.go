@@ -24,6 +24,25 @@ const EvidenceFile = "evidence.jsonl"
 // the run's "the GC had not seen it" races on.
 const GraphChangesFile = "graph-changes.jsonl"
 
+// The other artifacts of a failing run, in Config.Out: its shrunk trace,
+// its history (concurrent runs) and its one-line summary.
+const (
+	TraceFile   = "failure.trace"
+	HistoryFile = "history.html"
+	SummaryFile = "summary.txt"
+)
+
+// OutputFiles lists the paths in dir a failing run may write, all but
+// rapid's fail file (whose name is dated): the fuzz command checks them
+// (artifact.Check) before the first run.
+func OutputFiles(dir string) []string {
+	var paths []string
+	for _, name := range []string{TraceFile, HistoryFile, SummaryFile, EvidenceFile, GraphChangesFile} {
+		paths = append(paths, filepath.Join(dir, name))
+	}
+	return paths
+}
+
 // withEvidence is write (a failure's artifact writer, nil for none)
 // that also writes ev to EvidenceFile in the output directory.
 func withEvidence(write func(string) (string, error), ev proxy.Evidence) func(string) (string, error) {

@@ -34,6 +34,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"time"
+
+	"github.com/cascade-k8s/cascade/harness/artifact"
 )
 
 // Config configures Run.
@@ -290,8 +292,8 @@ func finish(cfg Config, rep *Report, last *runFailure, foundAt time.Time, start 
 		f.FailFile = cfg.FailFile // the replayed fail file failed again, where it is
 	}
 	if last != nil {
-		f.Trace = filepath.Join(cfg.Out, "failure.trace")
-		errs = append(errs, os.WriteFile(f.Trace, []byte(last.trace), 0o644))
+		f.Trace = filepath.Join(cfg.Out, TraceFile)
+		errs = append(errs, artifact.WriteFile(f.Trace, []byte(last.trace)))
 		if last.write != nil {
 			f.History, err = last.write(cfg.Out)
 			errs = append(errs, err)
@@ -301,7 +303,7 @@ func finish(cfg Config, rep *Report, last *runFailure, foundAt time.Time, start 
 		}
 	}
 	summary := fmt.Sprintf("%s: %s\n", f.Kind, f.Summary)
-	errs = append(errs, os.WriteFile(filepath.Join(cfg.Out, "summary.txt"), []byte(summary), 0o644))
+	errs = append(errs, artifact.WriteFile(filepath.Join(cfg.Out, SummaryFile), []byte(summary)))
 	return errors.Join(errs...)
 }
 

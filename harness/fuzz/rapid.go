@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"pgregory.net/rapid"
+
+	"github.com/cascade-k8s/cascade/harness/artifact"
 )
 
 // rapidOutcome is what a campaign under rapid came to, from cascade's own
@@ -217,7 +219,7 @@ func moveFailFile(path, dir string, fresh []string) (string, error) {
 		return path, nil
 	}
 	dst := filepath.Join(dir, filepath.Base(path))
-	if err := os.Rename(path, dst); err != nil {
+	if err := artifact.Move(path, dst); err != nil {
 		return path, err
 	}
 	for _, d := range fresh {

@@ -2,11 +2,13 @@ package lin
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/cascade-k8s/cascade/harness/artifact"
 	"github.com/cascade-k8s/cascade/harness/history"
 )
 
@@ -41,7 +43,8 @@ func (r *Result) Visualize(path string) error {
 			Description: "cannot be linearized", Details: r.Summary, TextColor: "#ffffff", BackgroundColor: "#c0392b"})
 	}
 	info.AddAnnotations(anns)
-	return porcupine.VisualizePath(r.Model, info, path)
+	// artifact.Write: never over a file cascade did not write
+	return artifact.Write(path, func(w io.Writer) error { return porcupine.Visualize(r.Model, info, w) })
 }
 
 // describeOp renders an op for the visualization: who did what to which

@@ -1,0 +1,339 @@
+// Package artifact writes cascade's output files (counterexample traces,
+// failure histories, evidence, reports) so that cascade never replaces a
+// file it did not write.
+//
+// Every file written through this package is recorded, with the SHA-256
+// of what was written, in a manifest beside it: ManifestName in the same
+// directory, in sha256sum's format ("HEX  NAME" per line), so that
+// 'sha256sum -c .cascade-artifacts' checks a directory by hand. A path
+// that does not exist is written. A path that exists is replaced only
+// when the manifest lists it with the digest of its present content: a
+// file cascade wrote and nobody changed since. Anything else (a user's
+// file, a file of an older cascade that kept no manifest, a report the
+// user edited) is refused with an *ExistsError, and nothing is written.
+//
+// The manifest is updated after the file is in place, and replaced
+// atomically. A crash between the two, or two processes updating one
+// manifest at once, can lose an entry; the file is then refused the next
+// time, never overwritten unseen: every failure of this scheme errs
+// towards keeping a file.
+package artifact
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// ManifestName is the file, in each directory cascade writes artifacts
+// to, that lists them with their digests.
+const ManifestName = ".cascade-artifacts"
+
+// ErrExists is matched (errors.Is) by every *ExistsError.
+var ErrExists = errors.New("file exists and cascade did not write it")
+
+// ExistsError is the error for a path that exists and that cascade may
+// not replace: the manifest does not list it, or lists other content.
+type ExistsError struct {
+	// Path is the file left alone.
+	Path string
+	// Changed is set when the manifest lists the file but its content
+	// changed since cascade wrote it.
+	Changed bool
+}
+
+func (e *ExistsError) Error() string {
+	why := "cascade did not write it"
+	if e.Changed {
+		why = "it changed since cascade wrote it"
+	}
+	return fmt.Sprintf("%s exists and %s; not overwriting it (move it away, or write elsewhere)", e.Path, why)
+}
+
+// Is makes errors.Is(err, ErrExists) true.
+func (e *ExistsError) Is(target error) bool { return target == ErrExists }
+
+// mu serialises this process's manifest updates: the read, change and
+// replace of one manifest must not interleave with another's.
+var mu sync.Mutex
+
+// WriteFile writes data to path under the package's rule, creating the
+// directory if need be.
+func WriteFile(path string, data []byte) error {
+	return Write(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// Write writes what put writes to path under the package's rule. put
+// writes to a temporary file beside path; path is replaced only when put
+// and the write succeed, so a failed put leaves the old file, or none.
+func Write(path string, put func(io.Writer) error) error {
+	mu.Lock()
+	defer mu.Unlock()
+	m, name, err := claim(path)
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	if err := replace(path, func(w io.Writer) error { return put(io.MultiWriter(w, h)) }); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return m.record(name, h)
+}
+
+// replace writes what put writes to a temporary file beside path, then
+// renames it to path; on failure it removes the temporary file.
+func replace(path string, put func(io.Writer) error) error {
+	dir, name := filepath.Split(path)
+	if dir == "" {
+		dir = "." // not CreateTemp's default, os.TempDir: the rename must stay on path's file system
+	}
+	tmp, err := os.CreateTemp(dir, "."+name+".cascade-*")
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(tmp)
+	err = put(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name()) // created by this call
+	}
+	return err
+}
+
+// Move renames src, a file cascade wrote elsewhere, to path under the
+// package's rule, and records it. Both must be on one file system.
+func Move(src, path string) error {
+	mu.Lock()
+	defer mu.Unlock()
+	m, name, err := claim(path)
+	if err != nil {
+		return err
+	}
+	h, err := digestFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(src, path); err != nil {
+		return err
+	}
+	return m.record(name, h)
+}
+
+// File is an artifact written as it goes (a log a person may follow while
+// it grows). Create checks the rule once; Close records the digest of
+// everything written. A process killed before Close leaves the file
+// unlisted, so the next run refuses it rather than replace it.
+type File struct {
+	f    *os.File
+	h    hash.Hash
+	dir  string
+	name string
+}
+
+// Create opens path for writing under the package's rule, truncating a
+// file cascade wrote before.
+func Create(path string) (*File, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	m, name, err := claim(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &File{f: f, h: sha256.New(), dir: m.dir, name: name}, nil
+}
+
+// Name is the file's path, as given to Create.
+func (f *File) Name() string { return f.f.Name() }
+
+// Write writes p to the file.
+func (f *File) Write(p []byte) (int, error) {
+	n, err := f.f.Write(p)
+	f.h.Write(p[:n])
+	return n, err
+}
+
+// Close closes the file and lists it, with its digest, in the manifest
+// as it is now (other files may have been recorded since Create).
+func (f *File) Close() error {
+	if err := f.f.Close(); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	m, err := readManifest(f.dir)
+	if err != nil {
+		return err
+	}
+	return m.record(f.name, f.h)
+}
+
+// claim reads the manifest of path's directory, creating the directory
+// if need be, and checks that path may be written. The caller holds mu.
+func claim(path string) (*manifest, string, error) {
+	dir, name := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", err
+	}
+	m, err := readManifest(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := m.mayReplace(path, name); err != nil {
+		return nil, "", err
+	}
+	return m, name, nil
+}
+
+// Check reports, without writing anything, whether each path may be
+// written now: a command calls it before long work, so that an output
+// path holding a file cascade did not write is refused at the start and
+// not after the work.
+func Check(paths ...string) error {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, path := range paths {
+		dir, name := filepath.Split(path)
+		if dir == "" {
+			dir = "."
+		}
+		m, err := readManifest(dir)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			continue // dir does not exist yet: Write creates it, or reports why not
+		}
+		if err != nil {
+			return err
+		}
+		if err := m.mayReplace(path, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// manifest is one directory's manifest: file name to hex digest.
+type manifest struct {
+	dir     string
+	digests map[string]string
+}
+
+// readManifest reads dir's manifest; a missing one is empty. A manifest
+// cascade cannot parse is an error rather than something to replace: it
+// may not be cascade's.
+func readManifest(dir string) (*manifest, error) {
+	m := &manifest{dir: dir, digests: map[string]string{}}
+	path := filepath.Join(dir, ManifestName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return m, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		sum, name, ok := strings.Cut(line, "  ")
+		if d, err := hex.DecodeString(sum); !ok || err != nil || len(d) != sha256.Size || name == "" {
+			return nil, fmt.Errorf("%s:%d: not a line of cascade's artifact manifest (HEX  NAME); not touching the directory", path, i+1)
+		}
+		m.digests[name] = sum
+	}
+	return m, nil
+}
+
+// mayReplace reports whether path (named name in m's directory) may be
+// written: it does not exist, or m lists it with its present digest.
+func (m *manifest) mayReplace(path, name string) error {
+	if name == ManifestName {
+		return fmt.Errorf("%s: the name of cascade's artifact manifest", path)
+	}
+	if strings.Contains(name, "\n") {
+		return fmt.Errorf("%q: a file name with a newline cannot be listed in the manifest", path)
+	}
+	info, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	want, listed := m.digests[name]
+	if !listed || !info.Mode().IsRegular() {
+		return &ExistsError{Path: path}
+	}
+	h, err := digestFile(path)
+	if err != nil {
+		return err
+	}
+	if hex.EncodeToString(h.Sum(nil)) != want {
+		return &ExistsError{Path: path, Changed: true}
+	}
+	return nil
+}
+
+// record lists name with h's digest and replaces the manifest file.
+func (m *manifest) record(name string, h hash.Hash) error {
+	m.digests[name] = hex.EncodeToString(h.Sum(nil))
+	names := make([]string, 0, len(m.digests))
+	for n := range m.digests {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var b bytes.Buffer
+	for _, n := range names {
+		fmt.Fprintf(&b, "%s  %s\n", m.digests[n], n)
+	}
+	path := filepath.Join(m.dir, ManifestName)
+	if err := replace(path, func(w io.Writer) error { _, err := w.Write(b.Bytes()); return err }); err != nil {
+		return fmt.Errorf("record %s in %s: %w", name, path, err)
+	}
+	return nil
+}
+
+// digestFile hashes the file at path.
+func digestFile(path string) (hash.Hash, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
