@@ -111,10 +111,14 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	var foundAt time.Time
 	n, foundRun := 0, 0
 	shrinking := false // rapid is rerunning a failed run's variants
+	broken := false    // a restart failed twice: the control plane may be down
 	prop := func(t *rapid.T) {
 		endShrinking(ctx, shrinking)
 		if ctx.Err() != nil {
 			return // interrupted: no more runs
+		}
+		if broken {
+			return // no run, and no shrinking, on a control plane that did not come back
 		}
 		if (cfg.expired() && foundAt.IsZero()) || repro != nil {
 			return // out of time, or reproduced: nothing for rapid to shrink
@@ -151,7 +155,25 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			if foundAt.IsZero() {
 				foundAt, foundRun = time.Now(), n
 			}
+			prev := last
 			last = &runFailure{kind: kind, summary: summary, trace: r.trace(kind, summary), steps: len(r.sent), write: write, evidence: evidence}
+			if r.restartFailed {
+				// Every later run, and every candidate rapid would
+				// shrink this one to, would run on a control plane that
+				// did not come back, and fail on that: the session ends
+				// here, reporting this run unshrunk, or what was found
+				// before it (a failure held, or the smallest candidate
+				// of the failure being shrunk), a finding about the
+				// target.
+				broken = true
+				if shrinking {
+					last = prev
+				} else if held == nil {
+					held = last
+				}
+				progress(cfg, "run %d/%d failed (%s: %s): the control plane did not come back, so no more runs and no shrinking", cfg.runNo(n), cfg.Checks, kind, clip(firstLine(summary), 400))
+				panic(errHeld)
+			}
 			if repro == nil {
 				repro = r.reproduce(kind, summary)
 			}

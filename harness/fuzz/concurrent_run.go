@@ -68,6 +68,9 @@ type concurrentRun struct {
 	refused   int // writes refused while a server was down (history.Recorder.Refused)
 	restartAt []time.Duration
 	restarts  []restartDone
+	// restartFailed is set when a restart failed on its second attempt
+	// too (startRestarts): the run fails on that, and the campaign ends.
+	restartFailed bool
 	// undecided is the checker's summary when it could not decide the
 	// run's history in time ("" when it did).
 	undecided string
@@ -384,6 +387,7 @@ func (r *concurrentRun) execute(d *driver.Driver) {
 		r.restarts = waitRestarts()
 		for _, x := range r.restarts {
 			if x.err != nil && r.ctx.Err() == nil {
+				r.restartFailed = true
 				r.fail("error", fmt.Sprintf("restart %s: %v", x.name, x.err), nil)
 			}
 		}

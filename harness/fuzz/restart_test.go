@@ -2,7 +2,11 @@ package fuzz_test
 
 import (
 	"context"
+	"errors"
 	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,4 +116,33 @@ func TestConcurrentSurvivesGCRestart(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestRestartFailingTwiceEndsTheCampaign: a restart whose second attempt
+// fails too leaves a control plane that may be down, so the run fails on
+// it and the campaign ends there, unshrunk: no later run and no shrink
+// candidate starts (each would restart again), and the failure is the
+// restart's.
+func TestRestartFailingTwiceEndsTheCampaign(t *testing.T) {
+	var attempts atomic.Int32
+	env := restartEnv(t, func(*impl.Target, *history.Tap) []fuzz.Restart {
+		return []fuzz.Restart{{Name: "kube-apiserver", Do: func(context.Context) (string, error) {
+			attempts.Add(1)
+			return "", errors.New("start: kube-apiserver did not serve in time")
+		}}}
+	})
+	out := t.TempDir()
+	rep, err := fuzz.RunConcurrent(context.Background(), env, fuzz.Config{Checks: 5, Steps: 20, Clients: 3, Seed: 1, ShrinkTime: time.Minute, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failure == nil || rep.Failure.Kind != "error" || !strings.Contains(rep.Failure.Summary, "restart kube-apiserver: start: kube-apiserver did not serve in time") {
+		t.Fatalf("want the restart's failure, got %+v", rep.Failure)
+	}
+	if n := attempts.Load(); n != 2 {
+		t.Errorf("%d restart attempts, want 2: one run's restart and its retry, then no run or shrink candidate", n)
+	}
+	if _, err := os.Stat(filepath.Join(out, fuzz.TraceFile)); err != nil {
+		t.Errorf("the failure's trace was not written: %v", err)
+	}
 }
