@@ -30,6 +30,7 @@ import (
 
 	"github.com/cascade-k8s/cascade/harness/artifact"
 	"github.com/cascade-k8s/cascade/harness/controlplane"
+	"github.com/cascade-k8s/cascade/harness/fuzz"
 )
 
 // suiteTargets are the targets of the scenario suite; fuzzTargets those
@@ -114,6 +115,12 @@ type phase struct {
 	report string // where its reports are, for the table
 	prefix string // put before each relayed stderr line
 	log    bool   // stdout is a log: stderr goes there too
+	// writes are the files the process writes itself, without
+	// harness/artifact (Ginkgo's report, the suite's summary, a test
+	// binary): checked before anything runs, recorded as cascade's after;
+	// checks are files it writes through harness/artifact (cascade
+	// fuzz's), only checked
+	writes, checks []string
 
 	summary string         // suite: the -summary file
 	counts  map[string]int // suite: passed, failed, errors, skipped
@@ -144,6 +151,7 @@ func phases(c config) []*phase {
 	for _, t := range c.targets {
 		p := &phase{name: "suite " + t, stdout: filepath.Join(c.out, "suite-"+t+".log"), log: true,
 			summary: filepath.Join(c.out, "summary-"+t+".json"), report: filepath.Join(c.out, "junit-"+t+".xml")}
+		p.writes = []string{p.summary, p.report}
 		p.args = []string{filepath.Join(c.out, "scenarios.test"), "-test.run=^TestScenarios$", "-test.timeout=" + c.timeout.String(),
 			"-targets=" + t, "-ginkgo.no-color", "-ginkgo.junit-report=" + p.report, "-summary=" + p.summary}
 		if c.binDir != "" {
@@ -156,7 +164,8 @@ func phases(c config) []*phase {
 	}
 	for _, t := range c.fuzz {
 		dir := filepath.Join(c.out, "fuzz-"+t)
-		p := &phase{name: "fuzz " + t, stdout: dir + ".json", report: dir + ".json, " + dir + "/", prefix: "fuzz " + t + ": "}
+		p := &phase{name: "fuzz " + t, stdout: dir + ".json", report: dir + ".json, " + dir + "/", prefix: "fuzz " + t + ": ",
+			checks: fuzz.OutputFiles(dir)}
 		p.args = []string{filepath.Join("bin", "cascade"), "fuzz", "--target", t, "--checks", fmt.Sprint(c.checks),
 			"--seed", fmt.Sprint(c.seed), "--out", dir, "--json"}
 		if c.binDir != "" {
@@ -181,13 +190,38 @@ func run(ctx context.Context, c config, w io.Writer) int {
 	}
 	var builds []*phase
 	if len(c.targets) > 0 {
+		bin := filepath.Join(c.out, "scenarios.test")
 		builds = append(builds, &phase{name: "build suite", prefix: "build suite: ",
-			args: []string{"go", "test", "-c", "-o", filepath.Join(c.out, "scenarios.test"), "./scenarios/"}})
+			args: []string{"go", "test", "-c", "-o", bin, "./scenarios/"}, writes: []string{bin}})
 	}
 	if len(c.fuzz) > 0 {
 		builds = append(builds, &phase{name: "build cascade", prefix: "build cascade: ",
 			args: []string{"go", "build", "-o", filepath.Join("bin", "cascade"), "./cmd/cascade"}})
 	}
+	ps := phases(c)
+	// refused now, before the builds: an output path holding a file
+	// cascade did not write (harness/artifact)
+	var paths []string
+	for _, p := range append(slices.Clone(builds), ps...) {
+		if p.stdout != "" {
+			paths = append(paths, p.stdout)
+		}
+		paths = append(paths, p.writes...)
+		paths = append(paths, p.checks...)
+	}
+	if err := artifact.Check(paths...); err != nil {
+		fmt.Fprintln(w, "conform:", err)
+		return 2
+	}
+	defer func() {
+		for _, p := range append(builds, ps...) {
+			for _, path := range p.writes {
+				if err := artifact.Record(path); err != nil {
+					fmt.Fprintln(w, "conform:", err)
+				}
+			}
+		}
+	}()
 	fmt.Fprintf(w, "conform: %s\n", names(builds))
 	// one after the other: each go command uses every core, and the second
 	// finds most packages in the build cache
@@ -202,7 +236,6 @@ func run(ctx context.Context, c config, w io.Writer) int {
 		}
 	}
 	built := time.Since(begin)
-	ps := phases(c)
 	fmt.Fprintf(w, "conform: built in %s; running %s, %d at a time; logs and reports in %s/\n", built.Round(100*time.Millisecond), names(ps), c.jobs, c.out)
 	runAll(ctx, ps, c.jobs, c.timeout, w)
 	for _, p := range ps {

@@ -243,6 +243,31 @@ func Check(paths ...string) error {
 	return nil
 }
 
+// Record lists the file at path, as it is now, as cascade's: for a file a
+// process cascade started wrote (Ginkgo's JUnit report, a test binary)
+// at a path Check allowed before it started. A path that does not exist
+// (the process never wrote it) is left out.
+func Record(path string) error {
+	mu.Lock()
+	defer mu.Unlock()
+	dir, name := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	h, err := digestFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	m, err := readManifest(dir)
+	if err != nil {
+		return err
+	}
+	return m.record(name, h)
+}
+
 // manifest is one directory's manifest: file name to hex digest.
 type manifest struct {
 	dir     string
