@@ -36,8 +36,11 @@ func TestOutputNeverReplacesAUsersFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, code = cascade(t, args...)
-	if code == 0 || code == 1 || !strings.Contains(out, "error: cannot write counterexample: "+file+" exists and it changed since cascade wrote it") {
+	if code != 2 || !strings.Contains(out, "error: cannot write counterexample: "+file+" exists and it changed since cascade wrote it") {
 		t.Fatalf("exit %d, want an error naming %s:\n%s", code, file, out)
+	}
+	if !strings.Contains(out, "VIOLATED in 8 steps") || !strings.Contains(out, "controller adopt rs/web-1 by=deploy/web") {
+		t.Errorf("the verdict and the counterexample are not printed when the file is refused:\n%s", out)
 	}
 	if got, _ := os.ReadFile(file); string(got) != string(mine) {
 		t.Errorf("the edited trace now reads %q", got)
@@ -71,5 +74,29 @@ func TestReportPathsCheckedBeforeTheRun(t *testing.T) {
 		if got, _ := os.ReadFile(path); string(got) != want {
 			t.Errorf("%s now reads %q", path, got)
 		}
+	}
+}
+
+// TestCampaignRunChecksShardFilesFirst: a shard file in --out that cascade
+// did not write stops campaign run before it creates anything.
+func TestCampaignRunChecksShardFilesFirst(t *testing.T) {
+	dir := t.TempDir()
+	shard := filepath.Join(dir, "shard-1.json")
+	if err := os.WriteFile(shard, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := cascade(t, "campaign", "run", "--kubeconfig", kubeconfig, "--image", "cascade:dev", "--shards", "2", "--out", dir)
+	if code != 2 || !strings.Contains(out, "--out: "+shard+" exists and cascade did not write it") {
+		t.Fatalf("exit %d, want a usage error naming %s:\n%s", code, shard, out)
 	}
 }

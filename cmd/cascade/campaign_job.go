@@ -188,14 +188,32 @@ func extractSummary(log []byte) ([]byte, error) {
 	return nil, errors.New("no JSON summary in the log")
 }
 
+// shardSummaryPath is where collect writes shard i's summary in dir.
+func shardSummaryPath(dir string, i int) string {
+	return filepath.Join(dir, fmt.Sprintf("shard-%d.json", i))
+}
+
+// shardFiles lists the files collect may write: campaign run checks them
+// (artifact.Check) before it creates anything.
+func (j campaignJob) shardFiles(dir string) []string {
+	paths := make([]string, j.Shards)
+	for i := range paths {
+		paths[i] = shardSummaryPath(dir, i)
+	}
+	return paths
+}
+
 // collect writes each finished shard's summary from its pod's log to
-// dir/shard-I.json and returns the indexes it found none for.
+// dir/shard-I.json and returns the indexes it found none for. A summary
+// it cannot write (its file is not cascade's) does not stop the others;
+// the errors are joined.
 func (j campaignJob) collect(ctx context.Context, cs kubernetes.Interface, dir string) (missing []int, err error) {
 	pods, err := cs.CoreV1().Pods(j.namespace()).List(ctx, metav1.ListOptions{LabelSelector: campaignLabel + "=" + j.ID})
 	if err != nil {
 		return nil, err
 	}
 	got := map[int]bool{}
+	var errs []error
 	for _, p := range pods.Items {
 		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			continue
@@ -212,8 +230,9 @@ func (j campaignJob) collect(ctx context.Context, cs kubernetes.Interface, dir s
 		if err != nil {
 			continue
 		}
-		if err := artifact.WriteFile(filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)), sum); err != nil {
-			return nil, err
+		if err := artifact.WriteFile(shardSummaryPath(dir, i), sum); err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		got[i] = true
 	}
@@ -222,7 +241,7 @@ func (j campaignJob) collect(ctx context.Context, cs kubernetes.Interface, dir s
 			missing = append(missing, i)
 		}
 	}
-	return missing, nil
+	return missing, errors.Join(errs...)
 }
 
 // jobProgress is a line on the Job's shards: done, failed, running.

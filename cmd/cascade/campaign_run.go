@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cascade-k8s/cascade/harness/artifact"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/model/check"
 )
@@ -150,6 +151,11 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags, args []string) error {
 	}
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return err
+	}
+	// refused now, before the Job exists: a shard file cascade did not
+	// write, which collect could not replace once the shards had run
+	if err := artifact.Check(j.shardFiles(f.out)...); err != nil {
+		return usageErr("--out: %v", err)
 	}
 	ctx := cmd.Context()
 	if err := j.create(ctx, cs, false); err != nil {

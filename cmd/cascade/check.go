@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -196,17 +197,15 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 	if o.err != nil {
 		return usageErr("%v", o.err)
 	}
-	files, err := writeCounterexamples(f.out, scope, res)
-	if err != nil {
-		return err
-	}
+	// A trace that cannot be written (its path holds a file cascade did
+	// not write) is still printed, with the verdict; the error comes last.
+	files, writeErr := writeCounterexamples(f.out, scope, res)
 	classes := f.classes || f.universe != ""
 	classFiles := map[string]string{}
 	if classes {
+		var err error
 		classFiles, err = writeClassTraces(f.out, scope, res)
-	}
-	if err != nil {
-		return err
+		writeErr = errors.Join(writeErr, err)
 	}
 	// a shard's ops and expectations are judged over all the shards, by
 	// campaign merge: one slice of the graphs may never reach an op
@@ -237,6 +236,9 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 	}
 	if err != nil {
 		return err
+	}
+	if writeErr != nil {
+		return writeErr
 	}
 	if failed {
 		return errViolation
@@ -300,13 +302,16 @@ func buildScope(f *checkFlags) (check.Scope, error) {
 }
 
 // writeCounterexamples writes each trace to DIR/<scope>[-<bugs>]-<property>.trace.
+// A trace that cannot be written is left out of the map, and its error
+// joined to the one returned; the others are written.
 func writeCounterexamples(dir string, scope check.Scope, res *check.Result) (map[string]string, error) {
 	files := map[string]string{}
+	var errs []error
 	if len(res.Violations) == 0 {
 		return files, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cannot create --out directory: %v", err)
+		return files, fmt.Errorf("cannot create --out directory: %v", err)
 	}
 	for _, v := range res.Violations {
 		name := scope.Name
@@ -316,11 +321,12 @@ func writeCounterexamples(dir string, scope check.Scope, res *check.Result) (map
 		name += "-" + strings.ReplaceAll(v.Property, " ", "-") + ".trace"
 		path := filepath.Join(dir, name)
 		if err := artifact.WriteFile(path, []byte(v.Trace)); err != nil {
-			return nil, fmt.Errorf("cannot write counterexample: %v", err)
+			errs = append(errs, fmt.Errorf("cannot write counterexample: %v", err))
+			continue
 		}
 		files[v.Property] = path
 	}
-	return files, nil
+	return files, errors.Join(errs...)
 }
 
 // reductionLine says whether the search used partial-order reduction

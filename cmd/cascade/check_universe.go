@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,14 +15,15 @@ import (
 
 // writeClassTraces writes the shortest counterexample of each violation
 // class to DIR/<scope>[-<bugs>]-<class>.trace, the class's parts joined
-// by '_'.
+// by '_'. As writeCounterexamples, it writes what it can.
 func writeClassTraces(dir string, scope check.Scope, res *check.Result) (map[string]string, error) {
 	files := map[string]string{}
+	var errs []error
 	if len(res.Classes) == 0 {
 		return files, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cannot create --out directory: %v", err)
+		return files, fmt.Errorf("cannot create --out directory: %v", err)
 	}
 	for _, v := range res.Classes {
 		name := scope.Name
@@ -31,11 +33,12 @@ func writeClassTraces(dir string, scope check.Scope, res *check.Result) (map[str
 		name += "-" + classFileName(v.Class) + ".trace"
 		path := filepath.Join(dir, name)
 		if err := artifact.WriteFile(path, []byte(v.Trace)); err != nil {
-			return nil, fmt.Errorf("cannot write counterexample: %v", err)
+			errs = append(errs, fmt.Errorf("cannot write counterexample: %v", err))
+			continue
 		}
 		files[v.Class] = path
 	}
-	return files, nil
+	return files, errors.Join(errs...)
 }
 
 // classFileName spells a violation class as a file name.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cascade-k8s/cascade/harness/artifact"
 	"github.com/cascade-k8s/cascade/harness/controlplane"
+	"github.com/cascade-k8s/cascade/harness/fuzz"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/model"
 	"github.com/cascade-k8s/cascade/traces"
@@ -332,6 +333,9 @@ func runConform(cmd *cobra.Command, f *conformFlags) error {
 	}
 	if f.out != "" {
 		reports = append(reports, filepath.Join(f.out, "junit.xml"), filepath.Join(f.out, "summary.json"))
+	}
+	if conformFuzz.checks > 0 && spec.Name != target.Model && conformFuzz.out != "" {
+		reports = append(reports, fuzz.OutputFiles(conformFuzz.out)...)
 	}
 	if err := artifact.Check(reports...); err != nil {
 		return usageErr("%v", err)

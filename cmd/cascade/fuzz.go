@@ -333,6 +333,12 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		}
 		return errInterrupted
 	}
+	// a failure whose artifacts could not all be written is still
+	// reported: the finding is the run's, the error only the files'
+	var artifacts error
+	if err != nil && rep != nil && rep.Failure != nil {
+		artifacts, err = err, nil
+	}
 	if err != nil {
 		return err
 	}
@@ -352,6 +358,9 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	}
 	if ctx.Err() != nil {
 		return errInterrupted
+	}
+	if artifacts != nil {
+		return &exitError{code: 1, err: fmt.Errorf("the failure's artifacts: %w", artifacts)}
 	}
 	return fuzzResult(rep)
 }
@@ -617,12 +626,15 @@ func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
 	name := fmt.Sprintf("fuzz/%d-runs-seed-%d", checks, env.seed)
 	c := caseResult{Phase: "fuzz", Name: name, Seconds: time.Since(start).Seconds()}
 	switch {
-	case err != nil:
+	case err != nil && (rep == nil || rep.OK()):
 		c.Result, c.Message = resultError, err.Error()
 	case !rep.OK():
 		s := summary{Reproduce: fuzzCommand(env.target.Spec, rep.Seed), Datastore: env.target.Spec.Datastore}
 		var b strings.Builder
 		_ = printFuzz(&b, s, rep, false)
+		if err != nil { // the failure stands; its files could not all be written
+			fmt.Fprintf(&b, "the failure's artifacts: %v\n", err)
+		}
 		c.Result, c.Message = resultFail, b.String()
 	case len(rep.Undecided) > 0: // no verdict on the target: not a failure
 		c.Result, c.Message = resultError, "inconclusive: "+strings.Join(rep.Undecided, "; ")

@@ -29,6 +29,7 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,6 +82,8 @@ func WriteFile(path string, data []byte) error {
 // Write writes what put writes to path under the package's rule. put
 // writes to a temporary file beside path; path is replaced only when put
 // and the write succeed, so a failed put leaves the old file, or none.
+// Writes are serialised in the process, so put must not write an
+// artifact itself.
 func Write(path string, put func(io.Writer) error) error {
 	mu.Lock()
 	defer mu.Unlock()
@@ -89,41 +92,87 @@ func Write(path string, put func(io.Writer) error) error {
 		return err
 	}
 	h := sha256.New()
-	if err := replace(path, func(w io.Writer) error { return put(io.MultiWriter(w, h)) }); err != nil {
+	err = replace(path, func(w io.Writer) error { return put(io.MultiWriter(w, h)) },
+		func(tmp string) error { return m.place(tmp, path, name) })
+	if err != nil {
+		if errors.Is(err, ErrExists) {
+			return err
+		}
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return m.record(name, h)
 }
 
-// replace writes what put writes to a temporary file beside path, then
-// renames it to path; on failure it removes the temporary file.
-func replace(path string, put func(io.Writer) error) error {
-	dir, name := filepath.Split(path)
-	if dir == "" {
-		dir = "." // not CreateTemp's default, os.TempDir: the rename must stay on path's file system
-	}
-	tmp, err := os.CreateTemp(dir, "."+name+".cascade-*")
+// replace writes what put writes to a new temporary file beside path and
+// moves it there with place; on any failure, a panic included, it
+// removes the temporary file.
+func replace(path string, put func(io.Writer) error, place func(tmp string) error) (err error) {
+	tmp, err := createTemp(path)
 	if err != nil {
 		return err
 	}
+	placed := false
+	defer func() {
+		if !placed {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name()) // created by this call
+		}
+	}()
 	bw := bufio.NewWriter(tmp)
-	err = put(bw)
-	if err == nil {
-		err = bw.Flush()
+	if err := put(bw); err != nil {
+		return err
 	}
-	if err == nil {
-		err = tmp.Chmod(0o644)
+	if err := bw.Flush(); err != nil {
+		return err
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	if err := tmp.Close(); err != nil {
+		return err
 	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+	if err := place(tmp.Name()); err != nil {
+		return err
 	}
-	if err != nil {
-		_ = os.Remove(tmp.Name()) // created by this call
+	placed = true
+	return nil
+}
+
+// createTemp creates a new file beside path, named after it, with mode
+// 0644 less the umask, as os.WriteFile would give path itself.
+func createTemp(path string) (*os.File, error) {
+	dir, name := filepath.Split(path)
+	if dir == "" {
+		dir = "." // the rename or link into place must stay on path's file system
 	}
-	return err
+	for try := 0; ; try++ {
+		p := filepath.Join(dir, fmt.Sprintf(".%s.cascade-%d", name, rand.Uint32()))
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) && try < 100 {
+			continue
+		}
+		return f, err
+	}
+}
+
+// place moves the file tmp to path (named name in m's directory), checking
+// the rule again first: a file may have appeared at path, or changed,
+// since claim. A path that is still absent is linked, which fails rather
+// than replace a file created in between; a file cascade wrote is
+// replaced by a rename.
+func (m *manifest) place(tmp, path, name string) error {
+	if err := m.mayReplace(path, name); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		err := os.Link(tmp, path)
+		if errors.Is(err, fs.ErrExist) {
+			return &ExistsError{Path: path}
+		}
+		if err == nil {
+			return os.Remove(tmp)
+		}
+		// no hard links on this file system: rename, as for a file
+		// cascade wrote
+	}
+	return os.Rename(tmp, path)
 }
 
 // Move renames src, a file cascade wrote elsewhere, to path under the
@@ -139,7 +188,7 @@ func Move(src, path string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(src, path); err != nil {
+	if err := m.place(src, path, name); err != nil {
 		return err
 	}
 	return m.record(name, h)
@@ -150,6 +199,7 @@ func Move(src, path string) error {
 // everything written. A process killed before Close leaves the file
 // unlisted, so the next run refuses it rather than replace it.
 type File struct {
+	mu   sync.Mutex // os/exec copies a child's stdout and stderr from two goroutines
 	f    *os.File
 	h    hash.Hash
 	dir  string
@@ -165,7 +215,16 @@ func Create(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	// the path was checked: a new file must still be new (O_EXCL), and a
+	// file cascade wrote is not followed should it have become a link
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if _, err := os.Lstat(path); err == nil {
+		flags = os.O_WRONLY | os.O_TRUNC | syscall.O_NOFOLLOW
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil, &ExistsError{Path: path}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +236,8 @@ func (f *File) Name() string { return f.f.Name() }
 
 // Write writes p to the file.
 func (f *File) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	n, err := f.f.Write(p)
 	f.h.Write(p[:n])
 	return n, err
@@ -185,6 +246,8 @@ func (f *File) Write(p []byte) (int, error) {
 // Close closes the file and lists it, with its digest, in the manifest
 // as it is now (other files may have been recorded since Create).
 func (f *File) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err := f.f.Close(); err != nil {
 		return err
 	}
@@ -230,8 +293,8 @@ func Check(paths ...string) error {
 			dir = "."
 		}
 		m, err := readManifest(dir)
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			continue // dir does not exist yet: Write creates it, or reports why not
+		if errors.Is(err, syscall.ENOTDIR) {
+			return fmt.Errorf("%s: %s is not a directory", path, filepath.Clean(dir))
 		}
 		if err != nil {
 			return err
@@ -343,7 +406,8 @@ func (m *manifest) record(name string, h hash.Hash) error {
 		fmt.Fprintf(&b, "%s  %s\n", m.digests[n], n)
 	}
 	path := filepath.Join(m.dir, ManifestName)
-	if err := replace(path, func(w io.Writer) error { _, err := w.Write(b.Bytes()); return err }); err != nil {
+	put := func(w io.Writer) error { _, err := w.Write(b.Bytes()); return err }
+	if err := replace(path, put, func(tmp string) error { return os.Rename(tmp, path) }); err != nil {
 		return fmt.Errorf("record %s in %s: %w", name, path, err)
 	}
 	return nil

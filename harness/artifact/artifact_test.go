@@ -220,7 +220,7 @@ func TestCheck(t *testing.T) {
 	if err := artifact.WriteFile(ours, []byte("<testsuites/>")); err != nil {
 		t.Fatal(err)
 	}
-	if err := artifact.Check(ours, filepath.Join(dir, "new", "a.trace"), filepath.Join(mine, "x")); err != nil {
+	if err := artifact.Check(ours, filepath.Join(dir, "new", "a.trace")); err != nil {
 		t.Fatalf("got %v, want nil", err)
 	}
 	if err := artifact.Check(ours, mine); !errors.Is(err, artifact.ErrExists) || !strings.Contains(err.Error(), mine) {
@@ -253,5 +253,79 @@ func TestRecord(t *testing.T) {
 	}
 	if man := read(t, filepath.Join(dir, artifact.ManifestName)); strings.Count(man, "\n") != 1 {
 		t.Errorf("manifest %q, want the report's line only", man)
+	}
+}
+
+// A file that appears at the path while cascade writes (after the check,
+// before the file is in place) is kept, and the write refused.
+func TestFileAppearingDuringTheWriteIsKept(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "history.html")
+	err := artifact.Write(path, func(w io.Writer) error {
+		if err := os.WriteFile(path, []byte("written meanwhile"), 0o644); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, "<html/>")
+		return err
+	})
+	if !errors.Is(err, artifact.ErrExists) {
+		t.Fatalf("got %v, want ErrExists", err)
+	}
+	if got := read(t, path); got != "written meanwhile" {
+		t.Errorf("the file now reads %q", got)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("want only the file, got %v", entries)
+	}
+}
+
+// A put that panics leaves no temporary file behind.
+func TestPanickingWriteLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	func() {
+		defer func() { _ = recover() }()
+		_ = artifact.Write(filepath.Join(dir, "a.trace"), func(io.Writer) error { panic("boom") })
+	}()
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
+	}
+}
+
+// Two goroutines writing one File (a child's stdout and stderr, as
+// os/exec copies them) leave a digest that matches the file.
+func TestCreateConcurrentWriters(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "suite-upstream.log")
+	f, err := artifact.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				fmt.Fprintf(f, "stream %d line %d\n", g, i)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := artifact.Check(path); err != nil {
+		t.Errorf("the recorded digest does not match the file: %v", err)
+	}
+}
+
+// An output directory that is a file is refused before the work.
+func TestCheckRefusesAFileAsDirectory(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "out")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := artifact.Check(filepath.Join(file, "summary.txt")); err == nil || !strings.Contains(err.Error(), "is not a directory") {
+		t.Fatalf("got %v, want an error saying %s is not a directory", err, file)
 	}
 }

@@ -108,6 +108,9 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	// worth more than the shrunk concurrent run. The first failure found
 	// is reported if none does.
 	var last, repro, held *runFailure
+	// shrunk is the failure being shrunk: the run's, then the last
+	// candidate that failed the same way
+	var shrunk *runFailure
 	var foundAt time.Time
 	n, foundRun := 0, 0
 	shrinking := false // rapid is rerunning a failed run's variants
@@ -155,7 +158,6 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 			if foundAt.IsZero() {
 				foundAt, foundRun = time.Now(), n
 			}
-			prev := last
 			last = &runFailure{kind: kind, summary: summary, trace: r.trace(kind, summary), steps: len(r.sent), write: write, evidence: evidence}
 			if r.restartFailed {
 				// Every later run, and every candidate rapid would
@@ -163,16 +165,23 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 				// did not come back, and fail on that: the session ends
 				// here, reporting this run unshrunk, or what was found
 				// before it (a failure held, or the smallest candidate
-				// of the failure being shrunk), a finding about the
-				// target.
+				// rapid accepted while shrinking one), a finding about
+				// the target.
 				broken = true
+				which := fmt.Sprintf("run %d/%d", cfg.runNo(n), cfg.Checks)
 				if shrinking {
-					last = prev
+					last = shrunk
+					which = fmt.Sprintf("shrinking run %d/%d", cfg.runNo(foundRun), cfg.Checks)
 				} else if held == nil {
 					held = last
 				}
-				progress(cfg, "run %d/%d failed (%s: %s): the control plane did not come back, so no more runs and no shrinking", cfg.runNo(n), cfg.Checks, kind, clip(firstLine(summary), 400))
+				progress(cfg, "%s: a run failed (%s: %s): the control plane did not come back, so no more runs and no shrinking", which, kind, clip(firstLine(summary), 400))
 				panic(errHeld)
+			}
+			if !shrinking || kind == shrunk.kind {
+				// rapid accepts a candidate that fails as the run it
+				// shrinks did (t.Fatalf below, the kind its message)
+				shrunk = last
 			}
 			if repro == nil {
 				repro = r.reproduce(kind, summary)
@@ -237,7 +246,11 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	if cfg.Shard.Count > 0 {
 		rep.CampaignRuns = cfg.Checks
 	}
-	cfg.onRun = func(k int) { rep.RunNumbers = append(rep.RunNumbers, k+1) }
+	cfg.onRun = func(k int) {
+		if !broken { // the runs after a restart that failed twice do not run
+			rep.RunNumbers = append(rep.RunNumbers, k+1)
+		}
+	}
 	out, err := runRapid("cascade-fuzz-"+env.Target, cfg, prop)
 	msg := out.message()
 	rep.Elapsed = time.Since(start)
