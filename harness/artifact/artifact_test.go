@@ -32,13 +32,20 @@ func TestRefusesAFileCascadeDidNotWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := artifact.WriteFile(path, []byte("cascade's summary\n"))
+	refusedAndKept(t, err, path, "the user's notes\n")
+}
+
+// refusedAndKept checks that err refuses path, naming it, and that path
+// still holds want, alone in its directory: no temporary file was left.
+func refusedAndKept(t *testing.T, err error, path, want string) {
+	t.Helper()
 	if !errors.Is(err, artifact.ErrExists) || !strings.Contains(err.Error(), path) {
 		t.Fatalf("got %v, want an ExistsError naming %s", err, path)
 	}
-	if got := read(t, path); got != "the user's notes\n" {
-		t.Errorf("the user's file now reads %q", got)
+	if got := read(t, path); got != want {
+		t.Errorf("%s now reads %q", path, got)
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
 		t.Errorf("the refused write left files behind: %v", entries)
 	}
 }
@@ -268,15 +275,7 @@ func TestFileAppearingDuringTheWriteIsKept(t *testing.T) {
 		_, err := io.WriteString(w, "<html/>")
 		return err
 	})
-	if !errors.Is(err, artifact.ErrExists) {
-		t.Fatalf("got %v, want ErrExists", err)
-	}
-	if got := read(t, path); got != "written meanwhile" {
-		t.Errorf("the file now reads %q", got)
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("want only the file, got %v", entries)
-	}
+	refusedAndKept(t, err, path, "written meanwhile")
 }
 
 // A put that panics leaves no temporary file behind.
