@@ -119,7 +119,7 @@ Examples:
 	fl.IntVar(&f.maxStates, "max-states", 0, "stop after this many distinct states (0: unbounded)")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "parallel workers")
 	fl.Int64Var(&f.expectStates, "expect-states", 0, "about how many distinct states the search will store (from an earlier run): the visited table starts that large instead of doubling its way there, as SPIN's -w sizes pan's; changes no result (0: unknown)")
-	fl.StringVar(&f.out, "out", "out/counterexamples", "directory for counterexample trace files (a shard's default: out/counterexamples/shard-I)")
+	fl.StringVar(&f.out, "out", "out/counterexamples", "directory for counterexample trace files (a shard's default: out/counterexamples/shard-I); a file there cascade did not write is never replaced")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the result as JSON")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
 	fl.BoolVar(&f.strict, "strict", false, "fail on known upstream races too")

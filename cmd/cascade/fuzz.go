@@ -214,7 +214,7 @@ decide some run's history, 130 interrupted.`,
 	fl.DurationVar(&f.restartAPIServer, "restart-apiserver", 0, "upstream, impl: restart kube-apiserver on the same etcd once per run, at a random time up to this after the run's clients start (a fault; 0: none)")
 	fl.DurationVar(&f.restartGC, "restart-gc", 0, "impl: restart impl's GC (an empty graph, rebuilt from fresh lists) once per run, at a random time up to this after the run's clients start, aimed at a GC write in flight (a fault; 0: none)")
 	fl.StringSliceVar(&f.kinds, "kinds", fuzz.DefaultUniverse.Kinds, "kinds random steps create (short names)")
-	fl.StringVar(&f.out, "out", "out/fuzz", "directory for failure artifacts (a shard's default: out/fuzz/shard-I)")
+	fl.StringVar(&f.out, "out", "out/fuzz", "directory for failure artifacts (a shard's default: out/fuzz/shard-I); refused before the runs if it holds a file of theirs cascade did not write")
 	fl.StringVar(&f.failFile, "failfile", "", "replay a rapid fail file written by an earlier failure")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the kubeconfig target (default: $KUBECONFIG, ~/.kube/config)")
 	fl.StringVar(&f.context, "context", "", "context of the kubeconfig target (default: the current one)")

@@ -63,6 +63,11 @@ protection.
   cascade cluster  start a local control plane and write its kubeconfig
   cascade gc       run cascade's reference garbage collector on a cluster
 
+Output files (traces, reports, failure artifacts) never replace a file
+cascade did not write: each directory's .cascade-artifacts lists what
+cascade wrote there with its SHA-256, and any other file at an output path
+is refused, naming it, before the work when the name is known.
+
 Exit codes: 0 all hold, 1 violation or divergence, 2 usage or input error,
 3 inconclusive (fuzz: the checker could not decide a run's history),
 130 interrupted (after cleaning up).`,
