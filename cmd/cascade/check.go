@@ -302,29 +302,42 @@ func buildScope(f *checkFlags) (check.Scope, error) {
 }
 
 // writeCounterexamples writes each trace to DIR/<scope>[-<bugs>]-<property>.trace.
-// A trace that cannot be written is left out of the map, and its error
-// joined to the one returned; the others are written.
 func writeCounterexamples(dir string, scope check.Scope, res *check.Result) (map[string]string, error) {
+	var ts []traceFile
+	for _, v := range res.Violations {
+		ts = append(ts, traceFile{key: v.Property, suffix: strings.ReplaceAll(v.Property, " ", "-"), text: v.Trace})
+	}
+	return writeTraceFiles(dir, scope, ts)
+}
+
+// traceFile is a counterexample to write: its key in writeTraceFiles's
+// map, the last part of its file name, and its text.
+type traceFile struct{ key, suffix, text string }
+
+// writeTraceFiles writes each trace to DIR/<scope>[-<bugs>]-<suffix>.trace
+// and maps its key to the path. A trace that cannot be written is left
+// out of the map, and its error joined to the one returned; the others
+// are written.
+func writeTraceFiles(dir string, scope check.Scope, ts []traceFile) (map[string]string, error) {
 	files := map[string]string{}
-	var errs []error
-	if len(res.Violations) == 0 {
+	if len(ts) == 0 {
 		return files, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return files, fmt.Errorf("cannot create --out directory: %v", err)
 	}
-	for _, v := range res.Violations {
-		name := scope.Name
-		if scope.Bugs != 0 {
-			name += "-" + strings.ReplaceAll(scope.Bugs.String(), ",", "+")
-		}
-		name += "-" + strings.ReplaceAll(v.Property, " ", "-") + ".trace"
-		path := filepath.Join(dir, name)
-		if err := artifact.WriteFile(path, []byte(v.Trace)); err != nil {
+	prefix := scope.Name
+	if scope.Bugs != 0 {
+		prefix += "-" + strings.ReplaceAll(scope.Bugs.String(), ",", "+")
+	}
+	var errs []error
+	for _, t := range ts {
+		path := filepath.Join(dir, prefix+"-"+t.suffix+".trace")
+		if err := artifact.WriteFile(path, []byte(t.text)); err != nil {
 			errs = append(errs, fmt.Errorf("cannot write counterexample: %v", err))
 			continue
 		}
-		files[v.Property] = path
+		files[t.key] = path
 	}
 	return files, errors.Join(errs...)
 }

@@ -1,44 +1,23 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
-	"github.com/cascade-k8s/cascade/harness/artifact"
 	"github.com/cascade-k8s/cascade/model/check"
 )
 
 // writeClassTraces writes the shortest counterexample of each violation
 // class to DIR/<scope>[-<bugs>]-<class>.trace, the class's parts joined
-// by '_'. As writeCounterexamples, it writes what it can.
+// by '_'.
 func writeClassTraces(dir string, scope check.Scope, res *check.Result) (map[string]string, error) {
-	files := map[string]string{}
-	var errs []error
-	if len(res.Classes) == 0 {
-		return files, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return files, fmt.Errorf("cannot create --out directory: %v", err)
-	}
+	var ts []traceFile
 	for _, v := range res.Classes {
-		name := scope.Name
-		if scope.Bugs != 0 {
-			name += "-" + strings.ReplaceAll(scope.Bugs.String(), ",", "+")
-		}
-		name += "-" + classFileName(v.Class) + ".trace"
-		path := filepath.Join(dir, name)
-		if err := artifact.WriteFile(path, []byte(v.Trace)); err != nil {
-			errs = append(errs, fmt.Errorf("cannot write counterexample: %v", err))
-			continue
-		}
-		files[v.Class] = path
+		ts = append(ts, traceFile{key: v.Class, suffix: classFileName(v.Class), text: v.Trace})
 	}
-	return files, errors.Join(errs...)
+	return writeTraceFiles(dir, scope, ts)
 }
 
 // classFileName spells a violation class as a file name.

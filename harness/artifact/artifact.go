@@ -87,7 +87,7 @@ func WriteFile(path string, data []byte) error {
 func Write(path string, put func(io.Writer) error) error {
 	mu.Lock()
 	defer mu.Unlock()
-	m, name, err := claim(path)
+	m, name, _, err := claim(path)
 	if err != nil {
 		return err
 	}
@@ -138,10 +138,7 @@ func replace(path string, put func(io.Writer) error, place func(tmp string) erro
 // createTemp creates a new file beside path, named after it, with mode
 // 0644 less the umask, as os.WriteFile would give path itself.
 func createTemp(path string) (*os.File, error) {
-	dir, name := filepath.Split(path)
-	if dir == "" {
-		dir = "." // the rename or link into place must stay on path's file system
-	}
+	dir, name := split(path) // the rename or link into place must stay on path's file system
 	for try := 0; ; try++ {
 		p := filepath.Join(dir, fmt.Sprintf(".%s.cascade-%d", name, rand.Uint32()))
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -158,10 +155,11 @@ func createTemp(path string) (*os.File, error) {
 // than replace a file created in between; a file cascade wrote is
 // replaced by a rename.
 func (m *manifest) place(tmp, path, name string) error {
-	if err := m.mayReplace(path, name); err != nil {
+	exists, err := m.mayReplace(path, name)
+	if err != nil {
 		return err
 	}
-	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+	if !exists {
 		err := os.Link(tmp, path)
 		if errors.Is(err, fs.ErrExist) {
 			return &ExistsError{Path: path}
@@ -180,7 +178,7 @@ func (m *manifest) place(tmp, path, name string) error {
 func Move(src, path string) error {
 	mu.Lock()
 	defer mu.Unlock()
-	m, name, err := claim(path)
+	m, name, _, err := claim(path)
 	if err != nil {
 		return err
 	}
@@ -211,14 +209,14 @@ type File struct {
 func Create(path string) (*File, error) {
 	mu.Lock()
 	defer mu.Unlock()
-	m, name, err := claim(path)
+	m, name, exists, err := claim(path)
 	if err != nil {
 		return nil, err
 	}
 	// the path was checked: a new file must still be new (O_EXCL), and a
 	// file cascade wrote is not followed should it have become a link
 	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	if _, err := os.Lstat(path); err == nil {
+	if exists {
 		flags = os.O_WRONLY | os.O_TRUNC | syscall.O_NOFOLLOW
 	}
 	f, err := os.OpenFile(path, flags, 0o644)
@@ -253,31 +251,44 @@ func (f *File) Close() error {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	m, err := readManifest(f.dir)
+	return recordAnew(f.dir, f.name, f.h)
+}
+
+// recordAnew lists name with h's digest in dir's manifest as it is now,
+// read again: other files may have been recorded since this one was
+// claimed. The caller holds mu.
+func recordAnew(dir, name string, h hash.Hash) error {
+	m, err := readManifest(dir)
 	if err != nil {
 		return err
 	}
-	return m.record(f.name, f.h)
+	return m.record(name, h)
 }
 
 // claim reads the manifest of path's directory, creating the directory
-// if need be, and checks that path may be written. The caller holds mu.
-func claim(path string) (*manifest, string, error) {
-	dir, name := filepath.Split(path)
+// if need be, and checks that path may be written; exists says whether
+// it holds a file (cascade's). The caller holds mu.
+func claim(path string) (m *manifest, name string, exists bool, err error) {
+	dir, name := split(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", false, err
+	}
+	if m, err = readManifest(dir); err != nil {
+		return nil, "", false, err
+	}
+	if exists, err = m.mayReplace(path, name); err != nil {
+		return nil, "", false, err
+	}
+	return m, name, exists, nil
+}
+
+// split is path's directory ("." for a bare name) and file name.
+func split(path string) (dir, name string) {
+	dir, name = filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, "", err
-	}
-	m, err := readManifest(dir)
-	if err != nil {
-		return nil, "", err
-	}
-	if err := m.mayReplace(path, name); err != nil {
-		return nil, "", err
-	}
-	return m, name, nil
+	return dir, name
 }
 
 // Check reports, without writing anything, whether each path may be
@@ -288,10 +299,7 @@ func Check(paths ...string) error {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, path := range paths {
-		dir, name := filepath.Split(path)
-		if dir == "" {
-			dir = "."
-		}
+		dir, name := split(path)
 		m, err := readManifest(dir)
 		if errors.Is(err, syscall.ENOTDIR) {
 			return fmt.Errorf("%s: %s is not a directory", path, filepath.Clean(dir))
@@ -299,7 +307,7 @@ func Check(paths ...string) error {
 		if err != nil {
 			return err
 		}
-		if err := m.mayReplace(path, name); err != nil {
+		if _, err := m.mayReplace(path, name); err != nil {
 			return err
 		}
 	}
@@ -313,10 +321,6 @@ func Check(paths ...string) error {
 func Record(path string) error {
 	mu.Lock()
 	defer mu.Unlock()
-	dir, name := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
 	h, err := digestFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -324,11 +328,8 @@ func Record(path string) error {
 	if err != nil {
 		return err
 	}
-	m, err := readManifest(dir)
-	if err != nil {
-		return err
-	}
-	return m.record(name, h)
+	dir, name := split(path)
+	return recordAnew(dir, name, h)
 }
 
 // manifest is one directory's manifest: file name to hex digest.
@@ -364,33 +365,34 @@ func readManifest(dir string) (*manifest, error) {
 }
 
 // mayReplace reports whether path (named name in m's directory) may be
-// written: it does not exist, or m lists it with its present digest.
-func (m *manifest) mayReplace(path, name string) error {
+// written: it does not exist, or m lists it with its present digest;
+// exists says which.
+func (m *manifest) mayReplace(path, name string) (exists bool, err error) {
 	if name == ManifestName {
-		return fmt.Errorf("%s: the name of cascade's artifact manifest", path)
+		return false, fmt.Errorf("%s: the name of cascade's artifact manifest", path)
 	}
 	if strings.Contains(name, "\n") {
-		return fmt.Errorf("%q: a file name with a newline cannot be listed in the manifest", path)
+		return false, fmt.Errorf("%q: a file name with a newline cannot be listed in the manifest", path)
 	}
 	info, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	want, listed := m.digests[name]
 	if !listed || !info.Mode().IsRegular() {
-		return &ExistsError{Path: path}
+		return true, &ExistsError{Path: path}
 	}
 	h, err := digestFile(path)
 	if err != nil {
-		return err
+		return true, err
 	}
 	if hex.EncodeToString(h.Sum(nil)) != want {
-		return &ExistsError{Path: path, Changed: true}
+		return true, &ExistsError{Path: path, Changed: true}
 	}
-	return nil
+	return true, nil
 }
 
 // record lists name with h's digest and replaces the manifest file.
