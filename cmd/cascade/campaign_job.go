@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -193,55 +194,124 @@ func shardSummaryPath(dir string, i int) string {
 	return filepath.Join(dir, fmt.Sprintf("shard-%d.json", i))
 }
 
+// shardLogPath is where collect writes the whole log of shard i's pod:
+// the progress lines, and the only account of a shard that left no
+// summary (one that crashed, or ran out of memory).
+func shardLogPath(dir string, i int) string {
+	return filepath.Join(dir, fmt.Sprintf("shard-%d.log", i))
+}
+
 // shardFiles lists the files collect may write: campaign run checks them
 // (artifact.Check) before it creates anything.
 func (j campaignJob) shardFiles(dir string) []string {
-	paths := make([]string, j.Shards)
-	for i := range paths {
-		paths[i] = shardSummaryPath(dir, i)
+	paths := make([]string, 0, 2*j.Shards)
+	for i := range j.Shards {
+		paths = append(paths, shardSummaryPath(dir, i), shardLogPath(dir, i))
 	}
 	return paths
 }
 
-// collect writes each finished shard's summary from its pod's log to
-// dir/shard-I.json and returns the indexes it found none for. A summary
-// it cannot write (its file is not cascade's) does not stop the others;
-// the errors are joined.
-func (j campaignJob) collect(ctx context.Context, cs kubernetes.Interface, dir string) (missing []int, err error) {
+// collected is what collect made of the campaign's finished pods.
+type collected struct {
+	// missing lists the shards with no summary in dir.
+	missing []int
+	// unsaved names the finished pods whose log collect could not read
+	// or write to dir: deleting the namespace would lose their work, so
+	// campaign run keeps it.
+	unsaved []string
+	// errs says why, one per unsaved pod.
+	errs []error
+}
+
+// logReads is how many times collect asks for a pod's log before it
+// gives up on it, logRetry the pause between.
+const (
+	logReads = 3
+	logRetry = time.Second
+)
+
+// collect writes each finished shard's pod log to dir/shard-I.log and
+// the summary in it to dir/shard-I.json. A shard retried after a failed
+// pod has several pods: the succeeded one, else the newest, is read. A
+// pod whose log it cannot read (after logReads tries) or write does not
+// stop the others; the error is only that of listing the pods.
+func (j campaignJob) collect(ctx context.Context, cs kubernetes.Interface, dir string) (*collected, error) {
 	pods, err := cs.CoreV1().Pods(j.namespace()).List(ctx, metav1.ListOptions{LabelSelector: campaignLabel + "=" + j.ID})
 	if err != nil {
 		return nil, err
 	}
-	got := map[int]bool{}
-	var errs []error
-	for _, p := range pods.Items {
+	shardPods := map[int]*corev1.Pod{}
+	for k := range pods.Items {
+		p := &pods.Items[k]
 		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			continue
 		}
 		i, err := strconv.Atoi(p.Labels[batchv1.JobCompletionIndexAnnotation])
-		if err != nil || got[i] {
+		if err != nil || i < 0 || i >= j.Shards {
 			continue
 		}
-		log, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
-		if err != nil {
-			continue
+		if q := shardPods[i]; q == nil || preferPod(p, q) {
+			shardPods[i] = p
 		}
-		sum, err := extractSummary(log)
-		if err != nil {
-			continue
-		}
-		if err := artifact.WriteFile(shardSummaryPath(dir, i), sum); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		got[i] = true
 	}
+	c := &collected{}
 	for i := range j.Shards {
-		if !got[i] {
-			missing = append(missing, i)
+		p := shardPods[i]
+		if p == nil {
+			c.missing = append(c.missing, i)
+			continue
+		}
+		saved, err := saveShard(ctx, cs, p, dir, i)
+		if err != nil {
+			c.unsaved = append(c.unsaved, p.Name)
+			c.errs = append(c.errs, fmt.Errorf("shard %d (pod %s): %w", i, p.Name, err))
+		}
+		if !saved {
+			c.missing = append(c.missing, i)
 		}
 	}
-	return missing, errors.Join(errs...)
+	return c, nil
+}
+
+// preferPod reports whether p's log should be read for its shard rather
+// than q's: a succeeded pod before a failed one, then the newer.
+func preferPod(p, q *corev1.Pod) bool {
+	if (p.Status.Phase == corev1.PodSucceeded) != (q.Status.Phase == corev1.PodSucceeded) {
+		return p.Status.Phase == corev1.PodSucceeded
+	}
+	return q.CreationTimestamp.Before(&p.CreationTimestamp)
+}
+
+// saveShard writes pod p's log and the summary in it as shard i's files;
+// saved reports whether the summary was written. A log without a summary
+// is written all the same and is no error: the shard is missing, and
+// its log says why.
+func saveShard(ctx context.Context, cs kubernetes.Interface, p *corev1.Pod, dir string, i int) (saved bool, err error) {
+	var log []byte
+	for try := 1; ; try++ {
+		log, err = cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err == nil || try == logReads || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(logRetry):
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("its log could not be read: %w", err)
+	}
+	if err := artifact.WriteFile(shardLogPath(dir, i), log); err != nil {
+		return false, err
+	}
+	sum, err := extractSummary(log)
+	if err != nil {
+		return false, nil
+	}
+	if err := artifact.WriteFile(shardSummaryPath(dir, i), sum); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // jobProgress is a line on the Job's shards: done, failed, running.

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -61,14 +64,53 @@ func TestCampaignJobOnAnAPIServer(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	missing, err := j.collect(ctx, cs, dir)
+	c, err := j.collect(ctx, cs, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(missing) != 3 {
-		t.Errorf("collected a shard no pod ran: missing %v", missing)
+	if len(c.missing) != 3 || len(c.unsaved) != 0 {
+		t.Errorf("collected a shard no pod ran: missing %v, unsaved %v", c.missing, c.unsaved)
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 0 {
+		t.Errorf("collect wrote %v", m)
+	}
+
+	// A finished shard's pod: its log is written whole, and the summary
+	// in it, if any. The API server serves an empty log for a pod no
+	// kubelet ran: shard 1 is missing, and its log is there to say why.
+	// A pod whose log the API server refuses (here: two containers and
+	// none named) is unsaved, so campaign run keeps the namespace rather
+	// than delete what the pod logged.
+	finishedPod := func(index string, containers ...string) *corev1.Pod {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fuzz-" + index + "-abcde", Namespace: j.namespace(),
+			Labels: map[string]string{campaignLabel: j.ID, batchv1.JobCompletionIndexAnnotation: index}}}
+		for _, c := range containers {
+			pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: c, Image: j.Image})
+		}
+		pod, err := cs.CoreV1().Pods(j.namespace()).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod.Status.Phase = corev1.PodSucceeded
+		if _, err := cs.CoreV1().Pods(j.namespace()).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return pod
+	}
+	finishedPod("1", "shard")
+	refused := finishedPod("2", "shard", "sidecar")
+	c, err = j.collect(ctx, cs, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.unsaved, []string{refused.Name}) || !slices.Equal(c.missing, []int{0, 1, 2}) || len(c.errs) != 1 ||
+		!strings.Contains(c.errs[0].Error(), "shard 2 (pod fuzz-2-abcde): its log could not be read") {
+		t.Errorf("unsaved %v, missing %v, errs %v", c.unsaved, c.missing, c.errs)
+	}
+	if b, err := os.ReadFile(shardLogPath(dir, 1)); err != nil || len(b) != 0 {
+		t.Errorf("shard 1's log: %q, %v", b, err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "shard-*")); len(m) != 1 {
 		t.Errorf("collect wrote %v", m)
 	}
 

@@ -64,9 +64,12 @@ universe's i-th slice of initial graphs (no control plane; --cpu and
 --memory then default to ` + campaignCheckCPU + ` and ` + campaignCheckMemory + `). The Job is named fuzz or check.
 A pod whose shard found a failing run or an unclassified violation class
 (exit 1 or 3) is not retried. run waits, printing the shards done, failed
-and running, then reads each shard's summary from its pod's log into
---out DIR/shard-I.json and merges them as 'cascade campaign merge DIR'
-does. The namespace and all in it are deleted at the end, and on SIGINT.
+and running, then writes each finished shard's pod log to
+--out DIR/shard-I.log and the summary in it to DIR/shard-I.json, and
+merges them as 'cascade campaign merge DIR' does. The namespace and all
+in it are deleted at the end, and on SIGINT; but when a finished pod's
+log could not be read or written, the namespace is kept (and named), so
+that nothing a shard found is lost.
 
 --dry-run prints the manifests and has the API server check them
 (server-side dry run, nothing created) when a kubeconfig is reachable.`,
@@ -82,7 +85,7 @@ does. The namespace and all in it are deleted at the end, and on SIGINT.
 	fl.Int32Var(&f.backoff, "backoff-per-index", 1, "retries of a shard whose pod failed to run (backoffLimitPerIndex)")
 	fl.StringVar(&f.cpu, "cpu", campaignDefaultCPU, "each pod's CPU request (a check campaign's default: "+campaignCheckCPU+")")
 	fl.StringVar(&f.memory, "memory", campaignDefaultMemory, "each pod's memory request and limit (a check campaign's default: "+campaignCheckMemory+")")
-	fl.StringVar(&f.out, "out", "out/campaign", "directory for the shards' summaries (shard-I.json)")
+	fl.StringVar(&f.out, "out", "out/campaign", "directory for the shards' summaries and pod logs (shard-I.json, shard-I.log)")
 	fl.DurationVar(&f.timeout, "timeout", 2*time.Hour, "give up waiting for the Job after this")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the manifests (and check them with a server-side dry run when the cluster is reachable); create nothing")
 	fl.BoolVar(&f.json, "json", false, "print the merged report as JSON")
@@ -161,7 +164,14 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags, args []string) error {
 	if err := j.create(ctx, cs, false); err != nil {
 		return err
 	}
+	// keep is set when a finished shard's log could not be saved: the
+	// namespace, and so the pod and its log, is then left for the user.
+	keep := false
 	defer func() {
+		if keep {
+			fmt.Fprintf(progress, "campaign %s: namespace %s kept, as deleting it would lose what a shard's pod logged; read it with 'kubectl -n %s logs POD', then delete it with 'kubectl delete namespace %s'\n", j.ID, j.namespace(), j.namespace(), j.namespace())
+			return
+		}
 		// a fresh context: on SIGINT the command's is cancelled
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -202,11 +212,21 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags, args []string) error {
 		}
 		break
 	}
-	missing, err := j.collect(ctx, cs, f.out)
+	c, err := j.collect(ctx, cs, f.out)
 	if err != nil {
+		if ctx.Err() != nil {
+			return errInterrupted
+		}
 		return fmt.Errorf("campaign: collect: %w", err)
 	}
-	if len(missing) == f.shards {
+	for _, e := range c.errs {
+		fmt.Fprintf(progress, "campaign %s: %v\n", j.ID, e)
+	}
+	keep = len(c.unsaved) > 0 && ctx.Err() == nil
+	if ctx.Err() != nil {
+		return errInterrupted
+	}
+	if len(c.missing) == f.shards {
 		return fmt.Errorf("campaign %s: no shard left a summary in its pod's log", j.ID)
 	}
 	return runMerge(cmd, &mergeFlags{json: f.json}, []string{f.out})
