@@ -13,8 +13,10 @@
 // user edited) is refused with an *ExistsError, and nothing is written.
 //
 // The manifest is updated after the file is in place, and replaced
-// atomically. A crash between the two, or two processes updating one
-// manifest at once, can lose an entry; the file is then refused the next
+// atomically. Processes writing into one directory take turns (an
+// flock(2) on the directory) to move a file into place and update the
+// manifest, so none loses another's entry. A crash between placing a
+// file and recording it leaves it unlisted; it is then refused the next
 // time, never overwritten unseen: every failure of this scheme errs
 // towards keeping a file.
 package artifact
@@ -66,8 +68,8 @@ func (e *ExistsError) Error() string {
 // Is makes errors.Is(err, ErrExists) true.
 func (e *ExistsError) Is(target error) bool { return target == ErrExists }
 
-// mu serialises this process's manifest updates: the read, change and
-// replace of one manifest must not interleave with another's.
+// mu serialises this process's artifact writes; lockDir serialises
+// processes' manifest updates in one directory.
 var mu sync.Mutex
 
 // WriteFile writes data to path under the package's rule, creating the
@@ -87,18 +89,36 @@ func WriteFile(path string, data []byte) error {
 func Write(path string, put func(io.Writer) error) error {
 	mu.Lock()
 	defer mu.Unlock()
-	m, name, _, err := claim(path)
-	if err != nil {
+	// refused before put does its work, and checked again by commit
+	if _, _, _, err := claim(path); err != nil {
 		return err
 	}
 	h := sha256.New()
-	err = replace(path, func(w io.Writer) error { return put(io.MultiWriter(w, h)) },
-		func(tmp string) error { return m.place(tmp, path, name) })
-	if err != nil {
-		if errors.Is(err, ErrExists) {
-			return err
-		}
+	err := replace(path, func(w io.Writer) error { return put(io.MultiWriter(w, h)) },
+		func(tmp string) error { return commit(path, h, tmp) })
+	if err != nil && !errors.Is(err, ErrExists) {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return err
+}
+
+// commit moves the file tmp, whose content h has hashed, to path and
+// lists it in the manifest, holding the directory's lock: the manifest
+// is read again under it, so that the rule is checked against, and the
+// entry added to, what other processes recorded meanwhile.
+func commit(path string, h hash.Hash, tmp string) error {
+	dir, name := split(path)
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	m, err := readManifest(dir)
+	if err != nil {
+		return err
+	}
+	if err := m.place(tmp, path, name); err != nil {
+		return err
 	}
 	return m.record(name, h)
 }
@@ -178,18 +198,14 @@ func (m *manifest) place(tmp, path, name string) error {
 func Move(src, path string) error {
 	mu.Lock()
 	defer mu.Unlock()
-	m, name, _, err := claim(path)
-	if err != nil {
+	if _, _, _, err := claim(path); err != nil {
 		return err
 	}
 	h, err := digestFile(src)
 	if err != nil {
 		return err
 	}
-	if err := m.place(src, path, name); err != nil {
-		return err
-	}
-	return m.record(name, h)
+	return commit(path, h, src)
 }
 
 // File is an artifact written as it goes (a log a person may follow while
@@ -255,9 +271,14 @@ func (f *File) Close() error {
 }
 
 // recordAnew lists name with h's digest in dir's manifest as it is now,
-// read again: other files may have been recorded since this one was
-// claimed. The caller holds mu.
+// read again under the directory's lock: other files may have been
+// recorded since this one was claimed. The caller holds mu.
 func recordAnew(dir, name string, h hash.Hash) error {
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	m, err := readManifest(dir)
 	if err != nil {
 		return err
