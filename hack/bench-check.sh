@@ -50,10 +50,11 @@ if ! [[ $rounds =~ ^[0-9]+$ ]] || ((rounds < 1 || rounds > 100)); then
 	exit 2
 fi
 
-# Tools: SPIN and GNU time from Debian when missing; gcc and go are given.
+# Tools: SPIN, GNU time and bc from Debian when missing; gcc and go are given.
 missing=()
 command -v spin >/dev/null || missing+=(spin)
 [[ -x /usr/bin/time ]] || missing+=(time)
+command -v bc >/dev/null || missing+=(bc)
 if ((${#missing[@]})); then
 	echo "bench-check: installing ${missing[*]}"
 	sudo=()

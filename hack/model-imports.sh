@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# model-imports.sh checks the import rules of DESIGN.md (Layout):
+# model-imports.sh checks the import rules of the README's Layout section:
 #  - model/ is the pure state machine and depends on the standard library
 #    only (a package path whose first element has no dot) and on model/
 #    itself; model/check/ may also depend on traces/;

@@ -19,6 +19,10 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+command -v jq >/dev/null || {
+	echo "record-checks: needs jq (Debian: apt-get install jq)" >&2
+	exit 2
+}
 
 record() {
 	local dir=$1

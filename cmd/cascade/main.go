@@ -62,6 +62,8 @@ protection.
   cascade fuzz     randomized conformance runs on a target
   cascade cluster  start a local control plane and write its kubeconfig
   cascade gc       run cascade's reference garbage collector on a cluster
+  cascade campaign shard fuzz runs or a universe check over a cluster's
+                   pods (an Indexed Job), and merge the shards into one report
 
 Output files (traces, reports, failure artifacts) never replace a file
 cascade did not write: each directory's .cascade-artifacts lists what

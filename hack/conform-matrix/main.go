@@ -69,7 +69,7 @@ func main() {
 	checks := flag.Int("fuzz-checks", 10, "random runs per fuzz target and cell")
 	seed := flag.Uint64("fuzz-seed", 1, "rapid's seed, the same in every cell")
 	jobs := flag.Int("jobs", 3, "runs at a time within a cell")
-	targets := flag.String("targets", "model,upstream,impl,impl-stepped", "suite targets of every cell")
+	targets := flag.String("targets", "model,upstream,impl,impl-stepped,upstream-stepped", "suite targets of every cell (make conform-matrix: $(CONFORM_TARGETS), the same)")
 	fuzzTargets := flag.String("fuzz-targets", "upstream,impl", "fuzz targets of every cell")
 	flag.Parse()
 	c := config{root: *out, conformBin: *conformBin,
