@@ -215,7 +215,7 @@ decide some run's history, 130 interrupted.`,
 	fl.DurationVar(&f.restartGC, "restart-gc", 0, "impl: restart impl's GC (an empty graph, rebuilt from fresh lists) once per run, at a random time up to this after the run's clients start, aimed at a GC write in flight (a fault; 0: none)")
 	fl.StringSliceVar(&f.kinds, "kinds", fuzz.DefaultUniverse.Kinds, "kinds random steps create (short names)")
 	fl.StringVar(&f.out, "out", "out/fuzz", "directory for failure artifacts (a shard's default: out/fuzz/shard-I); refused before the runs if it holds a file of theirs cascade did not write")
-	fl.StringVar(&f.failFile, "failfile", "", "replay a rapid fail file written by an earlier failure")
+	fl.StringVar(&f.failFile, "failfile", "", "replay a rapid fail file written by an earlier failure: its one run, and no random runs after it (a file rapid cannot replay is an error, exit 2)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the kubeconfig target (default: $KUBECONFIG, ~/.kube/config)")
 	fl.StringVar(&f.context, "context", "", "context of the kubeconfig target (default: the current one)")
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager for envtest targets (default: $KUBEBUILDER_ASSETS, else bin/kube/<--kube-version> of the checkout, bin/kube/"+controlplane.KubeVersion+" without it)")
@@ -258,6 +258,11 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	}
 	if shard.Count > 0 && f.failFile != "" {
 		return usageErr("--failfile replays one run: it takes no --shard or --shards")
+	}
+	if f.failFile != "" {
+		if err := fuzz.CheckFailFile(f.failFile); err != nil {
+			return usageErr("--failfile: %v", err)
+		}
 	}
 	shardOut(cmd.Flags(), &f.out, shard)
 	if f.out != "" {
@@ -340,6 +345,10 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	var artifacts error
 	if err != nil && rep != nil && rep.Failure != nil {
 		artifacts, err = err, nil
+	}
+	var ffErr *fuzz.FailFileError
+	if errors.As(err, &ffErr) {
+		return usageErr("--failfile: %v", err)
 	}
 	if err != nil {
 		return err

@@ -85,12 +85,19 @@ func runRapid(name string, cfg Config, prop func(*rapid.T)) (rapidOutcome, error
 	}
 	s := rapidSettings{checks: max(cfg.Checks, 1), steps: max(cfg.Steps, 1), seed: cfg.Seed,
 		shrinkTime: cfg.ShrinkTime, failFile: cfg.FailFile, noFailFile: cfg.Out == ""}
+	if cfg.FailFile != "" {
+		// the fail file's run is the campaign: rapid goes on to random
+		// runs after one that passes, or that it ignores (checkTB)
+		s.checks = 0
+	}
 	t := &tb{name: name}
 	if cfg.Shard.Count == 0 || cfg.FailFile != "" {
 		if err := withRapidSettings(s, func() { rapidCheck(t, wrapped) }); err != nil {
 			return out, err
 		}
 		switch {
+		case cfg.FailFile != "" && t.ignored != "":
+			return out, &FailFileError{Path: cfg.FailFile, Why: "rapid could not replay it: " + t.ignored}
 		case failedCall == 0, cfg.FailFile != "":
 		default:
 			out.seed = RunSeed(cfg.Seed, failedCall-1)
@@ -179,19 +186,30 @@ func stable(msg string, d interface{ Prefix() string }) string {
 
 // tb is the rapid.TB of a campaign outside `go test`: it records that a
 // check failed, and ends the checking goroutine on FailNow, as testing.T
-// does. What rapid writes to it is not read: the failure is the runs'
-// own record.
+// does. What rapid writes to it is not read (the failure is the runs'
+// own record), but for the one thing rapid only logs: that it did not
+// replay the fail file it was given.
 type tb struct {
 	name   string
 	mu     sync.Mutex
 	failed bool
+	// ignored is why rapid did not replay its fail file, from its log
+	// (checkFailFile: "[rapid] ignoring fail file: ...", "[rapid] fail
+	// file ... is no longer valid")
+	ignored string
 }
 
 var _ rapid.TB = (*tb)(nil)
 
-func (t *tb) Helper()               {}
-func (t *tb) Name() string          { return t.name }
-func (t *tb) Logf(string, ...any)   {}
+func (t *tb) Helper()      {}
+func (t *tb) Name() string { return t.name }
+func (t *tb) Logf(format string, args ...any) {
+	if msg := fmt.Sprintf(format, args...); strings.HasPrefix(msg, "[rapid] ignoring fail file") || strings.Contains(msg, "is no longer valid") {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.ignored = strings.TrimPrefix(msg, "[rapid] ")
+	}
+}
 func (t *tb) Log(...any)            {}
 func (t *tb) Skipf(string, ...any)  { runtime.Goexit() }
 func (t *tb) Skip(...any)           { runtime.Goexit() }

@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -169,5 +170,76 @@ func TestOutcomeOfAPanic(t *testing.T) {
 	}
 	if !out.failed || out.seed != RunSeed(5, 1) || !strings.HasPrefix(out.message(), "panic: boom\n") {
 		t.Errorf("failed %v, seed %d, message %q; want failed, seed %d, the panic", out.failed, out.seed, out.message(), RunSeed(5, 1))
+	}
+}
+
+// A fail file's run is the whole campaign: replayed where it passes (the
+// model without the bug that failed it), it is one passing run and no
+// random runs follow. A fail file rapid will not replay (another format
+// version) is an error naming it, with no run at all, where rapid itself
+// would only log it and go on to random runs.
+func TestFailFileReplaysOneRunOrFails(t *testing.T) {
+	t.Chdir(t.TempDir())
+	first := runStepped(t, withBug(t, "uid-only-identity"), Config{Checks: 100, Steps: 30, Seed: 1, ShrinkTime: time.Second, Out: t.TempDir()})
+	if first.Failure == nil || first.Failure.FailFile == "" {
+		t.Fatalf("no failure with a fail file: %+v", first.Failure)
+	}
+	rep := runStepped(t, SteppedEnv{Target: "model", AdopterKinds: SteppedAdopterKinds}, Config{Checks: 100, Steps: 30, Seed: 1, FailFile: first.Failure.FailFile})
+	if rep.Failure != nil || rep.Checks != 1 {
+		t.Errorf("the fail file on the model without the bug: %d runs, failure %+v; want its one run, passing", rep.Checks, rep.Failure)
+	}
+
+	data, err := os.ReadFile(first.Failure.FailFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	for i, l := range lines {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			_, seed, _ := strings.Cut(l, "#")
+			lines[i] = "v0.0.1#" + seed // another format version
+			break
+		}
+	}
+	other := filepath.Join(t.TempDir(), "other.fail")
+	if err := os.WriteFile(other, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckFailFile(other); err != nil {
+		t.Fatalf("CheckFailFile refuses a well-formed file: %v", err)
+	}
+	rep, err = RunStepped(context.Background(), SteppedEnv{Target: "model", AdopterKinds: SteppedAdopterKinds}, Config{Checks: 100, Steps: 30, Seed: 1, FailFile: other})
+	var ffErr *FailFileError
+	if !errors.As(err, &ffErr) || !strings.Contains(err.Error(), "version") || rep.Checks != 0 {
+		t.Errorf("a fail file of another rapid version: %d runs, error %v; want no run and a FailFileError", rep.Checks, err)
+	}
+}
+
+// CheckFailFile refuses, before anything starts, what is not a fail file.
+func TestCheckFailFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for path, want := range map[string]string{
+		filepath.Join(dir, "missing.fail"):                  "no such file",
+		dir:                                                 "not a regular file",
+		write("empty.fail", ""):                             "no VERSION#SEED line",
+		write("comments.fail", "# only\n# comments\n"):      "no VERSION#SEED line",
+		write("trace.fail", "create cm/a\n"):                "not rapid's VERSION#SEED line",
+		write("draws.fail", "v0.4.8#7\n0x1f\nforty-two\n"): "line 3",
+	} {
+		err := CheckFailFile(path)
+		var ffErr *FailFileError
+		if !errors.As(err, &ffErr) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("CheckFailFile(%s) = %v, want an error naming it and saying %q", filepath.Base(path), err, want)
+		}
+	}
+	if err := CheckFailFile(write("good.fail", "# a comment\nv0.4.8#7\n0x1f\n0\n")); err != nil {
+		t.Errorf("a well-formed fail file: %v", err)
 	}
 }
