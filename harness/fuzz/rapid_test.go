@@ -226,11 +226,11 @@ func TestCheckFailFile(t *testing.T) {
 		return p
 	}
 	for path, want := range map[string]string{
-		filepath.Join(dir, "missing.fail"):                  "no such file",
-		dir:                                                 "not a regular file",
-		write("empty.fail", ""):                             "no VERSION#SEED line",
-		write("comments.fail", "# only\n# comments\n"):      "no VERSION#SEED line",
-		write("trace.fail", "create cm/a\n"):                "not rapid's VERSION#SEED line",
+		filepath.Join(dir, "missing.fail"): "no such file",
+		dir:                                "not a regular file",
+		write("empty.fail", ""):            "no VERSION#SEED line",
+		write("comments.fail", "# only\n# comments\n"):     "no VERSION#SEED line",
+		write("trace.fail", "create cm/a\n"):               "not rapid's VERSION#SEED line",
 		write("draws.fail", "v0.4.8#7\n0x1f\nforty-two\n"): "line 3",
 	} {
 		err := CheckFailFile(path)
