@@ -248,6 +248,23 @@ func campaignCommand(args []string, shards int) (string, []string, error) {
 		}
 	}
 	if command != "check" {
+		// a bad flag is a usage error now, not N pods that exit 2
+		c, f := fuzzCmdAndFlags()
+		if err := c.ParseFlags(args); err != nil {
+			return "", nil, usageErr("fuzz flags: %v", err)
+		}
+		if len(c.Flags().Args()) > 0 {
+			return "", nil, usageErr("fuzz flags: %q is not a flag (fuzz takes no arguments)", c.Flags().Args()[0])
+		}
+		switch {
+		case f.target == target.Kubeconfig:
+			return "", nil, usageErr("fuzz flags: a campaign's shards fuzz their own in-pod envtest: --target upstream, impl, impl-stepped or upstream-stepped, not kubeconfig")
+		case f.failFile != "":
+			return "", nil, usageErr("fuzz flags: --failfile replays one run on this machine (cascade fuzz --failfile), not in a campaign's shards")
+		}
+		if _, _, _, err := f.checkArgs(c.Flags()); err != nil {
+			return "", nil, usageErr("fuzz flags: %v", err)
+		}
 		return command, args, nil
 	}
 	c := newCheckCmd()

@@ -147,8 +147,10 @@ func TestCampaignMergeVerdicts(t *testing.T) {
 // campaign run --dry-run prints the Namespace and the Indexed Job, each
 // pod running the fuzz flags (or, after check, the check flags) as its
 // shard, and creates nothing; without --image or --shards, with a
-// --shard among the flags, or a check campaign without a universe or
-// with more shards than its initial graphs, it is a usage error.
+// --shard among the flags, fuzz flags fuzz refuses (or the kubeconfig
+// target, which a pod does not have), or a check campaign without a
+// universe or with more shards than its initial graphs, it is a usage
+// error.
 func TestCampaignRunDryRunPrintsTheManifests(t *testing.T) {
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
 	out, code := cascade(t, "campaign", "run", "--image", "cascade:v1.37.2", "--shards", "4", "--parallelism", "2", "--dry-run", "--", "--target", "upstream", "--checks", "40", "--seed", "7")
@@ -178,7 +180,15 @@ func TestCampaignRunDryRunPrintsTheManifests(t *testing.T) {
 		{"--shards", "4", "--dry-run"},
 		{"--image", "x", "--dry-run"},
 		{"--image", "x", "--shards", "2", "--dry-run", "--", "--shard", "1/2"},
-		{"--image", "x", "--shards", "2", "--cpu", "lots", "--dry-run"},
+		{"--image", "x", "--shards", "2", "--cpu", "lots", "--dry-run", "--", "--target", "impl"},
+		// a fuzz campaign's flags are checked as fuzz checks them
+		{"--image", "x", "--shards", "2", "--dry-run"},
+		{"--image", "x", "--shards", "2", "--dry-run", "--", "--target", "nope"},
+		{"--image", "x", "--shards", "2", "--dry-run", "--", "--target", "impl", "--checks", "abc"},
+		{"--image", "x", "--shards", "2", "--dry-run", "--", "--target", "impl", "--checks", "0"},
+		{"--image", "x", "--shards", "2", "--dry-run", "--", "--target", "impl", "--inject", "nope"},
+		{"--image", "x", "--shards", "2", "--dry-run", "--", "--target", "kubeconfig"},
+		{"--image", "x", "--shards", "2", "--dry-run", "--", "--target", "impl", "stray"},
 	} {
 		if out, code := cascade(t, append([]string{"campaign", "run"}, args...)...); code != 2 {
 			t.Errorf("campaign run %v: exit %d, want 2\n%s", args, code, out)

@@ -37,6 +37,12 @@ type fuzzFlags struct {
 }
 
 func newFuzzCmd() *cobra.Command {
+	cmd, _ := fuzzCmdAndFlags()
+	return cmd
+}
+
+// fuzzCmdAndFlags is the fuzz command and the flags it parses into.
+func fuzzCmdAndFlags() (*cobra.Command, *fuzzFlags) {
 	f := &fuzzFlags{}
 	cmd := &cobra.Command{
 		Use:   "fuzz --target T",
@@ -224,7 +230,7 @@ decide some run's history, 130 interrupted.`,
 	registerShard(fl, &f.shard, &f.shards, "the campaign's runs, i/n counting from 0 (the shards together run exactly the unsharded campaign's runs, each from its own seed")
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
 	fl.BoolVar(&f.coverage, "coverage", false, "print the coverage table: verbs × kinds, options, policies and internal steps the passing runs hit")
-	return cmd
+	return cmd, f
 }
 
 // spec is the target the flags ask fuzzing for. Concurrent runs on impl
@@ -238,31 +244,65 @@ func (f *fuzzFlags) spec(inject bugs.Set, log io.Writer) target.Spec {
 		Audit: f.target != target.Kubeconfig, Adopter: f.target == target.Impl, GCOnly: f.target == target.UpstreamStepped}
 }
 
-func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
-	if f.target == "" {
-		return usageErr("fuzz needs --target (upstream, impl, impl-stepped, upstream-stepped or kubeconfig)")
+// checkArgs checks fuzz's flags as far as they can be checked without a
+// control plane, and returns the bugs to inject, the shard and the
+// universe they ask for. campaign run checks a fuzz campaign's flags with
+// it before it creates anything.
+func (f *fuzzFlags) checkArgs(fl *pflag.FlagSet) (inject bugs.Set, shard fuzz.Shard, u fuzz.Universe, err error) {
+	fail := func(format string, args ...any) (bugs.Set, fuzz.Shard, fuzz.Universe, error) {
+		return nil, fuzz.Shard{}, fuzz.Universe{}, usageErr(format, args...)
 	}
-	if f.target == target.Model {
-		return usageErr("the model is fuzzing's oracle, not a target: use upstream, impl, impl-stepped, upstream-stepped or kubeconfig")
+	switch {
+	case f.target == "":
+		return fail("fuzz needs --target (upstream, impl, impl-stepped, upstream-stepped or kubeconfig)")
+	case f.target == target.Model:
+		return fail("the model is fuzzing's oracle, not a target: use upstream, impl, impl-stepped, upstream-stepped or kubeconfig")
+	case !slices.Contains(target.Names, f.target):
+		return fail("unknown target %q (valid: upstream, impl, impl-stepped, upstream-stepped, kubeconfig)", f.target)
+	case f.checks <= 0 || f.steps <= 0 || f.clients <= 0:
+		return fail("--checks, --steps and --clients must be positive")
+	case f.shrinkTime < 0:
+		return fail("--shrink-time %s: want 0 or more", f.shrinkTime)
+	case f.informerLag < 0 || f.informerRelist < 0 || f.writeDelay < 0:
+		return fail("--informer-lag, --informer-relist and --write-delay must be 0 or more")
 	}
-	if f.checks <= 0 || f.steps <= 0 || f.clients <= 0 {
-		return usageErr("--checks, --steps and --clients must be positive")
+	if inject, err = bugs.Parse(f.inject); err != nil {
+		return fail("%v", err)
 	}
-	inject, err := bugs.Parse(f.inject)
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	shard, err := parseShardFlags(f.shard, f.shards)
-	if err != nil {
-		return err
+	if shard, err = parseShardFlags(f.shard, f.shards); err != nil {
+		return nil, fuzz.Shard{}, fuzz.Universe{}, err
 	}
 	if shard.Count > 0 && f.failFile != "" {
-		return usageErr("--failfile replays one run: it takes no --shard or --shards")
+		return fail("--failfile replays one run: it takes no --shard or --shards")
 	}
 	if f.failFile != "" {
 		if err := fuzz.CheckFailFile(f.failFile); err != nil {
-			return usageErr("--failfile: %v", err)
+			return fail("--failfile: %v", err)
 		}
+	}
+	u = fuzz.DefaultUniverse
+	u.Kinds = f.kinds
+	if f.target == target.UpstreamStepped {
+		// CRDs need the GC's discovery sync, which the proxy cannot step
+		custom := slices.DeleteFunc(slices.Clone(f.kinds), func(k string) bool { return slices.Contains(fuzz.UpstreamSteppedKinds(f.kinds), k) })
+		if fl.Changed("kinds") && len(custom) > 0 {
+			return fail("upstream-stepped cannot fuzz custom kinds (%s): their CRDs need the GC's discovery sync, which the API proxy cannot step", strings.Join(custom, ", "))
+		}
+		u.Kinds = fuzz.UpstreamSteppedKinds(f.kinds)
+	}
+	if err := u.Validate(); err != nil {
+		return fail("%v", err)
+	}
+	if err := f.spec(inject, io.Discard).Validate(); err != nil {
+		return fail("%v", err)
+	}
+	return inject, shard, u, nil
+}
+
+func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
+	inject, shard, u, err := f.checkArgs(cmd.Flags())
+	if err != nil {
+		return err
 	}
 	shardOut(cmd.Flags(), &f.out, shard)
 	if f.out != "" {
@@ -271,19 +311,6 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		}
 	}
 	quietLogs()
-	u := fuzz.DefaultUniverse
-	u.Kinds = f.kinds
-	if f.target == target.UpstreamStepped {
-		// CRDs need the GC's discovery sync, which the proxy cannot step
-		custom := slices.DeleteFunc(slices.Clone(f.kinds), func(k string) bool { return slices.Contains(fuzz.UpstreamSteppedKinds(f.kinds), k) })
-		if cmd.Flags().Changed("kinds") && len(custom) > 0 {
-			return usageErr("upstream-stepped cannot fuzz custom kinds (%s): their CRDs need the GC's discovery sync, which the API proxy cannot step", strings.Join(custom, ", "))
-		}
-		u.Kinds = fuzz.UpstreamSteppedKinds(f.kinds)
-	}
-	if err := u.Validate(); err != nil {
-		return usageErr("%v", err)
-	}
 	if f.seed == 0 {
 		// drawn here, not by fuzz, so that the faults' times (FaultSeed)
 		// follow the seed the summary prints
