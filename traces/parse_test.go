@@ -37,9 +37,31 @@ func TestReplayErrors(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "r.trace:2:1: gc attemptToDelete cm/a: step not enabled") {
 		t.Fatalf("got %v", err)
 	}
-	tr, _ = Parse("b.trace", strings.NewReader("# bug: no-such-bug\ncreate cm/a\n----\n"))
-	if _, _, err = Replay(tr); err == nil || !strings.Contains(err.Error(), "b.trace:1:1: unknown bug \"no-such-bug\"") {
-		t.Fatalf("got %v", err)
+}
+
+// A header with a vocabulary that names nothing in it is a parse error at
+// its line: a misspelt target, bug, known race, property or release range
+// would otherwise make a trace run nowhere, excuse nothing, or fail as a
+// divergence.
+func TestHeadersNameWhatExists(t *testing.T) {
+	for header, want := range map[string]string{
+		"# targets: model, marsrover":                `h.trace:2:1: unknown target "marsrover" in the targets header`,
+		"# bug: no-such-bug":                         `h.trace:2:1: unknown bug "no-such-bug"`,
+		"# known: kubernetes#000":                    `h.trace:2:1: unknown known race "kubernetes#000"`,
+		"# property: no such property":               `h.trace:2:1: unknown property "no such property"`,
+		"# releases: banana":                         "h.trace:2:1: ",
+		"# targets: model, impl, upstream":           "",
+		"# known: kubernetes#114603":                 "",
+		"# property: orphan respected":               "",
+		"# bug: uid-only-identity, no-cycle-unblock": "",
+	} {
+		_, err := Parse("h.trace", strings.NewReader("# a trace\n"+header+"\ncreate cm/a\n----\ncm/a live\n"))
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", header, err)
+		case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)):
+			t.Errorf("%s: got %v, want an error starting %q", header, err, want)
+		}
 	}
 }
 

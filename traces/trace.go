@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/cascade-k8s/cascade/model"
@@ -221,7 +222,46 @@ func Parse(path string, r io.Reader) (*Trace, error) {
 	if len(t.Stanzas) == 0 {
 		return nil, t.errAt(len(t.lines)+1, 1, "expected at least one stanza (commands, ----, expected output)")
 	}
+	if err := t.checkHeaders(); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// Targets are the names a `# targets:` header may list: where a trace
+// runs. (impl-stepped runs impl's traces and kubeconfig upstream's: they
+// are not named.)
+var Targets = []string{"model", "impl", "upstream", "upstream-stepped"}
+
+// checkHeaders checks the headers with a vocabulary, so that a misspelt
+// one is an input error where it is written, not a trace that silently
+// runs nowhere, excuses nothing or fails as a divergence: the targets,
+// the bug switches, the known race (an ID of the registry), the
+// property and the releases.
+func (t *Trace) checkHeaders() error {
+	for _, h := range t.Headers {
+		switch h.Key {
+		case HeaderTargets:
+			for _, name := range strings.Split(h.Value, ",") {
+				if name = strings.TrimSpace(name); !slices.Contains(Targets, name) {
+					return t.errAt(h.Line, 1, "unknown target %q in the targets header (valid: %s)", name, strings.Join(Targets, ", "))
+				}
+			}
+		case HeaderKnown:
+			if _, ok := model.KnownRaceByID(h.Value); !ok {
+				return t.errAt(h.Line, 1, "unknown known race %q in the known header (cascade check --list-known lists the registry's IDs)", h.Value)
+			}
+		case HeaderProperty:
+			if _, err := model.PropertyByName(h.Value); err != nil {
+				return t.errAt(h.Line, 1, "%v", err)
+			}
+		}
+	}
+	if _, err := t.Bugs(); err != nil {
+		return err
+	}
+	_, err := t.Releases()
+	return err
 }
 
 func isHeaderKey(k string) bool {
