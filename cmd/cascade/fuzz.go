@@ -197,8 +197,9 @@ Progress goes to stderr, a line per run with its own time; the summary goes
 to stdout and names the seed and the command that runs the same runs again
 (--json: the schema check and conform share, see README). SIGINT or SIGTERM
 stops fuzzing within seconds: the run it cuts short is neither passed nor
-failed, nothing is shrunk or written to --out, the run's objects are removed
-and the control plane stopped. Exit codes: 0 every run passed, 1 a run
+failed and nothing of it is written to --out, the run's objects are removed
+and the control plane stopped. A failure found before the signal is still
+reported and written, shrunk as far as rapid got, with its run's seed. Exit codes: 0 every run passed, 1 a run
 failed, 2 usage or input error, 3 no run failed but the checker could not
 decide some run's history, 130 interrupted.`,
 		Args: cobra.NoArgs,

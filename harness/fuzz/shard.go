@@ -78,3 +78,15 @@ func (cfg Config) runNo(n int) int {
 	}
 	return runs[n-1] + 1
 }
+
+// failingRunSeed is the seed of the failing run foundRun (in the
+// campaign's own count; 0: none), from which a campaign fails in its
+// first run: also when rapid reported no failure (a held run, or one
+// interrupted while shrinking), where rapid's outcome has no seed. A
+// replayed fail file's failure has none (ok false).
+func (cfg Config) failingRunSeed(foundRun int) (seed uint64, ok bool) {
+	if foundRun <= 0 || cfg.FailFile != "" {
+		return 0, false
+	}
+	return RunSeed(cfg.Seed, cfg.runNo(foundRun)-1), true
+}

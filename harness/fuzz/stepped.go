@@ -320,10 +320,8 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 	}
 	err = finish(cfg, rep, last, foundAt, start, msg, out)
 	rep.Failure.Run = cfg.runNo(foundRun)
-	if cfg.Shard.Count > 0 && foundRun > 0 {
-		// the run's own seed, also when rapid reported no failure (held,
-		// or interrupted while shrinking)
-		rep.Failure.Seed = RunSeed(cfg.Seed, cfg.runNo(foundRun)-1)
+	if seed, ok := cfg.failingRunSeed(foundRun); ok {
+		rep.Failure.Seed = seed
 	}
 	rep.Failure.Attributed = last != nil && last.attributed
 	rep.Interrupted = ctx.Err() != nil
