@@ -24,6 +24,14 @@ type Release struct {
 // when no release is named.
 var DefaultRelease = Release{1, 37, 2}
 
+// OldestRelease is the oldest release the model follows: the oldest
+// minor hack/kube builds (hack/kube/v1.30). --kube-version names it or a
+// later one; the model's release table was read against the sources of
+// the releases from it to DefaultRelease, and knows nothing before. (A
+// newer release is judged as DefaultRelease's until the table says
+// otherwise: that is how a new release is added.)
+var OldestRelease = Release{1, 30, 0}
+
 // ParseRelease reads "v1.33.13" (the leading v may be left out; "v1.33"
 // stands for v1.33.0).
 func ParseRelease(s string) (Release, error) {

@@ -30,6 +30,7 @@ package traces
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -195,7 +196,9 @@ func Parse(path string, r io.Reader) (*Trace, error) {
 	for sc.Scan() {
 		t.lines = append(t.lines, sc.Text())
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return nil, t.errAt(len(t.lines)+1, 1, "a line longer than 1 MiB: not a trace")
+	} else if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	i := 0

@@ -95,8 +95,18 @@ current-context: c
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, code := cascade(t, "campaign", "run", "--kubeconfig", kubeconfig, "--image", "cascade:dev", "--shards", "2", "--out", dir)
+	out, code := cascade(t, "campaign", "run", "--kubeconfig", kubeconfig, "--image", "cascade:dev", "--shards", "2", "--out", dir, "--", "--target", "impl")
 	if code != 2 || !strings.Contains(out, "--out: "+shard+" exists and cascade did not write it") {
 		t.Fatalf("exit %d, want a usage error naming %s:\n%s", code, shard, out)
+	}
+	// with no such file, the unreachable cluster is the one-line usage
+	// error, and the missing --out directory is not made
+	fresh := filepath.Join(dir, "fresh")
+	out, code = cascade(t, "campaign", "run", "--kubeconfig", kubeconfig, "--image", "cascade:dev", "--shards", "2", "--out", fresh, "--", "--target", "impl")
+	if code != 2 || !strings.Contains(out, "cannot reach the cluster of") {
+		t.Fatalf("an unreachable cluster: exit %d:\n%s", code, out)
+	}
+	if _, err := os.Stat(fresh); err == nil {
+		t.Errorf("campaign run made %s for a campaign that never started", fresh)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -126,7 +125,7 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags, args []string) error {
 		return err
 	}
 	w, progress := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	cfg, _, err := target.LoadKubeconfig(f.kubeconfig, f.context)
+	cfg, where, err := target.LoadKubeconfig(f.kubeconfig, f.context)
 	if f.dryRun {
 		if err := j.printManifests(w); err != nil {
 			return err
@@ -148,17 +147,17 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags, args []string) error {
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return err
-	}
 	// refused now, before the Job exists: a shard file cascade did not
 	// write, which collect could not replace once the shards had run
 	if err := artifact.Check(j.shardFiles(f.out)...); err != nil {
 		return usageErr("--out: %v", err)
+	}
+	if err := target.Reachable(cfg); err != nil {
+		return usageErr("cannot reach the cluster of %s at %s: %v", where, cfg.Host, err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
 	}
 	ctx := cmd.Context()
 	if err := j.create(ctx, cs, false); err != nil {

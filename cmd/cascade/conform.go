@@ -286,9 +286,6 @@ func runConform(cmd *cobra.Command, f *conformFlags) error {
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	if f.list {
-		return listTraces(out, all)
-	}
 	var known []string
 	for _, tr := range all {
 		for _, l := range traceLabels(tr) {
@@ -303,8 +300,17 @@ func runConform(cmd *cobra.Command, f *conformFlags) error {
 			return usageErr("--labels: no trace is labelled %q (labels: %s)", l, strings.Join(known, ", "))
 		}
 	}
+	if f.list {
+		if t := f.target.name; t != "" && !slices.Contains(target.Names, t) {
+			return usageErr("unknown target %q (valid: %s)", t, strings.Join(target.Names, ", "))
+		}
+		return listTraces(out, all, f.labels)
+	}
 	if f.traceTimeout <= 0 {
 		return usageErr("--trace-timeout must be positive")
+	}
+	if conformFuzz.checks < 0 || conformFuzz.steps <= 0 || conformFuzz.clients <= 0 {
+		return usageErr("--fuzz-checks must be 0 (no fuzz phase) or more, and --fuzz-steps and --fuzz-clients positive (as fuzz's --checks, --steps and --clients)")
 	}
 	progress := errOut
 	if f.quiet {
@@ -535,15 +541,20 @@ func reportsWhere(w io.Writer, junitPath, outDir string) {
 	}
 }
 
-// listTraces prints the built-in traces with the targets they run on and
-// their labels.
-func listTraces(w io.Writer, all []*traces.Trace) error {
+// listTraces prints the built-in traces with the targets their header
+// names and their labels; with labels, only those with one of them. (It
+// does not filter by target: which traces a target runs is decided when
+// it runs them, see target.Skip, and upstream-stepped runs upstream's.)
+func listTraces(w io.Writer, all []*traces.Trace, labels []string) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "TRACE\tTARGETS\tLABELS\tBUG")
 	for _, tr := range all {
 		on := strings.ReplaceAll(tr.Header(traces.HeaderTargets), " ", "")
 		if on == "" {
 			on = "all"
+		}
+		if len(labels) > 0 && !slices.ContainsFunc(traceLabels(tr), func(l string) bool { return slices.Contains(labels, l) }) {
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", traces.ShortName(tr), on, strings.Join(traceLabels(tr), ","), tr.Header(traces.HeaderBug))
 	}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -80,6 +81,19 @@ Exit codes: 0 all hold, 1 violation or divergence, 2 usage or input error,
 		return usageErr("%v (see '%s --help')", err, c.CommandPath())
 	})
 	root.AddCommand(newCheckCmd(), newRenderCmd(), newReplayCmd(), newConformCmd(), newClusterCmd(), newGCCmd(), newFuzzCmd(), newCampaignCmd())
+	// cobra's own help command prints the whole usage for a topic it does
+	// not know, and exits 0
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return usageErr("help: no command %q (cascade --help lists them)", strings.Join(args, " "))
+			}
+			return cmd.Help()
+		},
+	})
 	withReleaseInHelp(root)
 	return root
 }

@@ -111,6 +111,19 @@ func TestUsageErrors(t *testing.T) {
 		{"render", "missing.trace", "--html", "x.html"},
 		{"render", "../../traces/races/orphan-adoption.trace"},
 		{"replay", "--target", "upstream", "../../traces/races/orphan-adoption.trace"},
+		{"replay", "--target", "nope", "../../traces/scenarios/background.trace"},
+		{"check", "--preset", "relist", "--workers", "100000"},
+		{"check", "--preset", "relist", "--kube-version", "v1.2.3"},
+		{"render", "../../traces/scenarios/background.trace", "--dot", "x.dot", "--step", "-5"},
+		{"render", "../../traces/scenarios/background.trace", "--html", "x.html", "--step", "3"},
+		{"fuzz", "--target", "impl", "--shrink-time", "-1s"},
+		{"fuzz", "--target", "nope"},
+		{"fuzz", "--target", "impl", "--failfile", "no-such.fail"},
+		{"conform", "--target", "impl", "--fuzz-clients", "0"},
+		{"conform", "--target", "impl", "--fuzz-checks", "-1"},
+		{"conform", "--list", "--target", "nope"},
+		{"conform", "--list", "--labels", "nope"},
+		{"help", "nope"},
 	}
 	for _, args := range cases {
 		out, code := cascade(t, args...)

@@ -48,6 +48,12 @@ Graphviz: 'dot -Tsvg OUT.dot > OUT.svg'.`,
 			if (htmlOut == "") == (dotOut == "") {
 				return usageErr("give exactly one of --html or --dot")
 			}
+			if cmd.Flags().Changed("step") && (htmlOut != "" || step < 0) {
+				if htmlOut != "" {
+					return usageErr("--step picks the step --dot draws; the --html page has every step")
+				}
+				return usageErr("--step %d: want 0 (the initial state) or more", step)
+			}
 			loaded, err := loadTraces(args) // a file, or an embedded trace's name
 			if err != nil {
 				return err

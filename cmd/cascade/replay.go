@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,6 +58,9 @@ func (f *targetFlags) register(fl *pflag.FlagSet) {
 // spec checks the flags and builds the target's Spec; every problem is a
 // usage error.
 func (f *targetFlags) spec(log io.Writer) (target.Spec, error) {
+	if !slices.Contains(target.Names, f.name) { // before the release is resolved and named
+		return target.Spec{}, usageErr("unknown target %q (valid: %s)", f.name, strings.Join(target.Names, ", "))
+	}
 	bs, err := bugs.Parse(f.inject)
 	if err != nil {
 		return target.Spec{}, usageErr("--inject: %v", err)
