@@ -94,6 +94,9 @@ func runGC(cmd *cobra.Command, f gcFlags) error {
 	if f.workers < 1 || f.syncPeriod <= 0 {
 		return usageErr("--workers must be at least 1 and --sync-period positive")
 	}
+	if f.webhookPort < 0 || f.webhookPort > 65535 {
+		return usageErr("--webhook-port %d: want 0 (any free port) to 65535", f.webhookPort)
+	}
 	cfg, where, err := target.LoadKubeconfig(f.kubeconfig, f.context)
 	if err != nil {
 		return usageErr("%v", err)
