@@ -108,6 +108,17 @@ func Write(path string, put func(io.Writer) error) error {
 // entry added to, what other processes recorded meanwhile.
 func commit(path string, h hash.Hash, tmp string) error {
 	dir, name := split(path)
+	return withManifest(dir, func(m *manifest) error {
+		if err := m.place(tmp, path, name); err != nil {
+			return err
+		}
+		return m.record(name, h)
+	})
+}
+
+// withManifest calls change with dir's manifest as it is now, holding
+// the directory's lock (lockDir) until change returns.
+func withManifest(dir string, change func(*manifest) error) error {
 	unlock, err := lockDir(dir)
 	if err != nil {
 		return err
@@ -117,10 +128,7 @@ func commit(path string, h hash.Hash, tmp string) error {
 	if err != nil {
 		return err
 	}
-	if err := m.place(tmp, path, name); err != nil {
-		return err
-	}
-	return m.record(name, h)
+	return change(m)
 }
 
 // replace writes what put writes to a new temporary file beside path and
@@ -274,16 +282,7 @@ func (f *File) Close() error {
 // read again under the directory's lock: other files may have been
 // recorded since this one was claimed. The caller holds mu.
 func recordAnew(dir, name string, h hash.Hash) error {
-	unlock, err := lockDir(dir)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	m, err := readManifest(dir)
-	if err != nil {
-		return err
-	}
-	return m.record(name, h)
+	return withManifest(dir, func(m *manifest) error { return m.record(name, h) })
 }
 
 // claim reads the manifest of path's directory, creating the directory
