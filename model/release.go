@@ -24,12 +24,12 @@ type Release struct {
 // when no release is named.
 var DefaultRelease = Release{1, 37, 2}
 
-// OldestRelease is the oldest release the model follows: the oldest
-// minor hack/kube builds (hack/kube/v1.30). --kube-version names it or a
-// later one; the model's release table was read against the sources of
-// the releases from it to DefaultRelease, and knows nothing before. (A
-// newer release is judged as DefaultRelease's until the table says
-// otherwise: that is how a new release is added.)
+// OldestRelease is the oldest release the model's release table was
+// read against: the oldest minor hack/kube builds (hack/kube/v1.30). An
+// older release is judged with the semantics the table gives releases
+// before its first change, and a newer one than DefaultRelease with
+// DefaultRelease's until the table says otherwise (how a new release is
+// added); cascade says so when it names the release it judges.
 var OldestRelease = Release{1, 30, 0}
 
 // ParseRelease reads "v1.33.13" (the leading v may be left out; "v1.33"

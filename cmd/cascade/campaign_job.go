@@ -13,6 +13,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -29,6 +30,9 @@ const (
 	// binaries (make image), the pod's $KUBEBUILDER_ASSETS.
 	campaignKubeAssets = "/kube"
 	campaignBinary     = "/cascade"
+	// campaignContainer is the shard pod's container, whose log collect
+	// reads
+	campaignContainer = "shard"
 )
 
 // campaignJob is a campaign as an Indexed Job: one pod per shard, each
@@ -98,7 +102,7 @@ func (j campaignJob) manifests() (*corev1.Namespace, *batchv1.Job, error) {
 				Spec: corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever,
 					Containers: []corev1.Container{{
-						Name: "shard", Image: j.Image, Command: cmd,
+						Name: campaignContainer, Image: j.Image, Command: cmd,
 						Env: []corev1.EnvVar{{Name: "KUBEBUILDER_ASSETS", Value: campaignKubeAssets}},
 						Resources: corev1.ResourceRequirements{
 							Requests: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem},
@@ -213,8 +217,11 @@ func (j campaignJob) shardFiles(dir string) []string {
 
 // collected is what collect made of the campaign's finished pods.
 type collected struct {
-	// missing lists the shards with no summary in dir.
-	missing []int
+	// summaries are the shard summaries collect wrote, the campaign's to
+	// merge (a shard-I.json an earlier campaign left in dir is not);
+	// missing lists the shards it wrote none for.
+	summaries []string
+	missing   []int
 	// unsaved names the finished pods whose log collect could not read
 	// or write to dir: deleting the namespace would lose their work, so
 	// campaign run keeps it.
@@ -223,12 +230,30 @@ type collected struct {
 	errs []error
 }
 
-// logReads is how many times collect asks for a pod's log before it
-// gives up on it, logRetry the pause between.
+// logReads is how many times collect asks the API server for the pods
+// or a pod's log before it gives up, logRetry the pause between.
 const (
 	logReads = 3
 	logRetry = time.Second
 )
+
+// retryRead calls read until it succeeds, logReads times at most, and
+// not again after an answer that another try would not change (a 4xx
+// other than 429) or once ctx is done.
+func retryRead(ctx context.Context, read func() error) error {
+	for try := 1; ; try++ {
+		err := read()
+		var status apierrors.APIStatus
+		final := errors.As(err, &status) && status.Status().Code >= 400 && status.Status().Code < 500 && status.Status().Code != 429
+		if err == nil || final || try == logReads || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(logRetry):
+		}
+	}
+}
 
 // collect writes each finished shard's pod log to dir/shard-I.log and
 // the summary in it to dir/shard-I.json. A shard retried after a failed
@@ -236,7 +261,11 @@ const (
 // pod whose log it cannot read (after logReads tries) or write does not
 // stop the others; the error is only that of listing the pods.
 func (j campaignJob) collect(ctx context.Context, cs kubernetes.Interface, dir string) (*collected, error) {
-	pods, err := cs.CoreV1().Pods(j.namespace()).List(ctx, metav1.ListOptions{LabelSelector: campaignLabel + "=" + j.ID})
+	var pods *corev1.PodList
+	err := retryRead(ctx, func() (err error) {
+		pods, err = cs.CoreV1().Pods(j.namespace()).List(ctx, metav1.ListOptions{LabelSelector: campaignLabel + "=" + j.ID})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +295,9 @@ func (j campaignJob) collect(ctx context.Context, cs kubernetes.Interface, dir s
 			c.unsaved = append(c.unsaved, p.Name)
 			c.errs = append(c.errs, fmt.Errorf("shard %d (pod %s): %w", i, p.Name, err))
 		}
-		if !saved {
+		if saved {
+			c.summaries = append(c.summaries, shardSummaryPath(dir, i))
+		} else {
 			c.missing = append(c.missing, i)
 		}
 	}
@@ -288,16 +319,11 @@ func preferPod(p, q *corev1.Pod) bool {
 // its log says why.
 func saveShard(ctx context.Context, cs kubernetes.Interface, p *corev1.Pod, dir string, i int) (saved bool, err error) {
 	var log []byte
-	for try := 1; ; try++ {
-		log, err = cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
-		if err == nil || try == logReads || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(logRetry):
-		}
-	}
+	err = retryRead(ctx, func() (err error) {
+		// the shard's container by name: a cluster may inject sidecars
+		log, err = cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: campaignContainer}).DoRaw(ctx)
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("its log could not be read: %w", err)
 	}

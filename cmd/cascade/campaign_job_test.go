@@ -78,9 +78,9 @@ func TestCampaignJobOnAnAPIServer(t *testing.T) {
 	// A finished shard's pod: its log is written whole, and the summary
 	// in it, if any. The API server serves an empty log for a pod no
 	// kubelet ran: shard 1 is missing, and its log is there to say why.
-	// A pod whose log the API server refuses (here: two containers and
-	// none named) is unsaved, so campaign run keeps the namespace rather
-	// than delete what the pod logged.
+	// A pod whose log the API server refuses (here: it has no container
+	// named shard, a 400, not asked again) is unsaved, so campaign run
+	// keeps the namespace rather than delete what the pod logged.
 	finishedPod := func(index string, containers ...string) *corev1.Pod {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fuzz-" + index + "-abcde", Namespace: j.namespace(),
 			Labels: map[string]string{campaignLabel: j.ID, batchv1.JobCompletionIndexAnnotation: index}}}
@@ -97,13 +97,13 @@ func TestCampaignJobOnAnAPIServer(t *testing.T) {
 		}
 		return pod
 	}
-	finishedPod("1", "shard")
-	refused := finishedPod("2", "shard", "sidecar")
+	finishedPod("1", campaignContainer, "sidecar") // the shard's log, though a sidecar was injected
+	refused := finishedPod("2", "other")
 	c, err = j.collect(ctx, cs, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(c.unsaved, []string{refused.Name}) || !slices.Equal(c.missing, []int{0, 1, 2}) || len(c.errs) != 1 ||
+	if !slices.Equal(c.unsaved, []string{refused.Name}) || !slices.Equal(c.missing, []int{0, 1, 2}) || len(c.summaries) != 0 || len(c.errs) != 1 ||
 		!strings.Contains(c.errs[0].Error(), "shard 2 (pod fuzz-2-abcde): its log could not be read") {
 		t.Errorf("unsaved %v, missing %v, errs %v", c.unsaved, c.missing, c.errs)
 	}

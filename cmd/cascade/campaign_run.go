@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -66,9 +67,9 @@ A pod whose shard found a failing run or an unclassified violation class
 and running, then writes each finished shard's pod log to
 --out DIR/shard-I.log and the summary in it to DIR/shard-I.json, and
 merges them as 'cascade campaign merge DIR' does. The namespace and all
-in it are deleted at the end, and on SIGINT; but when a finished pod's
-log could not be read or written, the namespace is kept (and named), so
-that nothing a shard found is lost.
+in it are deleted at the end, and on SIGINT; but when the pods could not
+be listed or a finished pod's log could not be read or written, the
+namespace is kept (and named), so that nothing a shard found is lost.
 
 --dry-run prints the manifests and has the API server check them
 (server-side dry run, nothing created) when a kubeconfig is reachable.`,
@@ -212,23 +213,27 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags, args []string) error {
 		break
 	}
 	c, err := j.collect(ctx, cs, f.out)
+	if ctx.Err() != nil {
+		return errInterrupted
+	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return errInterrupted
-		}
+		keep = true // the pods and their logs are all there is
 		return fmt.Errorf("campaign: collect: %w", err)
 	}
 	for _, e := range c.errs {
 		fmt.Fprintf(progress, "campaign %s: %v\n", j.ID, e)
 	}
-	keep = len(c.unsaved) > 0 && ctx.Err() == nil
-	if ctx.Err() != nil {
-		return errInterrupted
+	keep = len(c.unsaved) > 0
+	for _, i := range c.missing {
+		if _, err := os.Stat(shardSummaryPath(f.out, i)); err == nil {
+			fmt.Fprintf(progress, "campaign %s: %s is an earlier campaign's, not this one's: not merged\n", j.ID, shardSummaryPath(f.out, i))
+		}
 	}
-	if len(c.missing) == f.shards {
+	if len(c.summaries) == 0 {
 		return fmt.Errorf("campaign %s: no shard left a summary in its pod's log", j.ID)
 	}
-	return runMerge(cmd, &mergeFlags{json: f.json}, []string{f.out})
+	// this campaign's summaries, not every shard-I.json in --out
+	return runMerge(cmd, &mergeFlags{json: f.json}, c.summaries)
 }
 
 // campaignCommand splits campaign run's arguments after -- into the

@@ -123,7 +123,7 @@ Examples:
 	fl.BoolVar(&f.reduction, "reduction", false, "search a preset or custom scope with partial-order reduction too (sleep sets; the same states and counterexamples, fewer transitions; universes use it unless --no-reduction)")
 	fl.IntVar(&f.maxDepth, "max-depth", 0, "stop expanding at this depth (0: unbounded)")
 	fl.IntVar(&f.maxStates, "max-states", 0, "stop at the end of the breadth-first level where the distinct states reach this many (0: unbounded)")
-	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), fmt.Sprintf("parallel workers (1 to %d; default: the cores Go may use)", maxCheckWorkers))
+	fl.IntVar(&f.workers, "workers", min(runtime.GOMAXPROCS(0), maxCheckWorkers), fmt.Sprintf("parallel workers (1 to %d; default: the cores Go may use)", maxCheckWorkers))
 	fl.Int64Var(&f.expectStates, "expect-states", 0, "about how many distinct states the search will store (from an earlier run): the visited table starts that large instead of doubling its way there, as SPIN's -w sizes pan's; changes no result (0: unknown)")
 	fl.StringVar(&f.out, "out", "out/counterexamples", "directory for counterexample trace files (a shard's default: out/counterexamples/shard-I); a file there cascade did not write is never replaced")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the result as JSON")

@@ -270,6 +270,9 @@ func (f *fuzzFlags) checkArgs(fl *pflag.FlagSet) (inject bugs.Set, shard fuzz.Sh
 	if inject, err = bugs.Parse(f.inject); err != nil {
 		return fail("%v", err)
 	}
+	if _, err := parseKubeVersion(f.kubeVersion); err != nil {
+		return nil, fuzz.Shard{}, fuzz.Universe{}, err
+	}
 	if shard, err = parseShardFlags(f.shard, f.shards); err != nil {
 		return nil, fuzz.Shard{}, fuzz.Universe{}, err
 	}

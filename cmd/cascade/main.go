@@ -91,7 +91,22 @@ Exit codes: 0 all hold, 1 violation or divergence, 2 usage or input error,
 			if err != nil || len(rest) > 0 {
 				return usageErr("help: no command %q (cascade --help lists them)", strings.Join(args, " "))
 			}
+			cmd.InitDefaultHelpFlag() // as cobra's own: the help lists -h, --help
 			return cmd.Help()
+		},
+		// as cobra's own: complete the command names
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			cmd, _, err := c.Root().Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []string
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), toComplete) {
+					names = append(names, sub.Name()+"\t"+sub.Short)
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
 		},
 	})
 	withReleaseInHelp(root)

@@ -113,7 +113,6 @@ func TestUsageErrors(t *testing.T) {
 		{"replay", "--target", "upstream", "../../traces/races/orphan-adoption.trace"},
 		{"replay", "--target", "nope", "../../traces/scenarios/background.trace"},
 		{"check", "--preset", "relist", "--workers", "100000"},
-		{"check", "--preset", "relist", "--kube-version", "v1.2.3"},
 		{"render", "../../traces/scenarios/background.trace", "--dot", "x.dot", "--step", "-5"},
 		{"render", "../../traces/scenarios/background.trace", "--html", "x.html", "--step", "3"},
 		{"fuzz", "--target", "impl", "--shrink-time", "-1s"},

@@ -123,15 +123,17 @@ func parseKubeVersion(v string) (model.Release, error) {
 	if err != nil {
 		return rel, usageErr("--kube-version: %v", err)
 	}
-	if rel.Minor < model.OldestRelease.Minor {
-		return rel, usageErr("--kube-version %s: cascade models v1.%d and later, the releases hack/kube builds and whose sources the model's release table was read against", rel, model.OldestRelease.Minor)
-	}
 	return rel, nil
 }
 
 // releaseNote is the line commands print on stderr naming the release
 // they judge.
 func releaseNote(rel model.Release) string {
+	if rel.Minor < model.OldestRelease.Minor {
+		// a real cluster of an older release, say: the table's changes
+		// all came later, but what else changed before v1.30 is unread
+		return fmt.Sprintf("kubernetes release %s, older than v1.%d, the oldest release the model's release table was read against: judged with the semantics it gives releases before its first change, unchecked for that release", rel, model.OldestRelease.Minor)
+	}
 	if rel.Minor > model.DefaultRelease.Minor {
 		// a new release being added (hack/kube/README.md): judged as the
 		// newest one read until model/release.go says otherwise

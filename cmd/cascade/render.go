@@ -48,11 +48,11 @@ Graphviz: 'dot -Tsvg OUT.dot > OUT.svg'.`,
 			if (htmlOut == "") == (dotOut == "") {
 				return usageErr("give exactly one of --html or --dot")
 			}
-			if cmd.Flags().Changed("step") && (htmlOut != "" || step < 0) {
+			if cmd.Flags().Changed("step") && (htmlOut != "" || step < -1) {
 				if htmlOut != "" {
 					return usageErr("--step picks the step --dot draws; the --html page has every step")
 				}
-				return usageErr("--step %d: want 0 (the initial state) or more", step)
+				return usageErr("--step %d: want 0 (the initial state) or more, or -1 (the last)", step)
 			}
 			loaded, err := loadTraces(args) // a file, or an embedded trace's name
 			if err != nil {
@@ -89,7 +89,7 @@ Graphviz: 'dot -Tsvg OUT.dot > OUT.svg'.`,
 	}
 	cmd.Flags().StringVar(&htmlOut, "html", "", "write a self-contained HTML page")
 	cmd.Flags().StringVar(&dotOut, "dot", "", "write one step as Graphviz")
-	cmd.Flags().IntVar(&step, "step", -1, "with --dot: the step to draw (0 is the initial state; default the last)")
+	cmd.Flags().IntVar(&step, "step", -1, "with --dot: the step to draw (0 is the initial state; -1, the default, the last)")
 	return cmd
 }
 

@@ -274,7 +274,7 @@ func RunConcurrent(ctx context.Context, env ConcurrentEnv, cfg Config) (*Report,
 	}
 	err = finish(cfg, rep, last, foundAt, start, msg, out)
 	rep.Failure.Run = cfg.runNo(foundRun)
-	if seed, ok := cfg.failingRunSeed(foundRun); ok {
+	if seed, ok := cfg.failingRunSeed(foundRun, out); ok {
 		rep.Failure.Seed = seed
 	}
 	rep.Failure.Attributed = last != nil && last.attributed

@@ -239,11 +239,17 @@ func recoverStop(x any, extra ...error) {
 }
 
 // withSeed returns cfg with a random seed when it has none, so that the
-// report can name the seed that reproduces the runs. Drawn seeds stay
+// report can name the seed that reproduces the runs, and with one check
+// for a fail file's replay. Drawn seeds stay
 // below 2^53, which every JSON reader holds exactly.
 func withSeed(cfg Config) Config {
 	if cfg.Seed == 0 {
 		cfg.Seed = 1 + rand.Uint64N(1<<53-1)
+	}
+	if cfg.FailFile != "" {
+		// the fail file's one run is the campaign (runRapid): counted,
+		// printed and held as run 1 of 1
+		cfg.Checks = 1
 	}
 	return cfg
 }

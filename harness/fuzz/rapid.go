@@ -98,6 +98,10 @@ func runRapid(name string, cfg Config, prop func(*rapid.T)) (rapidOutcome, error
 		switch {
 		case cfg.FailFile != "" && t.ignored != "":
 			return out, &FailFileError{Path: cfg.FailFile, Why: "rapid could not replay it: " + t.ignored}
+		case cfg.FailFile != "" && calls == 0:
+			// rapid said nothing this cascade recognises, yet replayed
+			// nothing: never a pass with no run
+			return out, &FailFileError{Path: cfg.FailFile, Why: "rapid did not replay it"}
 		case failedCall == 0, cfg.FailFile != "":
 		default:
 			out.seed = RunSeed(cfg.Seed, failedCall-1)

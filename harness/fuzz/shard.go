@@ -79,14 +79,20 @@ func (cfg Config) runNo(n int) int {
 	return runs[n-1] + 1
 }
 
-// failingRunSeed is the seed of the failing run foundRun (in the
-// campaign's own count; 0: none), from which a campaign fails in its
-// first run: also when rapid reported no failure (a held run, or one
-// interrupted while shrinking), where rapid's outcome has no seed. A
-// replayed fail file's failure has none (ok false).
-func (cfg Config) failingRunSeed(foundRun int) (seed uint64, ok bool) {
-	if foundRun <= 0 || cfg.FailFile != "" {
+// failingRunSeed is the seed from which a campaign fails in its first
+// run: rapid's, when it reported the failure of an unsharded campaign;
+// else that of the failing run foundRun (in the campaign's own count;
+// 0: none), as when rapid reported no failure (a held run, or one
+// interrupted while shrinking). A replayed fail file's failure has none
+// (ok false).
+func (cfg Config) failingRunSeed(foundRun int, out rapidOutcome) (seed uint64, ok bool) {
+	switch {
+	case foundRun <= 0 || cfg.FailFile != "":
 		return 0, false
+	case cfg.Shard.Count == 0 && out.seed != 0:
+		// rapid's own: the run that failed as reported (a held run's
+		// reproducer, when one followed it)
+		return out.seed, true
 	}
 	return RunSeed(cfg.Seed, cfg.runNo(foundRun)-1), true
 }

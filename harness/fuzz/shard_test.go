@@ -88,25 +88,28 @@ func TestParseShard(t *testing.T) {
 	}
 }
 
-// A failure's seed is its run's own (RunSeed), sharded or not, whether
-// rapid reported the failure or not (a held run, or one interrupted while
-// shrinking, where rapid's outcome has no seed); a replayed fail file's
-// failure has none.
+// A failure's seed is rapid's when it reported the failure of an
+// unsharded campaign, else its run's own (RunSeed): a sharded campaign's,
+// or one rapid did not report (a held run, or one interrupted while
+// shrinking); a replayed fail file's failure has none.
 func TestFailingRunSeed(t *testing.T) {
 	whole := Config{Checks: 20, Seed: 7}
-	if s, ok := whole.failingRunSeed(8); !ok || s != RunSeed(7, 7) {
+	if s, ok := whole.failingRunSeed(8, rapidOutcome{}); !ok || s != RunSeed(7, 7) {
 		t.Errorf("run 8 of an unsharded campaign: seed %d, %v; want %d", s, ok, RunSeed(7, 7))
 	}
 	shard := Config{Checks: 20, Seed: 7, Shard: Shard{Index: 1, Count: 4}}
 	k := shard.Shard.Runs(20)[2] // the shard's third run, the campaign's run k+1
-	if s, ok := shard.failingRunSeed(3); !ok || s != RunSeed(7, k) {
+	if s, ok := shard.failingRunSeed(3, rapidOutcome{seed: 99}); !ok || s != RunSeed(7, k) {
 		t.Errorf("the shard's run 3 (campaign run %d): seed %d, %v; want %d", k+1, s, ok, RunSeed(7, k))
 	}
-	if _, ok := whole.failingRunSeed(0); ok {
+	if s, ok := whole.failingRunSeed(8, rapidOutcome{seed: 99}); !ok || s != 99 {
+		t.Errorf("rapid reported seed 99 for an unsharded campaign: got %d, %v", s, ok)
+	}
+	if _, ok := whole.failingRunSeed(0, rapidOutcome{}); ok {
 		t.Error("a seed for no failing run")
 	}
 	replay := Config{Checks: 20, Seed: 7, FailFile: "x.fail"}
-	if _, ok := replay.failingRunSeed(1); ok {
+	if _, ok := replay.failingRunSeed(1, rapidOutcome{}); ok {
 		t.Error("a seed for a replayed fail file's failure")
 	}
 }

@@ -320,7 +320,7 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 	}
 	err = finish(cfg, rep, last, foundAt, start, msg, out)
 	rep.Failure.Run = cfg.runNo(foundRun)
-	if seed, ok := cfg.failingRunSeed(foundRun); ok {
+	if seed, ok := cfg.failingRunSeed(foundRun, out); ok {
 		rep.Failure.Seed = seed
 	}
 	rep.Failure.Attributed = last != nil && last.attributed
