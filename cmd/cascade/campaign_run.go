@@ -66,10 +66,11 @@ A pod whose shard found a failing run or an unclassified violation class
 (exit 1 or 3) is not retried. run waits, printing the shards done, failed
 and running, then writes each finished shard's pod log to
 --out DIR/shard-I.log and the summary in it to DIR/shard-I.json, and
-merges them as 'cascade campaign merge DIR' does. The namespace and all
-in it are deleted at the end, and on SIGINT; but when the pods could not
-be listed or a finished pod's log could not be read or written, the
-namespace is kept (and named), so that nothing a shard found is lost.
+merges the summaries it wrote as 'cascade campaign merge' does. The
+namespace and all in it are deleted at the end, and on SIGINT; but when
+the pods could not be listed or a finished pod's log could not be read
+or written, the namespace is kept (and named), so that nothing a shard
+found is lost.
 
 --dry-run prints the manifests and has the API server check them
 (server-side dry run, nothing created) when a kubeconfig is reachable.`,
