@@ -190,10 +190,18 @@ func TestClusterThroughKubeconfig(t *testing.T) {
 	if rep.Failed+rep.Errors != 0 || results["scenario/bad-requests"] != "pass" || results["scenario/dry-run"] != "pass" || results["scenario/event-owner"] != "pass" {
 		t.Fatalf("conform through the kubeconfig: %+v", rep)
 	}
-	// the cluster's webhook is found and used
+	// the cluster's webhook is found and used; the release judged is the
+	// cluster's own, and one it contradicts is refused before anything
 	out, code = cascade(t, "replay", "--target", "kubeconfig", "--kubeconfig", kc, "scenario/protection-already-deleting")
 	if code != 0 || !strings.Contains(out, "1 passed, 0 failed, 0 skipped on kubeconfig") {
 		t.Fatalf("replay through the kubeconfig: exit %d:\n%s", code, out)
+	}
+	if out, code := cascade(t, "replay", "--target", "kubeconfig", "--kubeconfig", kc, "--kube-version", "v1.33.13", "scenario/background"); code != 2 || !strings.Contains(out, "but the cluster of") || !strings.Contains(out, "runs "+controlplane.KubeVersion) {
+		t.Fatalf("a --kube-version the cluster contradicts: exit %d:\n%s", code, out)
+	}
+	// a second webhook registration is refused, and the cluster's stays
+	if out, code := cascade(t, "gc", "--kubeconfig", kc, "--webhook"); code == 0 || !strings.Contains(out, "already has the webhook configuration") {
+		t.Fatalf("cascade gc --webhook over the cluster's registration: exit %d:\n%s", code, out)
 	}
 	assertNothingLeft(t, kc)
 

@@ -30,7 +30,7 @@ type fuzzFlags struct {
 	checks, steps, clients                                        int
 	shrinkTime, informerLag, informerRelist, writeDelay           time.Duration
 	restartAPIServer, restartGC, restartKCM                       time.Duration
-	json, coverage, noProxy                                       bool
+	json, coverage, noProxy, quiet                                bool
 	kubeVersion                                                   string
 	shard                                                         string
 	shards                                                        int
@@ -230,6 +230,7 @@ decide some run's history, 130 interrupted.`,
 	registerKubeVersion(fl, &f.kubeVersion)
 	registerShard(fl, &f.shard, &f.shards, "the campaign's runs, i/n counting from 0 (the shards together run exactly the unsharded campaign's runs, each from its own seed")
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr: the summary, an interrupt's line and errors only")
 	fl.BoolVar(&f.coverage, "coverage", false, "print the coverage table: verbs × kinds, options, policies and internal steps the passing runs hit")
 	return cmd, f
 }
@@ -320,9 +321,15 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		// follow the seed the summary prints
 		f.seed = 1 + rand.Uint64N(1<<53-1)
 	}
-	spec := f.spec(inject, cmd.ErrOrStderr())
+	// progress: what fuzz says while it works, none under --quiet (the
+	// summary, an interrupt's line and errors still come)
+	progress := cmd.ErrOrStderr()
+	if f.quiet {
+		progress = io.Discard
+	}
+	spec := f.spec(inject, progress)
 	if f.target == target.Kubeconfig {
-		spec.Release, err = parseKubeVersion(f.kubeVersion)
+		spec.Release, err = kubeconfigRelease(f.kubeconfig, f.context, f.kubeVersion)
 	} else {
 		var dir string
 		if spec.Release, dir, err = resolveRelease(f.kubeVersion, f.binDir); dir != "" {
@@ -332,14 +339,14 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "fuzz %s: %s\n", f.target, releaseNote(spec.Release))
+	fmt.Fprintf(progress, "fuzz %s: %s\n", f.target, releaseNote(spec.Release))
 	if err := spec.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
 	fl := cmd.Flags()
 	if !fl.Changed("informer-lag") && !fl.Changed("informer-relist") && !fl.Changed("write-delay") {
 		if line := spec.DefaultRaceFaults(); line != "" {
-			fmt.Fprintln(cmd.ErrOrStderr(), line)
+			fmt.Fprintln(progress, line)
 		}
 	}
 	ctx := cmd.Context()
@@ -353,7 +360,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 	}
 	defer func() { _ = t.Close() }()
 	cfg := fuzz.Config{Checks: f.checks, Steps: f.steps, Seed: f.seed, Clients: f.clients, ShrinkTime: f.shrinkTime,
-		Universe: u, Out: f.out, Progress: cmd.ErrOrStderr(), FailFile: f.failFile, Shard: shard}
+		Universe: u, Out: f.out, Progress: progress, FailFile: f.failFile, Shard: shard}
 	if f.coverage {
 		cfg.Coverage = fuzz.NewCoverage()
 	}

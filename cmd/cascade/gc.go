@@ -53,7 +53,8 @@ It is a single instance without leader election:
 runs can check that they find it. --webhook also serves the
 deletion-protection webhook (policy.kruise.io/delete-protection) on this
 machine and registers it with the cluster, whose API server must reach
---webhook-external-host; the registration is removed on exit. --adopter
+--webhook-external-host; the registration is removed on exit, and one
+already on the cluster (another cascade's) is refused, never replaced. --adopter
 runs the adopting controller for the cascade.dev/v1 Herd kind and installs
 its CRD if missing.
 

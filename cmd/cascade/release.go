@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cascade-k8s/cascade/harness/controlplane"
+	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/model"
 )
 
@@ -140,4 +141,39 @@ func releaseNote(rel model.Release) string {
 		return fmt.Sprintf("kubernetes release %s, newer than v1.%d, the newest release the model's release table was read against: judged with that release's semantics and known races", rel, model.DefaultRelease.Minor)
 	}
 	return fmt.Sprintf("kubernetes release %s (model semantics and known races of that release)", rel)
+}
+
+// kubeconfigRelease is the release the kubeconfig target judges: the one
+// --kube-version names, else the cluster's own (its /version), so that a
+// real cluster of another release is not judged with this checkout's
+// semantics. A --kube-version the cluster contradicts is a usage error.
+// A cluster that cannot be asked leaves the named or default release:
+// the target's start then says why it cannot be reached.
+func kubeconfigRelease(kubeconfig, kubeContext, kubeVersion string) (model.Release, error) {
+	named, err := parseKubeVersion(kubeVersion)
+	if err != nil {
+		return named, err
+	}
+	cfg, where, err := target.LoadKubeconfig(kubeconfig, kubeContext)
+	if err != nil {
+		return named, nil
+	}
+	have, err := target.ServerVersion(cfg)
+	if err != nil {
+		return named, nil
+	}
+	// a vendor's build (v1.30.4-eks-1a2b3c, v1.29.3+k3s1) is its release
+	if i := strings.IndexAny(have, "-+"); i > 0 {
+		have = have[:i]
+	}
+	rel, err := model.ParseRelease(have)
+	switch {
+	case err != nil:
+		return named, usageErr("the cluster of %s reports version %q: %v; name its release with --kube-version", where, have, err)
+	case kubeVersion == "":
+		return rel, nil
+	case rel != named:
+		return named, usageErr("--kube-version %s, but the cluster of %s runs %s: name its release, or leave the flag out", named, where, rel)
+	}
+	return named, nil
 }

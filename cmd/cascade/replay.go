@@ -75,9 +75,14 @@ func (f *targetFlags) spec(log io.Writer) (target.Spec, error) {
 	switch {
 	case f.name == target.Model && f.kubeVersion == "":
 		// each trace on its own releases
-	case f.name == target.Kubeconfig || f.name == target.Model:
-		// the model needs no binaries, and a kubeconfig cluster's are not
-		// these: the release is the one named (default for kubeconfig)
+	case f.name == target.Kubeconfig:
+		// the cluster's binaries are not these: its own release
+		if s.Release, err = kubeconfigRelease(f.kubeconfig, f.context, f.kubeVersion); err != nil {
+			return target.Spec{}, err
+		}
+		fmt.Fprintf(log, "%s: %s\n", f.name, releaseNote(s.Release))
+	case f.name == target.Model:
+		// the model needs no binaries: the release is the one named
 		if s.Release, err = parseKubeVersion(f.kubeVersion); err != nil {
 			return target.Spec{}, err
 		}

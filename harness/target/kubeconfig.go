@@ -56,16 +56,24 @@ func LoadKubeconfig(path, context string) (*rest.Config, string, error) {
 // Reachable asks the API server cfg points at for its version, within 10
 // seconds; the error is one line.
 func Reachable(cfg *rest.Config) error {
+	_, err := ServerVersion(cfg)
+	return err
+}
+
+// ServerVersion is the gitVersion the API server cfg points at reports
+// (v1.37.2, or a vendor's v1.30.4-eks-1a2b3c), asked within 10 seconds.
+func ServerVersion(cfg *rest.Config) (string, error) {
 	c := rest.CopyConfig(cfg)
 	c.Timeout = 10 * time.Second
 	dc, err := discovery.NewDiscoveryClientForConfig(c)
 	if err != nil {
-		return errors.New(OneLine(err))
+		return "", errors.New(OneLine(err))
 	}
-	if _, err := dc.ServerVersion(); err != nil {
-		return errors.New(OneLine(err))
+	v, err := dc.ServerVersion()
+	if err != nil {
+		return "", errors.New(OneLine(err))
 	}
-	return nil
+	return v.GitVersion, nil
 }
 
 // OneLine is an error's message up to its first line break (client-go

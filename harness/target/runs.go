@@ -54,6 +54,9 @@ func (t *Target) Skip(ctx context.Context, tr *traces.Trace) string {
 	if t.Spec.Name == Kubeconfig && usesProtection(tr) && !t.hasWebhook {
 		return "it needs the deletion-protection webhook, which this cluster does not have (--webhook installs it)"
 	}
+	if hasLabel(tr, LabelBackoff) && (t.Spec.Name == Kubeconfig || t.Spec.NoProxy) {
+		return "its settles must wait out the GC's back-off, which only the API proxy's record of the GC's failed writes tells (upstream, without --no-proxy)"
+	}
 	if t.Spec.Name == Kubeconfig {
 		return t.foreignCRDs(ctx, tr)
 	}
@@ -428,12 +431,23 @@ func usesLimited(tr *traces.Trace) bool {
 // usesProtection: the trace is labelled protection or sets the
 // deletion-protection label.
 func usesProtection(tr *traces.Trace) bool {
+	return hasLabel(tr, "protection") || anyCommand(tr, func(c traces.Command) bool { return strings.Contains(c.Text, model.ProtectionLabel) })
+}
+
+// LabelBackoff labels a trace whose settles must wait out the GC's
+// back-off after failed writes: a plain quiet window ends before the
+// GC's next pass, so only a target that knows the GC's failures (the
+// upstream targets, from the API proxy's record) can run it.
+const LabelBackoff = "backoff"
+
+// hasLabel reports whether the trace's labels header has label.
+func hasLabel(tr *traces.Trace, label string) bool {
 	for _, l := range strings.Split(tr.Header(traces.HeaderLabels), ",") {
-		if strings.TrimSpace(l) == "protection" {
+		if strings.TrimSpace(l) == label {
 			return true
 		}
 	}
-	return anyCommand(tr, func(c traces.Command) bool { return strings.Contains(c.Text, model.ProtectionLabel) })
+	return false
 }
 
 // createdCRDs lists the names of the CRDs a trace creates.

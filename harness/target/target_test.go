@@ -129,6 +129,19 @@ func TestTargetSkip(t *testing.T) {
 	if got := up.Skip(context.Background(), embedded(t, "scenario/bad-requests")); got != "" {
 		t.Errorf("as=limited with a limited principal: skip %q", got)
 	}
+	// a settle that must wait out the GC's back-off needs the proxy's
+	// record of the GC's failed writes
+	backoff := embedded(t, "scenario/retry-after-backoff")
+	if got := up.Skip(context.Background(), backoff); got != "" {
+		t.Errorf("the back-off trace on upstream: skip %q", got)
+	}
+	noProxy := &Target{Spec: Spec{Name: Upstream, NoProxy: true}, Admin: &rest.Config{}, hasWebhook: true}
+	kc.hasWebhook = true
+	for _, tg := range []*Target{noProxy, kc} {
+		if got := tg.Skip(context.Background(), backoff); !strings.Contains(got, "back-off") {
+			t.Errorf("the back-off trace on %s (no proxy %v): skip %q", tg.Spec.Name, tg.Spec.NoProxy, got)
+		}
+	}
 }
 
 // TestSuiteSelection: every trace runs on the model and on exactly one of

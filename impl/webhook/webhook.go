@@ -129,6 +129,15 @@ func Install(ctx context.Context, cfg *rest.Config, opts Options) (_ *Webhook, r
 	if err != nil {
 		return nil, err
 	}
+	// A registration of this name is another webhook's (a cascade
+	// cluster's, another cascade gc's): installing would replace it and
+	// Stop delete it, so it is refused.
+	switch _, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, ConfigName, metav1.GetOptions{}); {
+	case err == nil:
+		return nil, fmt.Errorf("webhook: the cluster already has the webhook configuration %s (another cascade's): not replacing it; leave out --webhook, or delete it if nothing serves it", ConfigName)
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("webhook: look for %s: %w", ConfigName, err)
+	}
 	io := &envtest.WebhookInstallOptions{
 		LocalServingHost: opts.Host, LocalServingPort: opts.Port, LocalServingHostExternalName: opts.ExternalHost,
 		ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{configuration(10)},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/cascade-k8s/cascade/impl/bugs"
 	"github.com/cascade-k8s/cascade/impl/crds"
@@ -262,4 +264,26 @@ func patchMeta(t *testing.T, u *unstructured.Unstructured, patch string) {
 	if _, err := env.Dyn.Resource(r).Namespace(u.GetNamespace()).Patch(context.Background(), u.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("patch %s: %v", u.GetName(), err)
 	}
+}
+
+// A second Install on a cluster that has the registration (another
+// cascade's) is refused, and the registration it found stays: Install
+// would have replaced it and Stop deleted it.
+func TestInstallRefusesAnExistingRegistration(t *testing.T) {
+	ctx := context.Background()
+	second, err := webhook.Install(ctx, env.Admin, webhook.Options{})
+	if err == nil {
+		_ = second.Stop(ctx)
+		t.Fatal("a second webhook installed over the first's registration")
+	}
+	if !strings.Contains(err.Error(), "already has the webhook configuration "+webhook.ConfigName) {
+		t.Errorf("the refusal does not say why: %v", err)
+	}
+	kube := kubernetes.NewForConfigOrDie(env.Admin)
+	if _, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, webhook.ConfigName, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the first webhook's registration is gone: %v", err)
+	}
+	ns := env.Namespace(t)
+	guarded := env.Create(t, Obj("cm", ns, "still-guarded", Labels(label, "Always")))
+	wantDenied(t, env.Delete(guarded, ""), deny+"Always")
 }
