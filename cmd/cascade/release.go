@@ -147,8 +147,9 @@ func releaseNote(rel model.Release) string {
 // --kube-version names, else the cluster's own (its /version), so that a
 // real cluster of another release is not judged with this checkout's
 // semantics. A --kube-version the cluster contradicts is a usage error.
-// A cluster that cannot be asked leaves the named or default release:
-// the target's start then says why it cannot be reached.
+// A kubeconfig that cannot be loaded, or a cluster that cannot be
+// asked, is the usage error the target's start would give (asked once,
+// not twice: each try may take the 10-second timeout).
 func kubeconfigRelease(kubeconfig, kubeContext, kubeVersion string) (model.Release, error) {
 	named, err := parseKubeVersion(kubeVersion)
 	if err != nil {
@@ -156,11 +157,11 @@ func kubeconfigRelease(kubeconfig, kubeContext, kubeVersion string) (model.Relea
 	}
 	cfg, where, err := target.LoadKubeconfig(kubeconfig, kubeContext)
 	if err != nil {
-		return named, nil
+		return named, usageErr("%v", err)
 	}
 	have, err := target.ServerVersion(cfg)
 	if err != nil {
-		return named, nil
+		return named, usageErr("cannot reach the cluster of %s at %s: %v", where, cfg.Host, err)
 	}
 	// a vendor's build (v1.30.4-eks-1a2b3c, v1.29.3+k3s1) is its release
 	if i := strings.IndexAny(have, "-+"); i > 0 {
