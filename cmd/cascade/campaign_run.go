@@ -155,7 +155,7 @@ func runCampaign(cmd *cobra.Command, f *campaignRunFlags, args []string) error {
 		return usageErr("--out: %v", err)
 	}
 	if err := target.Reachable(cfg); err != nil {
-		return usageErr("cannot reach the cluster of %s at %s: %v", where, cfg.Host, err)
+		return usageErr("%v", target.Unreachable(cfg, where, err))
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

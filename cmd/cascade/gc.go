@@ -103,7 +103,7 @@ func runGC(cmd *cobra.Command, f gcFlags) error {
 		return usageErr("%v", err)
 	}
 	if err := target.Reachable(cfg); err != nil {
-		return usageErr("cannot reach the cluster of %s at %s: %v", where, cfg.Host, err)
+		return usageErr("%v", target.Unreachable(cfg, where, err))
 	}
 
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)

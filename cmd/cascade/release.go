@@ -161,7 +161,7 @@ func kubeconfigRelease(kubeconfig, kubeContext, kubeVersion string) (model.Relea
 	}
 	have, err := target.ServerVersion(cfg)
 	if err != nil {
-		return named, usageErr("cannot reach the cluster of %s at %s: %v", where, cfg.Host, err)
+		return named, usageErr("%v", target.Unreachable(cfg, where, err))
 	}
 	// a vendor's build (v1.30.4-eks-1a2b3c, v1.29.3+k3s1) is its release
 	if i := strings.IndexAny(have, "-+"); i > 0 {

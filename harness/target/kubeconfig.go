@@ -76,6 +76,13 @@ func ServerVersion(cfg *rest.Config) (string, error) {
 	return v.GitVersion, nil
 }
 
+// Unreachable is the one-line error for a cluster that cannot be asked
+// for its version (err, from ServerVersion or Reachable), naming where
+// its kubeconfig and context came from.
+func Unreachable(cfg *rest.Config, where string, err error) error {
+	return fmt.Errorf("cannot reach the cluster of %s at %s: %s", where, cfg.Host, OneLine(err))
+}
+
 // OneLine is an error's message up to its first line break (client-go
 // and envtest aggregate errors over several lines).
 func OneLine(err error) string {

@@ -501,7 +501,7 @@ func (t *Target) startKubeconfig(ctx context.Context) error {
 		return &InputError{Err: err}
 	}
 	if err := Reachable(cfg); err != nil {
-		return inputErr("cannot reach the cluster of %s at %s: %s", where, cfg.Host, OneLine(err))
+		return &InputError{Err: Unreachable(cfg, where, err)}
 	}
 	throttle(cfg)
 	t.Admin, t.Where = quiet(cfg), fmt.Sprintf("%s (%s)", cfg.Host, where)
@@ -511,7 +511,7 @@ func (t *Target) startKubeconfig(ctx context.Context) error {
 			return &InputError{Err: err}
 		}
 		if err := Reachable(lim); err != nil {
-			return inputErr("cannot reach the cluster of %s at %s: %s", lwhere, lim.Host, OneLine(err))
+			return &InputError{Err: Unreachable(lim, lwhere, err)}
 		}
 		throttle(lim)
 		t.Limited = quiet(lim)
