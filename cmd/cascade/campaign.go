@@ -243,7 +243,7 @@ func mergeShards(shards []shardResult) (*campaignSummary, error) {
 	slices.SortFunc(shards, func(a, b shardResult) int { return *a.Shard - *b.Shard })
 	first := shards[0].fuzzSummary
 	c := &campaignSummary{fuzzSummary: fuzzSummary{summary: first.summary, Mode: first.Mode, Inject: first.Inject,
-		Checks: first.Checks, ShardCount: first.ShardCount, Known: []string{}, Inconclusive: []string{}, RunSteps: map[int]int{}},
+		Checks: first.Checks, ShardCount: first.ShardCount, Known: knownRaces{}, Inconclusive: []string{}, RunSteps: map[int]int{}},
 		Failures: []campaignFailure{}, MissingShards: []int{}}
 	c.Shard = nil
 	c.Seconds = 0
@@ -270,11 +270,7 @@ func mergeShards(shards []shardResult) (*campaignSummary, error) {
 		c.RefusedWrites += s.RefusedWrites
 		c.Seconds = max(c.Seconds, s.Seconds)
 		maps.Copy(c.RunSteps, s.RunSteps)
-		for _, k := range s.Known {
-			if !slices.Contains(c.Known, k) {
-				c.Known = append(c.Known, k)
-			}
-		}
+		c.Known.merge(s.Known)
 		c.Inconclusive = append(c.Inconclusive, s.Inconclusive...)
 		c.Shards = append(c.Shards, campaignShard{Shard: i, File: s.file, Result: s.Result, Seconds: s.Seconds, RunNumbers: s.RunNumbers, Reproduce: s.Reproduce})
 		if s.Failure != nil {
@@ -351,8 +347,8 @@ func printCampaign(w io.Writer, c *campaignSummary) {
 	for _, i := range c.MissingShards {
 		fmt.Fprintf(w, "shard %d/%d: MISSING (no summary given)\n", i, c.ShardCount)
 	}
-	for _, k := range c.Known {
-		fmt.Fprintf(w, "known upstream race: %s\n", k)
+	for _, l := range c.Known.lines(c.KubeVersion) {
+		fmt.Fprintln(w, l)
 	}
 	for _, u := range c.Inconclusive {
 		fmt.Fprintf(w, "INCONCLUSIVE %s\n", u)

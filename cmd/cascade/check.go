@@ -98,7 +98,8 @@ cascade check --preset owner-swap --kube-version v1.33.13).
 
 Progress goes to stderr once a second; the result goes to stdout as text or
 --json (the schema conform and fuzz share; see README). An interrupt ends the
-search at once, writing nothing.
+search at once, writing no result (with --json, only the shared summary,
+result "interrupted").
 
 Examples:
   cascade check --preset orphan-adoption --bug adopt-without-recheck
@@ -186,7 +187,10 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 		}
 	}
 	// the search takes no context: on an interrupt cascade exits without
-	// waiting for it, before anything is written
+	// waiting for it, before any result is written; --json prints only
+	// the shared summary then, result interrupted, so that a reader of
+	// stdout gets JSON either way
+	start := time.Now()
 	type outcome struct {
 		res *check.Result
 		err error
@@ -199,6 +203,12 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 	var o outcome
 	select {
 	case <-cmd.Context().Done():
+		if f.jsonOut {
+			s := newSummary(cmd, "model", "", 0, scope.Release)
+			s.Reproduce = shardReproduce(s.Reproduce, shard)
+			s.Result, s.Seconds = summaryInterrupted, time.Since(start).Seconds()
+			_ = writeJSON(stdout, s)
+		}
 		return errInterrupted
 	case o = <-done:
 	}

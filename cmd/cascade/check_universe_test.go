@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -96,5 +102,47 @@ func TestCheckPresetReductionOptIn(t *testing.T) {
 	out, code := cascade(t, "check", "--preset", "orphan-unseen", "--reduction", "--no-reduction")
 	if code != 2 || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "--reduction and --no-reduction") {
 		t.Errorf("both flags: exit %d, %q", code, out)
+	}
+}
+
+// TestInterruptedCheckPrintsJSON: `cascade check --json` interrupted
+// mid-search exits 130 and still prints JSON on stdout, the shared
+// summary with result interrupted and no finding, and writes no trace.
+func TestInterruptedCheckPrintsJSON(t *testing.T) {
+	out := t.TempDir()
+	p := exec.Command(os.Args[0])
+	p.Env = append(os.Environ(), asCascade+"="+strings.Join([]string{"check", "--universe", "trio", "--workers", "1", "--json", "--out", out}, " "))
+	var stdout bytes.Buffer
+	p.Stdout = &stdout
+	stderr, err := p.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The release note comes before the search starts; a progress line
+	// once it has run a second.
+	lines := bufio.NewScanner(stderr)
+	for i := 0; i < 2 && lines.Scan(); i++ {
+	}
+	if err := p.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	err = p.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit: %v, want 130\n%s", err, stdout.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout.String())
+	}
+	if got["result"] != summaryInterrupted || got["command"] != "check" || got["violations"] != nil {
+		t.Fatalf("summary: %v", got)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) > 0 {
+		t.Fatalf("an interrupted check wrote %d files in --out", len(entries))
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/fuzz"
 	"github.com/cascade-k8s/cascade/harness/target"
-	"github.com/cascade-k8s/cascade/model"
 	"github.com/cascade-k8s/cascade/traces"
 )
 
@@ -71,43 +70,7 @@ type conformReport struct {
 	// Known are the known upstream races (model.KnownRaces) the run
 	// showed: a passing trace whose '# known:' header names one, or a
 	// fuzz run that passed through one.
-	Known []knownShown `json:"known_races"`
-}
-
-// knownShown is a known upstream race a conform run showed, and what
-// showed it: "trace race/kubernetes-114603", "fuzz (on recorded-reads)".
-type knownShown struct {
-	ID      string   `json:"id"`
-	ShownBy []string `json:"shown_by"`
-}
-
-// addKnown records that by showed the known race id.
-func (r *conformReport) addKnown(id, by string) {
-	for i := range r.Known {
-		if r.Known[i].ID == id {
-			if !slices.Contains(r.Known[i].ShownBy, by) {
-				r.Known[i].ShownBy = append(r.Known[i].ShownBy, by)
-			}
-			return
-		}
-	}
-	r.Known = append(r.Known, knownShown{ID: id, ShownBy: []string{by}})
-}
-
-// knownLines are the summary's lines naming the known races shown, each
-// with the release it is present in when the registry bounds its
-// releases: "known upstream race kubernetes#114603, present in v1.33.13:
-// shown by trace race/kubernetes-114603".
-func knownLines(rep *conformReport) []string {
-	var out []string
-	for _, k := range rep.Known {
-		in := ""
-		if e, ok := model.KnownRaceByID(k.ID); ok && e.Releases != (model.ReleaseRange{}) && rep.KubeVersion != "" {
-			in = ", present in " + rep.KubeVersion
-		}
-		out = append(out, fmt.Sprintf("known upstream race %s%s: shown by %s", k.ID, in, strings.Join(k.ShownBy, ", ")))
-	}
-	return out
+	Known knownRaces `json:"known_races"`
 }
 
 func (r *conformReport) add(c caseResult) {
@@ -137,8 +100,8 @@ type phaseEnv struct {
 	progress io.Writer
 	// seed is the seed of the fuzz phase's runs (0: none ran).
 	seed uint64
-	// known records a known upstream race a case showed, by ID.
-	known func(id, by string)
+	// known records the known upstream races the cases showed.
+	known *knownRaces
 }
 
 // conformPhase is one part of a conform run on a started target. Phases
@@ -355,7 +318,7 @@ func runConform(cmd *cobra.Command, f *conformFlags) error {
 		return err
 	}
 	rep.Where = t.Where
-	env := &phaseEnv{target: t, labels: f.labels, progress: progress, known: rep.addKnown}
+	env := &phaseEnv{target: t, labels: f.labels, progress: progress, known: &rep.Known}
 	done := 0 // cases of the current phase
 	env.add = func(c caseResult) {
 		rep.add(c)
@@ -432,7 +395,7 @@ func runTracePhase(ctx context.Context, env *phaseEnv) error {
 		switch c.Result {
 		case resultPass:
 			if id := tr.Header(traces.HeaderKnown); id != "" {
-				env.known(id, "trace "+c.Name)
+				env.known.add(id, "trace "+c.Name, 1, "")
 			}
 		case resultSkip:
 			c.Message = v.Skip
@@ -472,7 +435,7 @@ func printConform(w io.Writer, rep *conformReport, jsonOut bool) error {
 			fmt.Fprintf(w, "\n--- %s %s\n%s\n", strings.ToUpper(c.Result), c.Name, c.Message)
 		}
 	}
-	if lines := knownLines(rep); len(lines) > 0 {
+	if lines := rep.Known.lines(rep.KubeVersion); len(lines) > 0 {
 		fmt.Fprintf(w, "\n%s\n", strings.Join(lines, "\n"))
 	}
 	state := ""

@@ -447,8 +447,8 @@ type fuzzSummary struct {
 	// order of its own that the model allows (fuzz.Report.OtherOrders).
 	OtherOrders int `json:"settled_in_other_order,omitempty"`
 	// HistoryOps are the history operations checked (concurrent runs).
-	HistoryOps int      `json:"history_ops"`
-	Known      []string `json:"known_races"`
+	HistoryOps int        `json:"history_ops"`
+	Known      knownRaces `json:"known_races"`
 	// ExcusedRuns are the passed runs that passed only through a known
 	// race, DeliveryRecordRuns those checked with the API proxy's
 	// delivery record (upstream behind the proxy).
@@ -521,7 +521,7 @@ func newFuzzSummary(s summary, rep *fuzz.Report) fuzzSummary {
 		s.Result = summaryPass
 	}
 	out := fuzzSummary{summary: s, Mode: rep.Mode, Inject: append([]string{}, rep.Inject...), Runs: rep.Runs, Passed: rep.Checks,
-		Steps: rep.Steps, InternalSteps: rep.InternalSteps, OtherOrders: rep.OtherOrders, HistoryOps: rep.Ops, Known: append([]string{}, rep.Known...), ExcusedRuns: rep.Excused, DeliveryRecordRuns: rep.Delivered, Inconclusive: append([]string{}, rep.Undecided...),
+		Steps: rep.Steps, InternalSteps: rep.InternalSteps, OtherOrders: rep.OtherOrders, HistoryOps: rep.Ops, Known: fuzzKnownRaces(rep.Known), ExcusedRuns: rep.Excused, DeliveryRecordRuns: rep.Delivered, Inconclusive: append([]string{}, rep.Undecided...),
 		Restarts: rep.Restarts, RestartSeconds: rep.RestartTime.Seconds(), MaybeApplied: rep.MaybeApplied, RefusedWrites: rep.Refused, RunSteps: map[int]int{}}
 	maps.Copy(out.RunSteps, rep.RunSteps)
 	if f := rep.Failure; f != nil {
@@ -587,8 +587,8 @@ func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
 	if rep.Excused > 0 || rep.Delivered > 0 {
 		fmt.Fprintf(w, "%d of %d passed runs only through a known race; %d checked with the API proxy's delivery record\n", rep.Excused, rep.Checks, rep.Delivered)
 	}
-	for _, k := range rep.Known {
-		fmt.Fprintf(w, "known upstream race: %s\n", k)
+	for _, l := range fuzzKnownRaces(rep.Known).lines(s.KubeVersion) {
+		fmt.Fprintln(w, l)
 	}
 	for _, u := range rep.Undecided {
 		fmt.Fprintf(w, "INCONCLUSIVE %s\n", u)
@@ -665,9 +665,7 @@ func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
 	rep, err := fuzz.OnTarget(ctx, env.target, cfg)
 	if rep != nil {
 		env.seed = rep.Seed
-		for _, k := range rep.Known {
-			env.known(fuzzKnown(k))
-		}
+		env.known.merge(fuzzKnownRaces(rep.Known))
 	}
 	if ctx.Err() != nil && (rep == nil || rep.Failure == nil) {
 		return nil // interrupted: runConform reports it
@@ -693,19 +691,6 @@ func runFuzzPhase(ctx context.Context, env *phaseEnv) error {
 	}
 	env.add(c)
 	return nil
-}
-
-// fuzzKnown reads a line of fuzz.Report.Known, "ID (on BASIS): message"
-// from the history check or "ID: message" from the liveness check, as
-// the race's ID and what showed it: "fuzz (on BASIS)", or "fuzz
-// (liveness)".
-func fuzzKnown(line string) (id, by string) {
-	head, _, _ := strings.Cut(line, ": ")
-	id, basis, ok := strings.Cut(head, " (on ")
-	if !ok {
-		return id, "fuzz (liveness)"
-	}
-	return id, "fuzz (on " + basis
 }
 
 // fuzzCommand is the `cascade fuzz` command line that repeats conform's

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -125,15 +126,33 @@ func TestConformReportsKnownPerRelease(t *testing.T) {
 	}
 }
 
-// TestFuzzKnown: conform's fuzz phase reads each known race a fuzz run
-// passed through by its ID and what showed it.
-func TestFuzzKnown(t *testing.T) {
-	for _, c := range []struct{ line, id, by string }{
-		{"kubernetes#114603 (on recorded-reads): gc deleted pv/x-d, which has no ownerReferences; …", "kubernetes#114603", "fuzz (on recorded-reads)"},
-		{"relist-uid-change: rs/x-ns2/d is garbage (every owner is absent)", "relist-uid-change", "fuzz (liveness)"},
-	} {
-		if id, by := fuzzKnown(c.line); id != c.id || by != c.by {
-			t.Errorf("fuzzKnown(%q) = %q, %q; want %q, %q", c.line, id, by, c.id, c.by)
-		}
+// TestFuzzKnownRaces: the known races fuzz runs passed through are
+// grouped by race in one schema with conform's (knownRaces): what showed
+// each, how many times, and one message; a campaign's merge adds its
+// shards' up.
+func TestFuzzKnownRaces(t *testing.T) {
+	got := fuzzKnownRaces([]string{
+		"kubernetes#114603 (on recorded-reads): gc deleted pv/x-d, which has no ownerReferences",
+		"relist-uid-change: rs/x-ns2/d is garbage (every owner is absent)",
+		"kubernetes#114603 (on recorded-reads): gc deleted pv/y-d, which has no ownerReferences",
+		"kubernetes#114603: pv/z-d is garbage",
+	})
+	want := knownRaces{
+		{ID: "kubernetes#114603", ShownBy: []string{"fuzz (on recorded-reads)", "fuzz (liveness)"}, Times: 3, Example: "gc deleted pv/x-d, which has no ownerReferences"},
+		{ID: "relist-uid-change", ShownBy: []string{"fuzz (liveness)"}, Times: 1, Example: "rs/x-ns2/d is garbage (every owner is absent)"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("fuzzKnownRaces = %+v\nwant %+v", got, want)
+	}
+	merged := knownRaces{}
+	merged.merge(got)
+	merged.merge(knownRaces{{ID: "kubernetes#114603", ShownBy: []string{"trace race/kubernetes-114603"}, Times: 1}})
+	if k := merged[0]; k.Times != 4 || len(k.ShownBy) != 3 || k.Example != want[0].Example || merged[1].Times != 1 {
+		t.Fatalf("merged = %+v", merged)
+	}
+	lines := got.lines("v1.33.13")
+	if len(lines) != 4 || lines[0] != "known upstream race kubernetes#114603, present in v1.33.13: shown by fuzz (on recorded-reads), fuzz (liveness) (3 times)" ||
+		lines[1] != "  e.g. gc deleted pv/x-d, which has no ownerReferences" {
+		t.Fatalf("lines:\n%s", strings.Join(lines, "\n"))
 	}
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -103,6 +105,100 @@ func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64,
 		s.Datastore = f.Value.String()
 	}
 	return s
+}
+
+// knownShown is a known upstream race (model.KnownRaces) a run showed,
+// as every --json summary that names one lists it (known_races): its ID,
+// what showed it ("trace race/kubernetes-114603", "fuzz (on
+// recorded-reads)", "fuzz (liveness)"), how many times, and one of the
+// messages the checks gave for it (fuzz names the run's objects there).
+type knownShown struct {
+	ID      string   `json:"id"`
+	ShownBy []string `json:"shown_by"`
+	Times   int      `json:"times"`
+	Example string   `json:"example,omitempty"`
+}
+
+// knownRaces are the known races a run showed, in the order first shown.
+type knownRaces []knownShown
+
+// add records that by showed the known race id times times, example
+// being a message for it ("" for none).
+func (ks *knownRaces) add(id, by string, times int, example string) {
+	for i := range *ks {
+		k := &(*ks)[i]
+		if k.ID != id {
+			continue
+		}
+		if !slices.Contains(k.ShownBy, by) {
+			k.ShownBy = append(k.ShownBy, by)
+		}
+		k.Times += times
+		if k.Example == "" {
+			k.Example = example
+		}
+		return
+	}
+	*ks = append(*ks, knownShown{ID: id, ShownBy: []string{by}, Times: times, Example: example})
+}
+
+// merge adds what o showed (a shard's summary into its campaign's).
+func (ks *knownRaces) merge(o knownRaces) {
+	for _, k := range o {
+		for i, by := range k.ShownBy {
+			times := 0
+			if i == 0 {
+				times = k.Times // the race's, whatever showed it
+			}
+			ks.add(k.ID, by, times, k.Example)
+		}
+	}
+}
+
+// fuzzKnownRaces groups fuzz.Report.Known, a line a showing, by race.
+func fuzzKnownRaces(lines []string) knownRaces {
+	ks := knownRaces{}
+	for _, l := range lines {
+		id, by, msg := fuzzKnown(l)
+		ks.add(id, by, 1, msg)
+	}
+	return ks
+}
+
+// fuzzKnown reads a line of fuzz.Report.Known, "ID (on BASIS): message"
+// from the history check or "ID: message" from the liveness check, as
+// the race's ID, what showed it ("fuzz (on BASIS)" or "fuzz
+// (liveness)") and the message.
+func fuzzKnown(line string) (id, by, msg string) {
+	head, msg, _ := strings.Cut(line, ": ")
+	id, basis, ok := strings.Cut(head, " (on ")
+	if !ok {
+		return id, "fuzz (liveness)", msg
+	}
+	return id, "fuzz (on " + basis, msg
+}
+
+// lines are the report's lines naming each race shown, with the release
+// judged when the registry bounds the race's releases: "known upstream
+// race kubernetes#114603, present in v1.33.13: shown by trace
+// race/kubernetes-114603", then "  e.g. MESSAGE" when a check gave one.
+func (ks knownRaces) lines(release string) []string {
+	var out []string
+	for _, k := range ks {
+		in := ""
+		if e, ok := model.KnownRaceByID(k.ID); ok && e.Releases != (model.ReleaseRange{}) && release != "" {
+			in = ", present in " + release
+		}
+		times := ""
+		if k.Times > 1 {
+			times = fmt.Sprintf(" (%d times)", k.Times)
+		}
+		out = append(out, fmt.Sprintf("known upstream race %s%s: shown by %s%s", k.ID, in, strings.Join(k.ShownBy, ", "), times))
+		if k.Example != "" {
+			out = append(out, "  e.g. "+k.Example)
+		}
+	}
+	return out
 }
 
 var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
