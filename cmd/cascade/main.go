@@ -114,14 +114,18 @@ Exit codes: 0 all hold, 1 violation or divergence, 2 usage or input error,
 }
 
 func main() {
-	// stop is not deferred: it would cancel ctx on a normal return and
-	// report an interruption that did not happen
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// SIGINT and SIGTERM cancel the context; the message names the one
+	// that came ("interrupt" or "terminated"), so a SIGTERM from a CI
+	// runner's timeout does not read as a user's ^C.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		<-ctx.Done()
+		sig := <-sigs
 		// from now on a second signal has its default effect
-		stop()
-		fmt.Fprintln(os.Stderr, "cascade: interrupted: cleaning up (interrupt again to exit at once)")
+		signal.Stop(sigs)
+		cancel()
+		fmt.Fprintf(os.Stderr, "cascade: %s: cleaning up (signal again to exit at once)\n", sig)
 	}()
 	err := newRoot().ExecuteContext(ctx)
 	if err == nil {

@@ -61,6 +61,9 @@ type KubeconfigFile struct {
 	names   []string
 	before  []byte // the file as it was before the merge (nil when created)
 	written []byte // the file as cascade left it
+	// made are the directories WriteKubeconfig created for the file,
+	// deepest first: Remove removes those it leaves empty.
+	made []string
 }
 
 // WriteKubeconfig creates a kubeconfig file (mode 0600) with one cluster,
@@ -78,8 +81,9 @@ func WriteKubeconfig(path string, contexts ...Context) (*KubeconfigFile, error) 
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+	made := missingDirs(filepath.Dir(path))
+	if len(made) > 0 {
+		if err := os.MkdirAll(made[0], 0o755); err != nil {
 			return nil, fmt.Errorf("kubeconfig: %w", err)
 		}
 	}
@@ -98,7 +102,24 @@ func WriteKubeconfig(path string, contexts ...Context) (*KubeconfigFile, error) 
 		_ = os.Remove(path) // created just now, by this call
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, werr)
 	}
-	return &KubeconfigFile{Path: path, run: run, names: contextNames(contexts), written: raw}, nil
+	return &KubeconfigFile{Path: path, run: run, names: contextNames(contexts), written: raw, made: made}, nil
+}
+
+// missingDirs lists dir and those of its parents that do not exist,
+// deepest first.
+func missingDirs(dir string) []string {
+	var out []string
+	for {
+		if _, err := os.Lstat(dir); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return out
+		}
+		out = append(out, dir)
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return out
+		}
+		dir = parent
+	}
 }
 
 // ErrKubeconfigExists is wrapped by WriteKubeconfig's error for a path that
@@ -190,8 +211,24 @@ func loadForMerge(real, path string, names []string) ([]byte, *clientcmdapi.Conf
 // only the entries this run wrote go, the current context goes back to the
 // one the merge displaced (when it still exists), and a file cascade
 // created is removed only when nothing else is left in it. A file already
-// gone is fine.
+// gone is fine. The directories WriteKubeconfig created for the file go
+// too, each only when empty.
 func (k *KubeconfigFile) Remove() error {
+	err := k.remove()
+	if err == nil {
+		for _, d := range k.made {
+			if os.Remove(d) != nil {
+				break // not empty (or not ours to judge): its parents are not either
+			}
+		}
+	}
+	return err
+}
+
+func (k *KubeconfigFile) remove() error {
+	if _, err := os.Stat(filepath.Dir(k.Path)); errors.Is(err, fs.ErrNotExist) {
+		return nil // gone with its directory (a Remove before this one)
+	}
 	unlock, err := lockKubeconfig(k.Path)
 	if err != nil {
 		return err

@@ -82,9 +82,12 @@ func TestWriteKubeconfigRefusesAnExistingFile(t *testing.T) {
 }
 
 // TestCreatedKubeconfigIsRemoved: a file cascade created goes on Remove,
-// and a second Remove (the file already gone) is no error.
+// with the directories it created for it (out/cluster/ of `cascade
+// cluster`) but not one that existed, and a second Remove (the file
+// already gone) is no error.
 func TestCreatedKubeconfigIsRemoved(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "kc")
+	tmp := t.TempDir()
+	path := filepath.Join(tmp, "out", "cluster", "kc")
 	k, err := WriteKubeconfig(path, cascadeContexts()...)
 	if err != nil {
 		t.Fatal(err)
@@ -95,8 +98,33 @@ func TestCreatedKubeconfigIsRemoved(t *testing.T) {
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the created kubeconfig outlived Remove: %v", err)
 	}
+	if _, err := os.Stat(filepath.Join(tmp, "out")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the directories made for the kubeconfig outlived Remove: %v", err)
+	}
+	if _, err := os.Stat(tmp); err != nil {
+		t.Fatalf("a directory that existed went: %v", err)
+	}
 	if err := k.Remove(); err != nil {
 		t.Fatalf("Remove of a file already gone: %v", err)
+	}
+}
+
+// TestMadeDirectoryWithOtherFilesIsKept: a directory cascade made for its
+// kubeconfig stays when something else was put in it.
+func TestMadeDirectoryWithOtherFilesIsKept(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "made")
+	k, err := WriteKubeconfig(filepath.Join(dir, "kc"), cascadeContexts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "notes")); err != nil || string(b) != "mine" {
+		t.Fatalf("the user's file in the made directory: %q, %v", b, err)
 	}
 }
 
