@@ -59,6 +59,8 @@ func ParseStep(line string) (Step, error) {
 		return Step{}, &SyntaxError{Col: 1, Msg: "empty command"}
 	}
 	switch toks[0].text {
+	case "settle":
+		return Step{}, synErr(toks[0], "settle takes no arguments")
 	case "gc":
 		if len(toks) == 2 && toks[1].text == "sync" {
 			return Step{Actor: ActorGC, Op: OpSync}, nil
@@ -95,11 +97,11 @@ func verbList(m map[string]Op) string {
 
 func parseGC(toks []token) (Step, error) {
 	if len(toks) < 3 {
-		return Step{}, synErr(toks[0], "expected `gc VERB KEY` with VERB one of %s", verbList(gcVerbs))
+		return Step{}, synErr(toks[0], "expected `gc VERB KEY` with VERB one of %s, or `gc sync`", verbList(gcVerbs))
 	}
 	op, known := gcVerbs[toks[1].text]
 	if !known {
-		return Step{}, synErr(toks[1], "unknown gc verb %q (known: %s)", toks[1].text, verbList(gcVerbs))
+		return Step{}, synErr(toks[1], "unknown gc verb %q (known: %s; and `gc sync`, alone)", toks[1].text, verbList(gcVerbs))
 	}
 	t, err := parseKey(toks[2], true)
 	if err != nil {
@@ -217,7 +219,7 @@ func shortNames() string {
 func parseClient(toks []token) (Step, error) {
 	op, known := clientVerbs[toks[0].text]
 	if !known {
-		return Step{}, synErr(toks[0], "unknown command %q (client verbs: %s; actors: gc, controller, apiextensions)", toks[0].text, verbList(clientVerbs))
+		return Step{}, synErr(toks[0], "unknown command %q (client verbs: %s; actors: gc, controller, apiextensions; and settle)", toks[0].text, verbList(clientVerbs))
 	}
 	if len(toks) < 2 {
 		return Step{}, synErr(toks[0], "%s needs an object key", toks[0].text)
@@ -296,6 +298,9 @@ func parseClient(toks []token) (Step, error) {
 			}
 			st.Selector = Label{lk, lv}
 		case op == OpCreate && k == "replicas":
+			if !t.Kind.Info().Workload {
+				return Step{}, synErr(a, "replicas: %s has no replicas (workload kinds: %s)", t.Kind.Info().Short, workloadShortNames())
+			}
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
 				return Step{}, synErr(a, "replicas: expected a count")
@@ -326,10 +331,32 @@ func parseClient(toks []token) (Step, error) {
 		case op == OpDelete && k == "dry-run" && !hasVal:
 			st.Delete.DryRun = true
 		default:
-			return Step{}, synErr(a, "unexpected argument %q for %s", a.text, toks[0].text)
+			return Step{}, synErr(a, "unexpected argument %q for %s (it takes %s)", a.text, toks[0].text, clientArgs(op))
 		}
 	}
 	return st, nil
+}
+
+// clientArgs lists the KEY=VALUE arguments a client verb takes, as
+// parseClient reads them.
+func clientArgs(op Op) string {
+	switch op {
+	case OpCreate:
+		return "labels=k=v[,k=v], selector=k=v, replicas=N, finalizers=a[,b], owner=KEY[,FLAGS] (repeatable), as=admin|limited"
+	case OpDelete:
+		return "propagation=Background|Foreground|Orphan, orphan=true|false, if-uid=SYMBOL, if-rv=N, dry-run, as=admin|limited"
+	}
+	return "if-rv=N, as=admin|limited"
+}
+
+func workloadShortNames() string {
+	var out []string
+	for _, k := range Kinds {
+		if k.Workload {
+			out = append(out, k.Short)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func insertLabel(ls []Label, l Label) []Label {

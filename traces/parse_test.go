@@ -16,6 +16,17 @@ func TestParseErrors(t *testing.T) {
 		{"missing separator", "create cm/a\n\ncreate cm/b\n----\n", "bad.trace:2:1: expected ---- after the commands"},
 		{"separator missing at end", "create cm/a\n", "bad.trace:1:1: expected ---- after the commands of this stanza, found end of file"},
 		{"no stanza", "# only a header\n", "bad.trace:2:1: expected at least one stanza"},
+		{"stanza without commands", "----\ncm/a live\n", "bad.trace:1:1: expected a command before ----"},
+		{"second stanza without commands", "create cm/a\n----\ncm/a live\n\n# nothing\n----\n", "bad.trace:6:1: expected a command before ----"},
+		{"header after a blank line", "# A trace.\n\n# property: orphan respected\ncreate cm/a\n----\n", "bad.trace:3:1: a property header here counts for nothing"},
+		{"header between stanzas", "create cm/a\n----\ncm/a live\n\n# targets: model\ncreate cm/b\n----\n", "bad.trace:5:1: a targets header here counts for nothing"},
+		{"header key in capitals", "# Targets: model\ncreate cm/a\n----\n", `bad.trace:1:1: unknown header "Targets": did you mean "targets"?`},
+		{"header key singular", "# target: impl\ncreate cm/a\n----\n", `bad.trace:1:1: unknown header "target": did you mean "targets"?`},
+		{"header key plural", "# bugs: adopt-without-recheck\ncreate cm/a\n----\n", `bad.trace:1:1: unknown header "bugs": did you mean "bug"?`},
+		{"header key misspelt", "# proprety: orphan respected\ncreate cm/a\n----\n", `bad.trace:1:1: unknown header "proprety": did you mean "property"?`},
+		{"header twice", "# targets: model\n# targets: upstream\ncreate cm/a\n----\n", "bad.trace:2:1: a second targets header (the first is at line 1)"},
+		{"empty header", "# bug:\ncreate cm/a\n----\n", "bad.trace:1:1: the bug header is empty"},
+		{"not text", "create cm/a\n\x00\x01\xff\xfe\n----\n", "bad.trace:2:1: not a text file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -24,6 +35,35 @@ func TestParseErrors(t *testing.T) {
 				t.Fatalf("got %v, want an error starting %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestProseIsNotAHeader: a description line that only looks like a
+// header ("released: it keeps...", prose after a word close to a header
+// key) stays description.
+func TestProseIsNotAHeader(t *testing.T) {
+	tr, err := Parse("p.trace", strings.NewReader("# The Pod is not\n# released: it keeps its controller reference.\n# Note: any text.\ncreate cm/a\n----\ncm/a live\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Headers) != 0 || len(tr.Description) != 3 {
+		t.Fatalf("headers %v, description %q", tr.Headers, tr.Description)
+	}
+}
+
+// TestKnownHeaderMustBeShown: a trace naming a known race must show a
+// violation the registry classifies as it (conform credits the header).
+func TestKnownHeaderMustBeShown(t *testing.T) {
+	tr, err := Parse("k.trace", strings.NewReader("# known: kubernetes#26120\ncreate cm/a\n----\ncm/a live\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := Replay(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckHeaders(tr, res); err == nil || !strings.HasPrefix(err.Error(), "k.trace:1:1: the trace names known race kubernetes#26120, but replaying it shows no violation") {
+		t.Fatalf("got %v", err)
 	}
 }
 

@@ -163,13 +163,18 @@ func DiffLines(a, b []string) []string {
 }
 
 // CheckHeaders verifies that a trace with a `# property:` header really
-// violates that property, and that one without it violates nothing but
-// what `# known:` allows.
+// violates that property, that one without it violates nothing but what
+// `# known:` allows, and that a trace with `# known:` shows that race: a
+// violation the model's registry classifies as it (conform credits a
+// passing trace's header as the race shown, so the header must be true).
 func CheckHeaders(t *Trace, results []StanzaResult) error {
 	want := t.Header(HeaderProperty)
 	var got []*model.Violation
 	for _, r := range results {
 		got = append(got, r.Violations...)
+	}
+	if known := t.Header(HeaderKnown); known != "" && !slices.ContainsFunc(got, func(v *model.Violation) bool { return v.Known == known }) {
+		return t.errAt(t.headerLine(HeaderKnown), 1, "the trace names known race %s, but replaying it shows no violation the registry classifies as %s", known, known)
 	}
 	if want == "" {
 		for _, v := range got {

@@ -36,6 +36,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cascade-k8s/cascade/model"
 )
@@ -201,17 +202,30 @@ func Parse(path string, r io.Reader) (*Trace, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if err := t.checkText(); err != nil {
+		return nil, err
+	}
 	i := 0
 	for ; i < len(t.lines) && strings.HasPrefix(t.lines[i], "#"); i++ {
 		text := strings.TrimSpace(strings.TrimPrefix(t.lines[i], "#"))
 		if k, v, found := strings.Cut(text, ":"); found && isHeaderKey(k) {
-			t.Headers = append(t.Headers, Header{Key: k, Value: strings.TrimSpace(v), Line: i + 1})
+			if err := t.addHeader(k, strings.TrimSpace(v), i+1); err != nil {
+				return nil, err
+			}
 			continue
+		}
+		if err := t.nearHeader(text, i+1); err != nil {
+			return nil, err
 		}
 		t.Description = append(t.Description, text)
 	}
 	for i < len(t.lines) {
 		if strings.TrimSpace(t.lines[i]) == "" || strings.HasPrefix(t.lines[i], "#") {
+			// a header below the header block would count for nothing
+			text := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(t.lines[i]), "#"))
+			if k, _, found := strings.Cut(text, ":"); found && isHeaderKey(k) {
+				return nil, t.errAt(i+1, 1, "a %s header here counts for nothing: headers are the # lines at the top of the file, before any blank line", k)
+			}
 			i++
 			continue
 		}
@@ -267,6 +281,89 @@ func (t *Trace) checkHeaders() error {
 	return err
 }
 
+// addHeader adds a header line, refusing an empty value and a key given
+// twice (only the first would count).
+func (t *Trace) addHeader(key, value string, line int) error {
+	if value == "" {
+		return t.errAt(line, 1, "the %s header is empty", key)
+	}
+	if first := t.headerLine(key); first > 0 {
+		return t.errAt(line, 1, "a second %s header (the first is at line %d): give one, its values comma-separated where it takes several", key, first)
+	}
+	t.Headers = append(t.Headers, Header{Key: key, Value: value, Line: line})
+	return nil
+}
+
+// nearHeader refuses a description line that reads like a misspelt
+// header, which would otherwise be taken as prose and the trace run
+// without it: "key: value" with a key equal to a header key but for case
+// or a plural s ("Targets:", "target:", "bugs:"), or one or two edits
+// from one ("tagrets:") when the value reads like a header's value (one
+// word or a comma-separated list, a property's name, a command) rather
+// than prose ("released: it keeps its reference" is prose).
+func (t *Trace) nearHeader(text string, line int) error {
+	k, v, found := strings.Cut(text, ":")
+	if !found || k == "" || strings.ContainsAny(k, " \t") {
+		return nil
+	}
+	lk := strings.ToLower(k)
+	for _, h := range headerKeys {
+		near := lk == h || lk+"s" == h || lk == h+"s"
+		if !near && editDistance(lk, h) <= 2 {
+			near = headerLike(strings.TrimSpace(v))
+		}
+		if near {
+			return t.errAt(line, 1, "unknown header %q: did you mean %q? (headers: %s)", k, h, strings.Join(headerKeys, ", "))
+		}
+	}
+	return nil
+}
+
+// headerLike reports whether v reads like a header's value: a word or a
+// comma-separated list of words, a property's name or a cascade command.
+func headerLike(v string) bool {
+	if _, err := model.PropertyByName(v); err == nil {
+		return true
+	}
+	return v != "" && (strings.HasPrefix(v, "cascade ") || !strings.Contains(strings.ReplaceAll(v, ", ", ","), " "))
+}
+
+// headerKeys are the header keys, in the order README lists them.
+var headerKeys = []string{HeaderProperty, HeaderFoundBy, HeaderBug, HeaderKnown, HeaderTargets, HeaderLabels, HeaderReleases}
+
+// editDistance is the Levenshtein distance of two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// checkText refuses a file that is not text (a NUL byte or invalid
+// UTF-8), naming the first bad line, before any line of it is quoted in
+// an error.
+func (t *Trace) checkText() error {
+	for i, l := range t.lines {
+		if strings.IndexByte(l, 0) >= 0 || !utf8.ValidString(l) {
+			return t.errAt(i+1, 1, "not a text file (a NUL byte or invalid UTF-8): not a trace")
+		}
+	}
+	return nil
+}
+
 func isHeaderKey(k string) bool {
 	switch k {
 	case HeaderProperty, HeaderFoundBy, HeaderBug, HeaderKnown, HeaderTargets, HeaderLabels, HeaderReleases:
@@ -281,6 +378,9 @@ func (t *Trace) parseStanza(i int) (Stanza, int, error) {
 		line := t.lines[i]
 		trimmed := strings.TrimSpace(line)
 		if trimmed == "----" {
+			if len(st.Commands) == 0 {
+				return st, 0, t.errAt(i+1, 1, "expected a command before ----")
+			}
 			break
 		}
 		if trimmed == "" {
