@@ -153,7 +153,7 @@ func (k *KnownRace) PresentIn(r Release) bool { return k.Releases.Contains(r) }
 // KnownRaces is the registry, in the order `cascade check --list-known`
 // prints it.
 var KnownRaces = []KnownRace{
-	{ID: KnownUnobservedDependent, Upstream: "kubernetes#26120 item 1 (open): the GC's watches of different resources are not ordered",
+	{ID: KnownUnobservedDependent, Upstream: "kubernetes#26120 item 1 (closed unfixed as lifecycle/rotten): the GC's watches of different resources are not ordered",
 		Relaxes:  []string{PropOrphanRespected, PropForegroundWaits},
 		Evidence: []Evidence{EvidenceModelState, EvidenceAuditOrder, EvidenceGraphChanges, EvidenceDeliveryRecord, EvidenceWindow},
 		Window:   "for a dependent of another resource whose reference was written before the owner's finalizer, " + knownWindowInformer,

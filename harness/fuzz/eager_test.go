@@ -75,3 +75,29 @@ func TestEagerVirtualDeliveryIsTakenAndTraced(t *testing.T) {
 		t.Fatalf("the trace does not replay on the model: %v", err)
 	}
 }
+
+// TestLockstepRecordsKnownRaces: a stepped run that passes through a
+// known upstream race (kubernetes#26120's unobserved dependent, as
+// races/kubernetes-26120.trace takes it) records the race, in
+// fuzz.Report.Known's form, where it used to drop it: the run passes, and
+// the report names what it passed through.
+func TestLockstepRecordsKnownRaces(t *testing.T) {
+	opts := model.Options{}
+	l := &lockstep{m: &model.Model{}, s: model.NewState(), opts: opts}
+	l.sys = &modelSystem{m: &model.Model{}, s: model.NewState(), opts: opts}
+	if failed := l.guard(func() {
+		l.script([]string{
+			"create rc/owner replicas=1 selector=app=unseen",
+			"create pod/unseen labels=app=unseen owner=rc/owner,controller",
+			"gc deliver rc/owner",
+			"delete rc/owner propagation=Orphan",
+			"gc deliver rc/owner",
+			"gc attemptToOrphan rc/owner",
+		})
+	}); failed != nil {
+		t.Fatalf("%s: %s", failed.kind, failed.summary)
+	}
+	if len(l.known) == 0 || !strings.HasPrefix(l.known[0], model.KnownUnobservedDependent+" (on lockstep): ") {
+		t.Fatalf("known: %q", l.known)
+	}
+}

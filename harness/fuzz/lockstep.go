@@ -58,6 +58,11 @@ type lockstep struct {
 	dirty bool
 	// internals counts the internal steps the system took.
 	internals int
+	// known are the violations the registry excused (model.Violation's
+	// Known), one line each in fuzz.Report.Known's form with the basis
+	// "lockstep": the run passed through a known race, the model's
+	// classification of the step both sides took.
+	known []string
 	// otherOrder counts the steps settledOtherwise put in the trace
 	// before the final settle (0: the system's own settle ended where
 	// the model's canonical one does); they are the model's, not steps
@@ -271,6 +276,7 @@ func (l *lockstep) taken(st model.Step, line string, want, got model.Result, nex
 		if v.Known == "" {
 			l.fail("property", fmt.Sprintf("%q violates %s", line, v))
 		}
+		l.known = append(l.known, fmt.Sprintf("%s (on lockstep): %q violates %s", v.Known, line, v))
 	}
 }
 
@@ -383,6 +389,7 @@ func (l *lockstep) settle() {
 		if v.Known == "" {
 			l.fail("property", fmt.Sprintf("at quiescence: %s", v))
 		}
+		l.known = append(l.known, fmt.Sprintf("%s (on lockstep): at quiescence: %s", v.Known, v))
 	}
 }
 

@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cascade-k8s/cascade/harness/target"
+	"github.com/cascade-k8s/cascade/model"
 )
 
 // failing is a restart whose first fails attempts fail with err and
@@ -59,5 +62,26 @@ func TestFailedRestartStopsClients(t *testing.T) {
 	done = startRestarts(ctx, []Restart{killed}, []time.Duration{0}, stop)()
 	if s := restartSummary(done); s != "kube-apiserver restarted in "+done[0].took.Round(time.Millisecond).String()+" (killed when its graceful stop timed out)" {
 		t.Errorf("summary %q does not say how the restart went", s)
+	}
+}
+
+// TestUpstreamSteppedJudgesItsRelease: stepped runs on upstream-stepped
+// follow the model of the binaries' release, as concurrent runs do; on
+// v1.33 the GC's DELETE carries no resourceVersion precondition
+// (kubernetes#114603), and judging it on the default release would call
+// that a divergence.
+func TestUpstreamSteppedJudgesItsRelease(t *testing.T) {
+	v133, err := model.ParseRelease("v1.33.13")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &target.Target{Spec: target.Spec{Name: target.UpstreamStepped, Release: v133}}
+	env := upstreamSteppedEnv(tg)
+	if got := env.model(0).Release; got != v133 {
+		t.Fatalf("upstream-stepped runs on v1.33.13 binaries follow the model of %v", got)
+	}
+	r := &steppedRun{env: env}
+	if text := r.trace("error", "x failed"); !strings.Contains(text, "# releases: v1.33..v1.33\n") {
+		t.Fatalf("a failing run's trace on v1.33.13 lacks its releases header:\n%s", text)
 	}
 }

@@ -99,7 +99,7 @@ func OnTarget(ctx context.Context, t *target.Target, cfg Config) (*Report, error
 // second kube-controller-manager run by the model too, their traffic
 // held until the final settle.
 func upstreamSteppedEnv(t *target.Target) SteppedEnv {
-	env := SteppedEnv{Target: t.Spec.Name, Admin: t.Admin, Limited: t.Limited, Hold: t.Hold, Steppable: steppable}
+	env := SteppedEnv{Target: t.Spec.Name, Admin: t.Admin, Limited: t.Limited, Hold: t.Hold, Steppable: steppable, Release: t.Spec.Release}
 	if !t.Spec.GCOnly {
 		// the real workload controllers run (conform's fuzz phase shares
 		// the trace replays' target): the model's settle runs its own
