@@ -330,7 +330,7 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 	f := g.InFlight[i]
 	w := &f.Writes[0] // states share the writes, and none changes them
 	rest := f.Writes[1:]
-	r := m.doWrite(s, w)
+	r, goneAfterConflict := m.doWrite(s, w)
 	g = &s.GC
 	switch {
 	case r.OK() && len(rest) > 0:
@@ -339,6 +339,16 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 	case r.OK():
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
 		m.finishWork(s, uid, done)
+	case r.Code == 404 && w.Op == WriteDelete && !m.kubeRelease().Has(ChangeGCDeleteNotFoundVirtual):
+		// before v1.36 (kubernetes#136817): deleteObject's "object we
+		// wanted to delete is gone, success!" after a 409, and otherwise
+		// attemptToDeleteWorker's requeue of an error
+		g.InFlight = slices.Delete(g.InFlight, i, i+1)
+		if goneAfterConflict {
+			m.finishWork(s, uid, done)
+		} else {
+			m.finishWork(s, uid, requeue)
+		}
 	case r.Code == 404 && w.Op == WriteDelete:
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
 		s.enqueueVirtualDeleteEvent(w.Item) // enqueuedVirtualDeleteEventErr: forget
@@ -351,11 +361,14 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 
 func (m *Model) gcRequest() request { return request{by: ActorGC, admit: true} }
 
-// doWrite performs one GC request.
-func (m *Model) doWrite(s *State, w *Write) Result {
+// doWrite performs one GC request. goneAfterConflict says that a DELETE
+// answered 409 and deleteObject's GET then found the object gone: the
+// result is that GET's 404, which releases before v1.36 take as success
+// (ChangeGCDeleteNotFoundVirtual).
+func (m *Model) doWrite(s *State, w *Write) (r Result, goneAfterConflict bool) {
 	k, e := apiResource(s, w.Item.Kind)
 	if e != errNone {
-		return fail(404, "NotFound", "no mapping for %s", w.Item.Kind)
+		return fail(404, "NotFound", "no mapping for %s", w.Item.Kind), false
 	}
 	t := Target{Kind: k, Namespace: w.Item.Namespace, Name: w.Item.Name}
 	if !k.Info().Namespaced {
@@ -380,7 +393,7 @@ func (m *Model) doWrite(s *State, w *Write) Result {
 			// fields other than ownerReferences changed.
 			live := s.Lookup(t.Kind, t.Namespace, t.Name)
 			if live == nil {
-				return notFound(t.Kind, t.Name)
+				return notFound(t.Kind, t.Name), true
 			}
 			if live.UID == w.Item.UID && live.RV != w.RV && slices.Equal(live.Owners, w.Owners) {
 				opts.PreconditionRV = 0
@@ -389,17 +402,17 @@ func (m *Model) doWrite(s *State, w *Write) Result {
 					s.trackOrphanOverride(before, OverriddenByRetry)
 				}
 			}
-			return r
+			return r, false
 		}
 		if r.OK() && w.Policy == Foreground && len(w.Waited) > 0 && before != nil {
 			s.trackOrphanOverride(before, OverriddenByWaiting)
 		}
-		return r
+		return r, false
 	case WritePatchOwners:
 		return m.update(s, m.gcRequest(), t, w.Item.UID, 0, func(o *Object) Result {
 			o.Owners = slices.DeleteFunc(slices.Clone(o.Owners), func(r OwnerRef) bool { return slices.Contains(w.Remove, r.UID) })
 			return ok(200)
-		})
+		}), false
 	case WriteUnblock:
 		// Strategic merge by uid: refs present are overwritten with the
 		// graph's copy (blockOwnerDeletion=false); refs no longer present
@@ -423,7 +436,7 @@ func (m *Model) doWrite(s *State, w *Write) Result {
 				s.trackPutBack(owner, w.Item.UID)
 			}
 		}
-		return r
+		return r, false
 	}
 	panic("unknown write")
 }

@@ -97,6 +97,13 @@ const (
 	// ChangeGCInitialSyncTimeout: the GC's workers start after a bounded
 	// wait for its monitors to sync and resyncs no longer pause them.
 	ChangeGCInitialSyncTimeout
+	// ChangeGCDeleteNotFoundVirtual: a NotFound from the GC's DELETE
+	// (deleteObject) queues a virtual delete event for the item and
+	// forgets it, and deleteObject reports an object found gone after a
+	// 409 as NotFound too. Before it the first was an error to retry
+	// (the item requeued, rate-limited: its next attemptToDelete GETs
+	// 404 and queues the virtual event then) and the second a success.
+	ChangeGCDeleteNotFoundVirtual
 	numChanges
 )
 
@@ -124,6 +131,9 @@ var ReleaseChanges = [numChanges]ReleaseChange{
 	ChangeGCInitialSyncTimeout: {"gc-initial-sync-timeout", "kubernetes#125796", "pkg/controller/garbagecollector/garbagecollector.go Run, Sync", Release{1, 32, 0},
 		"",
 		"Run waits at most initialSyncTimeout for the monitors and Sync no longer takes workerLock; before it a resync paused every worker until all monitors synced. The model's `gc sync` is one atomic step, before and after, so nothing reads it; a trace whose outcome depends on it would add the reader."},
+	ChangeGCDeleteNotFoundVirtual: {"gc-delete-notfound-virtual-event", "kubernetes#136817", "pkg/controller/garbagecollector/garbagecollector.go attemptToDeleteItem, operations.go deleteObject", Release{1, 36, 0},
+		"model sendWrite",
+		"attemptToDeleteItem turns deleteObject's NotFound into enqueueVirtualDeleteEvent and enqueuedVirtualDeleteEventErr (the item is forgotten), and deleteObject returns the GET's NotFound after a 409 (`return liveErr`); v1.35.0 returns the NotFound to attemptToDeleteWorker, which requeues the item rate-limited, and deleteObject returns nil (\"object we wanted to delete is gone, success!\")."},
 }
 
 // Has reports whether release r carries change c.

@@ -17,7 +17,8 @@ var releasesUnderTest = []string{"v1.33.13", "v1.34.4", "v1.36.3", "v1.37.2"}
 // it does not hold for (its header ignored) it differs: the release, not
 // the trace, decides the outcome. Each release difference the model
 // reads has such a pair (kubernetes-114603 and its -fixed twin for
-// ChangeGCDeleteRV).
+// ChangeGCDeleteRV, gc-delete-notfound and its -requeued twin for
+// ChangeGCDeleteNotFoundVirtual).
 func TestReleaseTraces(t *testing.T) {
 	dependent := map[string]bool{}
 	for _, path := range traceFiles(t) {
