@@ -476,10 +476,16 @@ func (s *State) trackPutBack(owner, dep UID) {
 
 // removeFinalizer is operations.go removeFinalizer: GET, drop the
 // finalizer, merge-patch with the resourceVersion read. GET and patch are
-// one step here, so RetryOnConflict never has to retry.
+// one step here, so RetryOnConflict never has to retry. The GET is by
+// name, and nothing compares the UID it answers with the item's: a
+// stale attemptToOrphan item (its owner removed and a same-name owner
+// created since) takes the orphan finalizer off the new owner, whose own
+// orphaning has not run (KnownStaleOrphanItem). processDeletingDependentsItem's
+// call follows attemptToDeleteItem's GET and UID check in the same step,
+// so there the object is the item.
 func (m *Model) removeFinalizer(s *State, id Identity, f string) Result {
 	o, e := m.getObject(s, id)
-	if e == errNotFound || (e == errNone && o.UID != id.UID) {
+	if e == errNotFound {
 		return ok(200)
 	}
 	if e != errNone {
@@ -488,10 +494,19 @@ func (m *Model) removeFinalizer(s *State, id Identity, f string) Result {
 	if !o.HasFinalizer(f) {
 		return ok(200)
 	}
-	return m.update(s, m.gcRequest(), TargetOf(o), 0, o.RV, func(x *Object) Result {
+	var stale *Object // another incarnation's orphan deletion, for the ghost
+	if o.UID != id.UID && f == FinalizerOrphan && o.Deleting {
+		b := *o // o points into s.Objects, which update changes
+		stale = &b
+	}
+	r := m.update(s, m.gcRequest(), TargetOf(o), 0, o.RV, func(x *Object) Result {
 		x.Finalizers = slices.DeleteFunc(slices.Clone(x.Finalizers), func(y string) bool { return y == f })
 		return ok(200)
 	})
+	if r.OK() && stale != nil {
+		s.trackOrphanOverride(stale, OverriddenByStaleItem)
+	}
+	return r
 }
 
 // attemptToOrphan runs one attemptToOrphan work item: strip the owner's

@@ -68,6 +68,9 @@ const (
 	// KnownForegroundOverridesOrphan: the waiting branch's Foreground
 	// DELETE switches a dependent's orphan deletion.
 	KnownForegroundOverridesOrphan = "foreground-overrides-orphan"
+	// KnownStaleOrphanItem: a stale attemptToOrphan item strips a new
+	// same-name owner's orphan finalizer.
+	KnownStaleOrphanItem = "stale-orphan-item"
 	// KnownStaleOrphanPolicy: Orphan asked from a GET before attemptToOrphan.
 	KnownStaleOrphanPolicy = "stale-orphan-policy"
 	// KnownStaleGraph: a decision on a graph behind the store.
@@ -217,6 +220,12 @@ var KnownRaces = []KnownRace{
 		Sites:    []string{"model checkOrphanRespected"},
 		Fixtures: []string{"traces/races/foreground-overrides-orphan.trace"},
 		Doc:      "An owner deletes its dependents in the foreground; a client deletes one of them, itself an owner, with Orphan; before the GC's graph sees that deletion (a graph that had would leave the item to attemptToOrphan), attemptToDeleteItem GETs the item, finds its owner waiting and sends a Foreground DELETE, which the API server applies to the deletion under way (kubernetes#32339): the orphan finalizer goes and the item's own dependents are collected."},
+	{ID: KnownStaleOrphanItem, Upstream: "operations.go removeFinalizer GETs the owner by name (getObject) and patches its finalizers with the resourceVersion it read, comparing no UID, and attemptToOrphanWorker calls it for the queued node without a GET of its own (v1.37.2; no upstream issue found; found by a model review against the v1.37.2 sources)",
+		Relaxes:  []string{PropOrphanRespected},
+		Evidence: []Evidence{EvidenceModelState},
+		Sites:    []string{"model checkOrphanRespected"},
+		Fixtures: []string{"traces/races/stale-orphan-item.trace"},
+		Doc:      "An owner is deleted with Orphan and its attemptToOrphan item queued; before the worker takes it, the owner goes (a client removes the orphan finalizer) and a new owner of the same name is created, given a dependent and deleted with Orphan. The stale item orphans the old owner's dependents, then its removeFinalizer GETs the name, finds the new owner and removes its orphan finalizer: the new owner is removed before its own attemptToOrphan ran, and the GC, finding its dependent's owner absent, collects the dependent."},
 	{ID: KnownStaleOrphanPolicy, Upstream: "garbagecollector.go attemptToDeleteItem: \"if an existing orphan finalizer is already on the object, honor it\"",
 		Relaxes:  []string{PropNeverSilentlyOrphaned},
 		Evidence: []Evidence{EvidenceRecordedReads, EvidenceWindow},

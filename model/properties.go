@@ -325,6 +325,9 @@ func checkOrphanRespected(m *Model, t *Transition) *Violation {
 		case w.Overridden == PutBackByUnblock:
 			v.Known = Excuse(KnownStaleGraph)
 			v.Message += "; the GC's unblock patch, built from a graph that had not seen the orphaning, put the reference back"
+		case w.Overridden == OverriddenByStaleItem:
+			v.Known = Excuse(KnownStaleOrphanItem)
+			v.Message += "; the GC's attemptToOrphan of an earlier owner of the same name took the orphan finalizer off it before its own attemptToOrphan ran"
 		case w.Overridden == OverriddenByWaiting:
 			v.Known = Excuse(KnownForegroundOverridesOrphan)
 			v.Message += "; the GC's Foreground DELETE for an owner waiting on it, decided on a GET that read the orphan deletion, switched it to foreground"

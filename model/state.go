@@ -303,6 +303,11 @@ const (
 	// built from a graph that had not seen the removal, put it back
 	// (KnownStaleGraph).
 	PutBackByUnblock
+	// OverriddenByStaleItem: attemptToOrphan's removeFinalizer for an
+	// earlier owner of the same name, queued before that owner went,
+	// took the orphan finalizer off Owner before Owner's own
+	// attemptToOrphan ran (KnownStaleOrphanItem).
+	OverriddenByStaleItem
 )
 
 // UIDInfo is what the model remembers of a UID it handed out.

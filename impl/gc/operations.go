@@ -243,16 +243,17 @@ type finalizersPatch struct {
 
 // removeFinalizer (operations.go) drops finalizer f from the owner with a
 // JSON merge patch at the resourceVersion just read, retrying on conflict
-// (retry.DefaultBackoff). An owner already gone or without f is done.
-// Unlike upstream, which patches whatever object now has the name, a
-// different UID counts as gone, as in the model (model/gc_workers.go
-// removeFinalizer): a new incarnation never loses a finalizer meant for
-// an old one.
+// (retry.DefaultBackoff). An owner already gone or without f is done. As
+// upstream, the GET is by name and no UID is compared: a stale
+// attemptToOrphan item takes the orphan finalizer off a new owner of the
+// same name (the known race stale-orphan-item,
+// traces/races/stale-orphan-item.trace). attemptToDeleteItem's call for
+// foregroundDeletion follows its own GET and UID check.
 func (gc *GarbageCollector) removeFinalizer(ctx context.Context, owner Identity, f string) error {
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		o, err := gc.getObject(ctx, owner)
 		switch {
-		case apierrors.IsNotFound(err), err == nil && o.UID != owner.UID:
+		case apierrors.IsNotFound(err):
 			return nil
 		case err != nil:
 			return fmt.Errorf("cannot finalize owner %s, because cannot get it: %w. The garbage collector will retry later", owner, err)
