@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"path/filepath"
@@ -143,6 +144,18 @@ Examples:
 
 func runCheck(cmd *cobra.Command, f *checkFlags) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	var lists []string
+	for _, l := range []struct {
+		on   bool
+		name string
+	}{{f.listBugs, "--list-bugs"}, {f.listProps, "--list-properties"}, {f.listScope, "--list-presets"}, {f.listKnown, "--list-known"}, {f.listUniverses, "--list-universes"}} {
+		if l.on {
+			lists = append(lists, l.name)
+		}
+	}
+	if len(lists) > 1 {
+		return usageErr("%s: give one list at a time", strings.Join(lists, " and "))
+	}
 	switch {
 	case f.listBugs:
 		return listBugs(stdout)
@@ -285,7 +298,7 @@ func buildScope(f *checkFlags) (check.Scope, error) {
 		}
 		scope = p
 	case len(f.setup) > 0 || len(f.ops) > 0:
-		scope = check.Scope{Name: "custom", Setup: f.setup, Ops: f.ops}
+		scope = check.Scope{Name: customName(f), Setup: f.setup, Ops: f.ops, FoundBy: customCommand(f)}
 	default:
 		return scope, usageErr("give a scope: --preset NAME (see --list-presets) or --setup/--op commands")
 	}
@@ -364,6 +377,40 @@ func writeTraceFiles(dir string, scope check.Scope, ts []traceFile) (map[string]
 	return files, errors.Join(errs...)
 }
 
+// customCommand is the found-by command of a custom scope's
+// counterexamples: its setup, ops and the flags that shape its search
+// (the bugs and the release are added by the checker).
+func customCommand(f *checkFlags) string {
+	args := []string{"cascade check"}
+	for _, s := range f.setup {
+		args = append(args, "--setup", shellQuote(s))
+	}
+	for _, o := range f.ops {
+		args = append(args, "--op", shellQuote(o))
+	}
+	for _, c := range f.constraints {
+		args = append(args, "--constraint", shellQuote(c))
+	}
+	if f.coalesce {
+		args = append(args, "--coalesce")
+	}
+	return strings.Join(args, " ")
+}
+
+// customName names a custom scope "custom-" and 8 hex digits of its
+// setup and ops, so that two custom scopes' counterexamples in one --out
+// do not take each other's file names.
+func customName(f *checkFlags) string {
+	h := fnv.New32a()
+	for _, l := range f.setup {
+		fmt.Fprintf(h, "setup %s\n", l)
+	}
+	for _, l := range f.ops {
+		fmt.Fprintf(h, "op %s\n", l)
+	}
+	return fmt.Sprintf("custom-%08x", h.Sum32())
+}
+
 // reductionLine says whether the search used partial-order reduction
 // and, when it did, how many transitions it skipped: the unreduced
 // search takes transitions+skipped and finds the same distinct states.
@@ -410,10 +457,10 @@ func printText(w io.Writer, res *check.Result, files map[string]string, vacuity 
 			}
 		case violated[p.Name] != nil && violated[p.Name].Known != "":
 			v := violated[p.Name]
-			verdict = fmt.Sprintf("violated, known upstream race %s (%d steps) -> %s", v.Known, len(v.Steps), files[p.Name])
+			verdict = fmt.Sprintf("violated, known upstream race %s (%s) -> %s", v.Known, plural(len(v.Steps), "step"), files[p.Name])
 		case violated[p.Name] != nil:
 			v := violated[p.Name]
-			verdict = fmt.Sprintf("VIOLATED in %d steps -> %s", len(v.Steps), files[p.Name])
+			verdict = fmt.Sprintf("VIOLATED in %s -> %s", plural(len(v.Steps), "step"), files[p.Name])
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, p.Kind, verdict)
 	}
@@ -588,5 +635,7 @@ func listPresets(w io.Writer) error {
 		}
 		fmt.Fprintln(w)
 	}
+	// the benchmark family, made for any N (check.Fanout)
+	fmt.Fprintf(w, "fanout-N (N from 1 to 20)\n  One owner with N dependents deleted in the background: every interleaving of the GC's deliveries, work items and DELETEs (make bench-check's scope; about five times the states per dependent).\n")
 	return nil
 }

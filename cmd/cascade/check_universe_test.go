@@ -146,3 +146,28 @@ func TestInterruptedCheckPrintsJSON(t *testing.T) {
 		t.Fatalf("an interrupted check wrote %d files in --out", len(entries))
 	}
 }
+
+// TestClosedStdoutIsNoSIGPIPE: a closed stdout (`cascade replay ... |
+// head -1`) fails the writes and does not kill cascade with SIGPIPE, so
+// that cascade still stops what it started (a control plane and its
+// directory).
+func TestClosedStdoutIsNoSIGPIPE(t *testing.T) {
+	p := exec.Command(os.Args[0])
+	p.Env = append(os.Environ(), asCascade+"=replay --target model race/orphan-adoption race/kubernetes-26120 race/foreground-ended")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Stdout = w
+	_ = r.Close() // nobody reads: the first write fails
+	err = p.Run()
+	_ = w.Close()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			t.Fatalf("cascade died of %v on a closed stdout", ws.Signal())
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -117,6 +117,11 @@ func main() {
 	// SIGINT and SIGTERM cancel the context; the message names the one
 	// that came ("interrupt" or "terminated"), so a SIGTERM from a CI
 	// runner's timeout does not read as a user's ^C.
+	// A closed stdout (`cascade replay ... | head`) makes writes fail
+	// with EPIPE instead of killing the process with SIGPIPE, so that a
+	// control plane started for the run is still stopped and its
+	// directory removed.
+	signal.Ignore(syscall.SIGPIPE)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -63,6 +63,9 @@ Graphviz: 'dot -Tsvg OUT.dot > OUT.svg'.`,
 			if err != nil {
 				return usageErr("%v", err)
 			}
+			if dotOut != "" && step >= len(frames) {
+				return usageErr("--step %d: %s has steps 0 to %d", step, tr.Path, len(frames)-1)
+			}
 			path := htmlOut
 			if path == "" {
 				path = dotOut
@@ -83,7 +86,7 @@ Graphviz: 'dot -Tsvg OUT.dot > OUT.svg'.`,
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d steps)%s\n", path, len(frames)-1, opens)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%s)%s\n", path, plural(len(frames)-1, "step"), opens)
 			return nil
 		},
 	}

@@ -86,6 +86,7 @@ func (f *targetFlags) spec(log io.Writer) (target.Spec, error) {
 		if s.Release, err = parseKubeVersion(f.kubeVersion); err != nil {
 			return target.Spec{}, err
 		}
+		fmt.Fprintf(log, "%s: %s\n", f.name, releaseNote(s.Release))
 	default:
 		var dir string
 		if s.Release, dir, err = resolveRelease(f.kubeVersion, f.binDir); err != nil {
@@ -249,9 +250,9 @@ func runReplay(cmd *cobra.Command, tf targetFlags, args []string) error {
 		case target.Pass:
 			passed++
 			if spec.Name == target.Model {
-				fmt.Fprintf(out, "ok   %s (%d stanzas)\n", tr.Path, len(tr.Stanzas))
+				fmt.Fprintf(out, "ok   %s (%s)\n", tr.Path, plural(len(tr.Stanzas), "stanza"))
 			} else {
-				fmt.Fprintf(out, "ok   %s (%d stanzas, %s)\n", tr.Path, len(tr.Stanzas), seconds(v.Elapsed))
+				fmt.Fprintf(out, "ok   %s (%s, %s)\n", tr.Path, plural(len(tr.Stanzas), "stanza"), seconds(v.Elapsed))
 			}
 		default:
 			if ctx.Err() != nil && v.Divergence == nil {
@@ -263,7 +264,12 @@ func runReplay(cmd *cobra.Command, tf targetFlags, args []string) error {
 				fmt.Fprintln(out, v.Divergence)
 			}
 			if v.Err != nil {
-				fmt.Fprintf(out, "%s: %v\n", tr.Path, v.Err)
+				// a trace error names its file already (traces.Error)
+				if msg := v.Err.Error(); strings.HasPrefix(msg, tr.Path+":") {
+					fmt.Fprintln(out, msg)
+				} else {
+					fmt.Fprintf(out, "%s: %s\n", tr.Path, msg)
+				}
 			}
 		}
 	}
