@@ -135,7 +135,9 @@ func (m *Model) create(s *State, rq request, o Object) Result {
 			return fail(404, "NotFound", "the server could not find the requested resource (post %s.cascade.dev)", info.Resource)
 		}
 		if crd.Deleting {
-			return fail(405, "MethodNotAllowed", "create not allowed while custom resource definition is terminating")
+			// apiextensions' crdHandler wraps admission in
+			// forbidCreateAdmission while the CRD terminates
+			return fail(403, "Forbidden", "%s.cascade.dev %q is forbidden: create not allowed while custom resource definition is terminating", info.Resource, o.Name)
 		}
 	}
 	if info.Namespaced {

@@ -105,7 +105,7 @@ func TestRequestErrors(t *testing.T) {
 		{"blockOwnerDeletion without finalizers permission", []string{"create cm/a"}, "create cm/x owner=cm/a,block as=limited", 403, "can't set finalizers"},
 		{"update with a stale resourceVersion", []string{"create cm/x"}, "label cm/x a=b if-rv=5", 409, "modified"},
 		{"custom resource without its CRD", nil, "create widget/w", 404, "could not find the requested resource"},
-		{"custom resource while its CRD terminates", []string{"create crd/widgets.cascade.dev", "delete crd/widgets.cascade.dev"}, "create widget/w", 405, "terminating"},
+		{"custom resource while its CRD terminates", []string{"create crd/widgets.cascade.dev", "delete crd/widgets.cascade.dev"}, "create widget/w", 403, "create not allowed while custom resource definition is terminating"},
 		{"object in a terminating namespace", []string{"create ns/n", "delete ns/n"}, "create cm/n/x", 403, "being terminated"},
 		{"protection Always", []string{"create cm/x labels=policy.kruise.io/delete-protection=Always"}, "delete cm/x", 403, "denied the request"},
 		{"protection Cascading with replicas", []string{"create rs/x replicas=1 labels=policy.kruise.io/delete-protection=Cascading"}, "delete rs/x", 403, "1 active dependents"},

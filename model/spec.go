@@ -78,7 +78,8 @@ func ProtectionDenial(o *View, active int) string {
 // objects, each given with whether it has an ownerReference to o's UID:
 //
 //   - a Namespace: its Pods not being deleted;
-//   - a CustomResourceDefinition: the custom resources of its kind;
+//   - a CustomResourceDefinition: the custom resources of its kind not
+//     being deleted;
 //   - a workload: spec.replicas (objects are not read);
 //   - any other object: the objects not being deleted that have an
 //     ownerReference to its UID (cascade's extension of Kruise's per-kind
@@ -104,7 +105,9 @@ func ActiveDependents(o *View, objects iter.Seq2[*View, bool]) int {
 				n++
 			}
 		case isCRD:
-			if d.Kind == crd {
+			// Kruise's ValidateCRDDeletion counts the custom resources
+			// without a deletionTimestamp ("active CRs")
+			if d.Kind == crd && !d.Deleting {
 				n++
 			}
 		case refers && !d.Deleting:

@@ -126,7 +126,8 @@ func (p *protection) activeDependents(ctx context.Context, gk schema.GroupKind, 
 }
 
 // customResources counts the custom resources a CRD serves, in every
-// namespace, whatever their state.
+// namespace, that are not being deleted: Kruise's ValidateCRDDeletion
+// counts those without a deletionTimestamp ("active CRs").
 func (p *protection) customResources(ctx context.Context, crd *unstructured.Unstructured) (int, error) {
 	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
 	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
@@ -148,7 +149,13 @@ func (p *protection) customResources(ctx context.Context, crd *unstructured.Unst
 	if err != nil {
 		return 0, err
 	}
-	return len(list.Items), nil
+	n := 0
+	for _, cr := range list.Items {
+		if cr.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // ownedObjects counts live objects, in any namespace and of any listable
