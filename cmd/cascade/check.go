@@ -457,7 +457,7 @@ func printText(w io.Writer, res *check.Result, files map[string]string, vacuity 
 			}
 		case violated[p.Name] != nil && violated[p.Name].Known != "":
 			v := violated[p.Name]
-			verdict = fmt.Sprintf("violated, known upstream race %s (%s) -> %s", v.Known, plural(len(v.Steps), "step"), files[p.Name])
+			verdict = fmt.Sprintf("violated, %s (%s) -> %s", knownRaceWord(v.Known), plural(len(v.Steps), "step"), files[p.Name])
 		case violated[p.Name] != nil:
 			v := violated[p.Name]
 			verdict = fmt.Sprintf("VIOLATED in %s -> %s", plural(len(v.Steps), "step"), files[p.Name])

@@ -138,15 +138,15 @@ func TestFuzzKnownRaces(t *testing.T) {
 		"kubernetes#114603: pv/z-d is garbage",
 	})
 	want := knownRaces{
-		{ID: "kubernetes#114603", ShownBy: []string{"fuzz (on recorded-reads)", "fuzz (liveness)"}, Times: 3, Example: "gc deleted pv/x-d, which has no ownerReferences"},
-		{ID: "relist-uid-change", ShownBy: []string{"fuzz (liveness)"}, Times: 1, Example: "rs/x-ns2/d is garbage (every owner is absent)"},
+		{ID: "kubernetes#114603", FiledUpstream: true, ShownBy: []string{"fuzz (on recorded-reads)", "fuzz (liveness)"}, Times: 3, Example: "gc deleted pv/x-d, which has no ownerReferences"},
+		{ID: "relist-uid-change", FiledUpstream: true, ShownBy: []string{"fuzz (liveness)"}, Times: 1, Example: "rs/x-ns2/d is garbage (every owner is absent)"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("fuzzKnownRaces = %+v\nwant %+v", got, want)
 	}
 	merged := knownRaces{}
 	merged.merge(got)
-	merged.merge(knownRaces{{ID: "kubernetes#114603", ShownBy: []string{"trace race/kubernetes-114603"}, Times: 1}})
+	merged.merge(knownRaces{{ID: "kubernetes#114603", FiledUpstream: true, ShownBy: []string{"trace race/kubernetes-114603"}, Times: 1}})
 	if k := merged[0]; k.Times != 4 || len(k.ShownBy) != 3 || k.Example != want[0].Example || merged[1].Times != 1 {
 		t.Fatalf("merged = %+v", merged)
 	}

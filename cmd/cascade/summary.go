@@ -113,10 +113,23 @@ func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64,
 // recorded-reads)", "fuzz (liveness)"), how many times, and one of the
 // messages the checks gave for it (fuzz names the run's objects there).
 type knownShown struct {
-	ID      string   `json:"id"`
-	ShownBy []string `json:"shown_by"`
-	Times   int      `json:"times"`
-	Example string   `json:"example,omitempty"`
+	ID string `json:"id"`
+	// FiledUpstream says whether an upstream issue reports the race
+	// (model.KnownRace.Filed); false for one cascade found and no issue
+	// names yet.
+	FiledUpstream bool     `json:"filed_upstream"`
+	ShownBy       []string `json:"shown_by"`
+	Times         int      `json:"times"`
+	Example       string   `json:"example,omitempty"`
+}
+
+// knownRaceWord is "known upstream race ID", with "(no upstream issue
+// filed)" after a race no upstream issue reports.
+func knownRaceWord(id string) string {
+	if k, ok := model.KnownRaceByID(id); ok && !k.Filed() {
+		return "known upstream race " + id + " (no upstream issue filed)"
+	}
+	return "known upstream race " + id
 }
 
 // knownRaces are the known races a run showed, in the order first shown.
@@ -139,7 +152,11 @@ func (ks *knownRaces) add(id, by string, times int, example string) {
 		}
 		return
 	}
-	*ks = append(*ks, knownShown{ID: id, ShownBy: []string{by}, Times: times, Example: example})
+	filed := false
+	if k, ok := model.KnownRaceByID(id); ok {
+		filed = k.Filed()
+	}
+	*ks = append(*ks, knownShown{ID: id, FiledUpstream: filed, ShownBy: []string{by}, Times: times, Example: example})
 }
 
 // merge adds what o showed (a shard's summary into its campaign's).
@@ -193,7 +210,7 @@ func (ks knownRaces) lines(release string) []string {
 		if k.Times > 1 {
 			times = fmt.Sprintf(" (%d times)", k.Times)
 		}
-		out = append(out, fmt.Sprintf("known upstream race %s%s: shown by %s%s", k.ID, in, strings.Join(k.ShownBy, ", "), times))
+		out = append(out, fmt.Sprintf("%s%s: shown by %s%s", knownRaceWord(k.ID), in, strings.Join(k.ShownBy, ", "), times))
 		if k.Example != "" {
 			out = append(out, "  e.g. "+k.Example)
 		}
