@@ -187,6 +187,9 @@ func parseKey(t token, allowUnserved bool) (Target, error) {
 	if len(parts) == 3 {
 		ns = parts[1]
 	}
+	if !validName(name) || (len(parts) == 3 && !validName(ns)) {
+		return Target{}, synErr(t, "%q: an object's name and namespace are lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (the API server refuses others with 422)", t.text)
+	}
 	if clusterScope && !k.Info().Namespaced {
 		return Target{}, synErr(t, "%s is cluster-scoped: write %s/%s", parts[0], parts[0], name)
 	}
@@ -197,6 +200,25 @@ func parseKey(t token, allowUnserved bool) (Target, error) {
 		ns = ""
 	}
 	return Target{Kind: k, Namespace: ns, Name: name}, nil
+}
+
+// validName reports whether s is a lowercase RFC 1123 subdomain, as
+// ValidateObjectMeta requires of most kinds' names (namespaces are
+// stricter still: labels, without dots).
+func validName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+	if !alnum(s[0]) || !alnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && c != '-' && c != '.' {
+			return false
+		}
+	}
+	return true
 }
 
 func slicesContainsEmpty(ps []string) bool {

@@ -26,6 +26,8 @@ func TestParseErrors(t *testing.T) {
 		{"header key misspelt", "# proprety: orphan respected\ncreate cm/a\n----\n", `bad.trace:1:1: unknown header "proprety": did you mean "property"?`},
 		{"header twice", "# targets: model\n# targets: upstream\ncreate cm/a\n----\n", "bad.trace:2:1: a second targets header (the first is at line 1)"},
 		{"empty header", "# bug:\ncreate cm/a\n----\n", "bad.trace:1:1: the bug header is empty"},
+		{"uppercase name", "create cm/A\n----\n", `bad.trace:1:8: "cm/A": an object's name and namespace are lowercase`},
+		{"bad namespace", "create cm/Prod/a\n----\n", `bad.trace:1:8: "cm/Prod/a": an object's name`},
 		{"not text", "create cm/a\n\x00\x01\xff\xfe\n----\n", "bad.trace:2:1: not a text file"},
 	}
 	for _, c := range cases {
