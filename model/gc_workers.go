@@ -330,7 +330,7 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 	f := g.InFlight[i]
 	w := &f.Writes[0] // states share the writes, and none changes them
 	rest := f.Writes[1:]
-	r, goneAfterConflict := m.doWrite(s, w)
+	r := m.doWrite(s, w)
 	g = &s.GC
 	switch {
 	case r.OK() && len(rest) > 0:
@@ -340,15 +340,13 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
 		m.finishWork(s, uid, done)
 	case r.Code == 404 && w.Op == WriteDelete && !m.kubeRelease().Has(ChangeGCDeleteNotFoundVirtual):
-		// before v1.36 (kubernetes#136817): deleteObject's "object we
-		// wanted to delete is gone, success!" after a 409, and otherwise
-		// attemptToDeleteWorker's requeue of an error
+		// before v1.36 (kubernetes#136817): attemptToDeleteWorker requeues
+		// the NotFound as an error. (deleteObject's other branch, "object
+		// we wanted to delete is gone, success!" after a 409, needs a
+		// client's delete between the DELETE and its follow-up GET, which
+		// doWrite takes as one step.)
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
-		if goneAfterConflict {
-			m.finishWork(s, uid, done)
-		} else {
-			m.finishWork(s, uid, requeue)
-		}
+		m.finishWork(s, uid, requeue)
 	case r.Code == 404 && w.Op == WriteDelete:
 		g.InFlight = slices.Delete(g.InFlight, i, i+1)
 		s.enqueueVirtualDeleteEvent(w.Item) // enqueuedVirtualDeleteEventErr: forget
@@ -361,14 +359,12 @@ func (m *Model) sendWrite(s *State, uid UID) Result {
 
 func (m *Model) gcRequest() request { return request{by: ActorGC, admit: true} }
 
-// doWrite performs one GC request. goneAfterConflict says that a DELETE
-// answered 409 and deleteObject's GET then found the object gone: the
-// result is that GET's 404, which releases before v1.36 take as success
-// (ChangeGCDeleteNotFoundVirtual).
-func (m *Model) doWrite(s *State, w *Write) (r Result, goneAfterConflict bool) {
+// doWrite performs one GC request: for a DELETE, deleteObject's DELETE
+// and, on a 409, its GET and retry, in one step.
+func (m *Model) doWrite(s *State, w *Write) Result {
 	k, e := apiResource(s, w.Item.Kind)
 	if e != errNone {
-		return fail(404, "NotFound", "no mapping for %s", w.Item.Kind), false
+		return fail(404, "NotFound", "no mapping for %s", w.Item.Kind)
 	}
 	t := Target{Kind: k, Namespace: w.Item.Namespace, Name: w.Item.Name}
 	if !k.Info().Namespaced {
@@ -393,7 +389,7 @@ func (m *Model) doWrite(s *State, w *Write) (r Result, goneAfterConflict bool) {
 			// fields other than ownerReferences changed.
 			live := s.Lookup(t.Kind, t.Namespace, t.Name)
 			if live == nil {
-				return notFound(t.Kind, t.Name), true
+				return notFound(t.Kind, t.Name)
 			}
 			if live.UID == w.Item.UID && live.RV != w.RV && slices.Equal(live.Owners, w.Owners) {
 				opts.PreconditionRV = 0
@@ -402,17 +398,17 @@ func (m *Model) doWrite(s *State, w *Write) (r Result, goneAfterConflict bool) {
 					s.trackOrphanOverride(before, OverriddenByRetry)
 				}
 			}
-			return r, false
+			return r
 		}
 		if r.OK() && w.Policy == Foreground && len(w.Waited) > 0 && before != nil {
 			s.trackOrphanOverride(before, OverriddenByWaiting)
 		}
-		return r, false
+		return r
 	case WritePatchOwners:
 		return m.update(s, m.gcRequest(), t, w.Item.UID, 0, func(o *Object) Result {
 			o.Owners = slices.DeleteFunc(slices.Clone(o.Owners), func(r OwnerRef) bool { return slices.Contains(w.Remove, r.UID) })
 			return ok(200)
-		}), false
+		})
 	case WriteUnblock:
 		// Strategic merge by uid: refs present are overwritten with the
 		// graph's copy (blockOwnerDeletion=false); refs no longer present
@@ -436,7 +432,7 @@ func (m *Model) doWrite(s *State, w *Write) (r Result, goneAfterConflict bool) {
 				s.trackPutBack(owner, w.Item.UID)
 			}
 		}
-		return r, false
+		return r
 	}
 	panic("unknown write")
 }

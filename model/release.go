@@ -99,10 +99,12 @@ const (
 	ChangeGCInitialSyncTimeout
 	// ChangeGCDeleteNotFoundVirtual: a NotFound from the GC's DELETE
 	// (deleteObject) queues a virtual delete event for the item and
-	// forgets it, and deleteObject reports an object found gone after a
-	// 409 as NotFound too. Before it the first was an error to retry
-	// (the item requeued, rate-limited: its next attemptToDelete GETs
-	// 404 and queues the virtual event then) and the second a success.
+	// forgets it. Before it the NotFound was an error to retry (the item
+	// requeued, rate-limited: its next attemptToDelete GETs 404 and
+	// queues the virtual event then). The same change made deleteObject
+	// report an object found gone after a 409 as NotFound, where it was
+	// a success; the model takes the DELETE and that GET in one step, so
+	// only the first difference shows in it.
 	ChangeGCDeleteNotFoundVirtual
 	numChanges
 )

@@ -60,6 +60,9 @@ func ParseStep(line string) (Step, error) {
 	}
 	switch toks[0].text {
 	case "settle":
+		if len(toks) == 1 {
+			return Step{}, synErr(toks[0], "settle is not one step: it runs the system until it is quiet (a trace's command, or --setup's)")
+		}
 		return Step{}, synErr(toks[0], "settle takes no arguments")
 	case "gc":
 		if len(toks) == 2 && toks[1].text == "sync" {

@@ -223,7 +223,13 @@ func Parse(path string, r io.Reader) (*Trace, error) {
 		if strings.TrimSpace(t.lines[i]) == "" || strings.HasPrefix(t.lines[i], "#") {
 			// a header below the header block would count for nothing
 			text := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(t.lines[i]), "#"))
-			if k, _, found := strings.Cut(text, ":"); found && isHeaderKey(k) {
+			k, _, found := strings.Cut(text, ":")
+			if !found || !isHeaderKey(k) {
+				if h, _, near := nearHeaderKey(text); near {
+					k, found = h, true
+				}
+			}
+			if found && isHeaderKey(k) {
 				return nil, t.errAt(i+1, 1, "a %s header here counts for nothing: headers are the # lines at the top of the file, before any blank line", k)
 			}
 			i++
@@ -296,27 +302,41 @@ func (t *Trace) addHeader(key, value string, line int) error {
 
 // nearHeader refuses a description line that reads like a misspelt
 // header, which would otherwise be taken as prose and the trace run
-// without it: "key: value" with a key equal to a header key but for case
-// or a plural s ("Targets:", "target:", "bugs:"), or one or two edits
-// from one ("tagrets:") when the value reads like a header's value (one
-// word or a comma-separated list, a property's name, a command) rather
-// than prose ("released: it keeps its reference" is prose).
+// without it: "key: value" whose value reads like a header's (one word
+// or a comma-separated list, a property's name, a command) rather than
+// prose, and whose key is a header key but for case or a plural s
+// ("Targets:", "target:", "bugs:") or, for keys of six letters or more,
+// one edit from one ("tagrets:"; two for those of eight). Prose keeps
+// its sentences: "Known: the GC races its informer." and "released: it
+// keeps its reference" are description.
 func (t *Trace) nearHeader(text string, line int) error {
+	if h, k, ok := nearHeaderKey(text); ok {
+		return t.errAt(line, 1, "unknown header %q: did you mean %q? (headers: %s)", k, h, strings.Join(headerKeys, ", "))
+	}
+	return nil
+}
+
+// nearHeaderKey is nearHeader's test: the header key text resembles and
+// the key it wrote.
+func nearHeaderKey(text string) (header, key string, ok bool) {
 	k, v, found := strings.Cut(text, ":")
-	if !found || k == "" || strings.ContainsAny(k, " \t") {
-		return nil
+	if !found || k == "" || strings.ContainsAny(k, " \t") || !headerLike(strings.TrimSpace(v)) {
+		return "", "", false
 	}
 	lk := strings.ToLower(k)
 	for _, h := range headerKeys {
-		near := lk == h || lk+"s" == h || lk == h+"s"
-		if !near && editDistance(lk, h) <= 2 {
-			near = headerLike(strings.TrimSpace(v))
+		edits := 0
+		switch {
+		case len(h) >= 8:
+			edits = 2
+		case len(h) >= 6:
+			edits = 1
 		}
-		if near {
-			return t.errAt(line, 1, "unknown header %q: did you mean %q? (headers: %s)", k, h, strings.Join(headerKeys, ", "))
+		if lk == h || lk+"s" == h || lk == h+"s" || editDistance(lk, h) <= edits {
+			return h, k, true
 		}
 	}
-	return nil
+	return "", "", false
 }
 
 // headerLike reports whether v reads like a header's value: a word or a

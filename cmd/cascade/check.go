@@ -219,8 +219,18 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 		if f.jsonOut {
 			s := newSummary(cmd, "model", "", 0, scope.Release)
 			s.Reproduce = shardReproduce(s.Reproduce, shard)
-			s.Result, s.Seconds = summaryInterrupted, time.Since(start).Seconds()
-			_ = writeJSON(stdout, s)
+			s.Result = summaryInterrupted
+			if shard.Count == 0 {
+				s.Seconds = time.Since(start).Seconds()
+				_ = writeJSON(stdout, s)
+				return errInterrupted
+			}
+			// a shard's summary names its slice, so that campaign merge
+			// reports the campaign interrupted rather than the file
+			out := newCheckSummary(s, &check.Result{Scope: scope.Name}, nil, nil)
+			out.Seconds = time.Since(start).Seconds()
+			addShard(&out, &check.Result{}, shard, scope, graphs)
+			_ = writeJSON(stdout, out)
 		}
 		return errInterrupted
 	case o = <-done:
@@ -398,16 +408,12 @@ func customCommand(f *checkFlags) string {
 }
 
 // customName names a custom scope "custom-" and 8 hex digits of its
-// setup and ops, so that two custom scopes' counterexamples in one --out
-// do not take each other's file names.
+// command (customCommand: setup, ops and the flags that shape the
+// search), so that two custom scopes' counterexamples in one --out do
+// not take each other's file names.
 func customName(f *checkFlags) string {
 	h := fnv.New32a()
-	for _, l := range f.setup {
-		fmt.Fprintf(h, "setup %s\n", l)
-	}
-	for _, l := range f.ops {
-		fmt.Fprintf(h, "op %s\n", l)
-	}
+	_, _ = io.WriteString(h, customCommand(f))
 	return fmt.Sprintf("custom-%08x", h.Sum32())
 }
 

@@ -148,9 +148,9 @@ func TestInterruptedCheckPrintsJSON(t *testing.T) {
 }
 
 // TestClosedStdoutIsNoSIGPIPE: a closed stdout (`cascade replay ... |
-// head -1`) fails the writes and does not kill cascade with SIGPIPE, so
-// that cascade still stops what it started (a control plane and its
-// directory).
+// head -1`) does not kill cascade with SIGPIPE: the failed write stops
+// the run as an interrupt does (exit 130), so that cascade still stops
+// what it started (a control plane and its directory).
 func TestClosedStdoutIsNoSIGPIPE(t *testing.T) {
 	p := exec.Command(os.Args[0])
 	p.Env = append(os.Environ(), asCascade+"=replay --target model race/orphan-adoption race/kubernetes-26120 race/foreground-ended")
@@ -163,11 +163,13 @@ func TestClosedStdoutIsNoSIGPIPE(t *testing.T) {
 	err = p.Run()
 	_ = w.Close()
 	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			t.Fatalf("cascade died of %v on a closed stdout", ws.Signal())
-		}
-	} else if err != nil {
-		t.Fatal(err)
+	if !errors.As(err, &ee) {
+		t.Fatalf("exit: %v, want 130 (stopped as on an interrupt)", err)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		t.Fatalf("cascade died of %v on a closed stdout", ws.Signal())
+	}
+	if ee.ExitCode() != 130 {
+		t.Fatalf("exit %d, want 130 (stopped as on an interrupt)", ee.ExitCode())
 	}
 }

@@ -311,7 +311,7 @@ func runConform(cmd *cobra.Command, f *conformFlags) error {
 	}
 
 	ctx := cmd.Context()
-	rep := &conformReport{Started: time.Now()}
+	rep := &conformReport{Started: time.Now(), Known: knownRaces{}}
 	rep.Target = spec.Name
 	t, err := startTarget(ctx, spec)
 	if err != nil {

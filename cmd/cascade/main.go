@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -118,8 +119,9 @@ func main() {
 	// that came ("interrupt" or "terminated"), so a SIGTERM from a CI
 	// runner's timeout does not read as a user's ^C.
 	// A closed stdout (`cascade replay ... | head`) makes writes fail
-	// with EPIPE instead of killing the process with SIGPIPE, so that a
-	// control plane started for the run is still stopped and its
+	// with EPIPE instead of killing the process with SIGPIPE, and the
+	// failed write stops the run as an interrupt does (closedPipe), so
+	// that a control plane started for the run is still stopped and its
 	// directory removed.
 	signal.Ignore(syscall.SIGPIPE)
 	sigs := make(chan os.Signal, 1)
@@ -132,7 +134,10 @@ func main() {
 		cancel()
 		fmt.Fprintf(os.Stderr, "cascade: %s: cleaning up (signal again to exit at once)\n", sig)
 	}()
-	err := newRoot().ExecuteContext(ctx)
+	root := newRoot()
+	root.SetOut(closedPipe{os.Stdout, cancel})
+	root.SetErr(closedPipe{os.Stderr, cancel})
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return
 	}
@@ -145,4 +150,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "cascade: "+msg)
 	}
 	os.Exit(code)
+}
+
+// closedPipe writes to w and, once a write finds w's pipe closed
+// (EPIPE: the reader of `cascade ... | head` is gone), cancels the run,
+// which then stops and cleans up as on SIGINT instead of working on
+// with nobody to read its results.
+type closedPipe struct {
+	w      io.Writer
+	cancel context.CancelFunc
+}
+
+func (c closedPipe) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		c.cancel()
+	}
+	return n, err
 }

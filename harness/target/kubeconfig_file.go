@@ -100,6 +100,7 @@ func WriteKubeconfig(path string, contexts ...Context) (*KubeconfigFile, error) 
 	}
 	if werr != nil {
 		_ = os.Remove(path) // created just now, by this call
+		removeMade(made)
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, werr)
 	}
 	return &KubeconfigFile{Path: path, run: run, names: contextNames(contexts), written: raw, made: made}, nil
@@ -216,13 +217,19 @@ func loadForMerge(real, path string, names []string) ([]byte, *clientcmdapi.Conf
 func (k *KubeconfigFile) Remove() error {
 	err := k.remove()
 	if err == nil {
-		for _, d := range k.made {
-			if os.Remove(d) != nil {
-				break // not empty (or not ours to judge): its parents are not either
-			}
-		}
+		removeMade(k.made)
 	}
 	return err
+}
+
+// removeMade removes the directories WriteKubeconfig made, deepest first,
+// each only when empty; one already gone is passed over.
+func removeMade(made []string) {
+	for _, d := range made {
+		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return // not empty: its parents are not either
+		}
+	}
 }
 
 func (k *KubeconfigFile) remove() error {

@@ -247,8 +247,11 @@ type finalizersPatch struct {
 // upstream, the GET is by name and no UID is compared: a stale
 // attemptToOrphan item takes the orphan finalizer off a new owner of the
 // same name (the known race stale-orphan-item,
-// traces/races/stale-orphan-item.trace). attemptToDeleteItem's call for
-// foregroundDeletion follows its own GET and UID check.
+// traces/races/stale-orphan-item.trace). processDeletingDependentsItem's
+// call for foregroundDeletion comes after attemptToDeleteItem's GET and
+// UID check, but as upstream's it GETs again, and an object replaced in
+// between loses foregroundDeletion; the model takes both GETs in one
+// step and does not have that window.
 func (gc *GarbageCollector) removeFinalizer(ctx context.Context, owner Identity, f string) error {
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		o, err := gc.getObject(ctx, owner)
