@@ -223,13 +223,7 @@ func Parse(path string, r io.Reader) (*Trace, error) {
 		if strings.TrimSpace(t.lines[i]) == "" || strings.HasPrefix(t.lines[i], "#") {
 			// a header below the header block would count for nothing
 			text := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(t.lines[i]), "#"))
-			k, _, found := strings.Cut(text, ":")
-			if !found || !isHeaderKey(k) {
-				if h, _, near := nearHeaderKey(text); near {
-					k, found = h, true
-				}
-			}
-			if found && isHeaderKey(k) {
+			if k, ok := headerOf(text); ok {
 				return nil, t.errAt(i+1, 1, "a %s header here counts for nothing: headers are the # lines at the top of the file, before any blank line", k)
 			}
 			i++
@@ -384,12 +378,16 @@ func (t *Trace) checkText() error {
 	return nil
 }
 
-func isHeaderKey(k string) bool {
-	switch k {
-	case HeaderProperty, HeaderFoundBy, HeaderBug, HeaderKnown, HeaderTargets, HeaderLabels, HeaderReleases:
-		return true
+func isHeaderKey(k string) bool { return slices.Contains(headerKeys, k) }
+
+// headerOf is the header key a "key: value" comment names, exactly or
+// misspelt (nearHeaderKey).
+func headerOf(text string) (string, bool) {
+	if k, _, found := strings.Cut(text, ":"); found && isHeaderKey(k) {
+		return k, true
 	}
-	return false
+	h, _, near := nearHeaderKey(text)
+	return h, near
 }
 
 func (t *Trace) parseStanza(i int) (Stanza, int, error) {

@@ -99,8 +99,8 @@ cascade check --preset owner-swap --kube-version v1.33.13).
 
 Progress goes to stderr once a second; the result goes to stdout as text or
 --json (the schema conform and fuzz share; see README). An interrupt ends the
-search at once, writing no result (with --json, only the shared summary,
-result "interrupted").
+search at once, writing no result (with --json, a summary whose result is
+"interrupted", and a shard's slice).
 
 Examples:
   cascade check --preset orphan-adoption --bug adopt-without-recheck
@@ -227,9 +227,10 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 			}
 			// a shard's summary names its slice, so that campaign merge
 			// reports the campaign interrupted rather than the file
-			out := newCheckSummary(s, &check.Result{Scope: scope.Name}, nil, nil)
+			none := &check.Result{Scope: scope.Name}
+			out := newCheckSummary(s, none, nil, nil)
 			out.Seconds = time.Since(start).Seconds()
-			addShard(&out, &check.Result{}, shard, scope, graphs)
+			addShard(&out, none, shard, scope, graphs)
 			_ = writeJSON(stdout, out)
 		}
 		return errInterrupted

@@ -264,11 +264,11 @@ func runReplay(cmd *cobra.Command, tf targetFlags, args []string) error {
 				fmt.Fprintln(out, v.Divergence)
 			}
 			if v.Err != nil {
-				// a trace error names its file already (traces.Error)
-				if msg := v.Err.Error(); strings.HasPrefix(msg, tr.Path+":") {
-					fmt.Fprintln(out, msg)
+				// a trace error names its file already
+				if te := (*traces.Error)(nil); errors.As(v.Err, &te) && te.Path == tr.Path {
+					fmt.Fprintln(out, v.Err)
 				} else {
-					fmt.Fprintf(out, "%s: %s\n", tr.Path, msg)
+					fmt.Fprintf(out, "%s: %v\n", tr.Path, v.Err)
 				}
 			}
 		}

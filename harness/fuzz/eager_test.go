@@ -1,6 +1,7 @@
 package fuzz
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,7 +98,7 @@ func TestLockstepRecordsKnownRaces(t *testing.T) {
 	}); failed != nil {
 		t.Fatalf("%s: %s", failed.kind, failed.summary)
 	}
-	if len(l.known) == 0 || !strings.HasPrefix(l.known[0], model.KnownUnobservedDependent+" (on lockstep): ") {
-		t.Fatalf("known: %q", l.known)
+	if len(l.known) == 0 || !strings.HasPrefix(l.known[0], model.KnownUnobservedDependent+" (on lockstep): ") || !slices.Equal(l.knownIDs, []string{model.KnownUnobservedDependent}) {
+		t.Fatalf("known: %q, races %q", l.known, l.knownIDs)
 	}
 }

@@ -61,8 +61,9 @@ type lockstep struct {
 	// known are the violations the registry excused (model.Violation's
 	// Known), one line each in fuzz.Report.Known's form with the basis
 	// "lockstep": the run passed through a known race, the model's
-	// classification of the step both sides took.
-	known []string
+	// classification of the step both sides took. knownIDs are their
+	// races, each once.
+	known, knownIDs []string
 	// otherOrder counts the steps settledOtherwise put in the trace
 	// before the final settle (0: the system's own settle ended where
 	// the model's canonical one does); they are the model's, not steps
@@ -276,7 +277,7 @@ func (l *lockstep) taken(st model.Step, line string, want, got model.Result, nex
 		if v.Known == "" {
 			l.fail("property", fmt.Sprintf("%q violates %s", line, v))
 		}
-		l.known = append(l.known, fmt.Sprintf("%s (on lockstep): %q violates %s", v.Known, line, v))
+		l.excused(v.Known, fmt.Sprintf("%q violates %s", line, v))
 	}
 }
 
@@ -389,7 +390,15 @@ func (l *lockstep) settle() {
 		if v.Known == "" {
 			l.fail("property", fmt.Sprintf("at quiescence: %s", v))
 		}
-		l.known = append(l.known, fmt.Sprintf("%s (on lockstep): at quiescence: %s", v.Known, v))
+		l.excused(v.Known, fmt.Sprintf("at quiescence: %s", v))
+	}
+}
+
+// excused records that the run passed through known race id.
+func (l *lockstep) excused(id, msg string) {
+	l.known = append(l.known, id+" (on lockstep): "+msg)
+	if !slices.Contains(l.knownIDs, id) {
+		l.knownIDs = append(l.knownIDs, id)
 	}
 }
 

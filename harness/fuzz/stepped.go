@@ -300,13 +300,7 @@ func RunStepped(ctx context.Context, env SteppedEnv, cfg Config) (*Report, error
 			if len(r.known) > 0 {
 				rep.Known = append(rep.Known, r.known...)
 				rep.Excused++
-				var ids []string
-				for _, k := range r.known {
-					if id, _, _ := strings.Cut(k, " "); !slices.Contains(ids, id) {
-						ids = append(ids, id)
-					}
-				}
-				through = ", only through known races: " + strings.Join(ids, ", ")
+				through = ", only through known races: " + strings.Join(r.knownIDs, ", ")
 			}
 			progress(cfg, "run %d/%d: %d steps (%d internal, taken by %s) agree with the model%s (%s; %s in all)", cfg.runNo(n), cfg.Checks, r.stepCount(), r.internals, env.Target, through,
 				time.Since(runStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
