@@ -143,8 +143,9 @@ type KnownRace struct {
 	// entry disabled.
 	Fixtures []string
 	// Releases are the releases that carry the race; the zero range is
-	// every release. A site excuses a violation only on a release the
-	// range contains (PresentIn).
+	// every release. An excuse holds only on a release the range
+	// contains: KnownIn decides it for every site, the model's (Admit)
+	// and harness/lin's alike.
 	Releases ReleaseRange
 	// Doc explains it.
 	Doc string
@@ -306,6 +307,34 @@ func KnownRaceByID(id string) (*KnownRace, bool) {
 		}
 	}
 	return nil, false
+}
+
+// KnownIn is the registry's word on an excuse a site gave: id itself
+// when release r carries the race (KnownRace.Releases), and otherwise ""
+// with the reason to add to the violation's message. Sites name races
+// from the evidence they see; whether the race exists in the release
+// judged is the registry's to say, here, once, so that a site that
+// forgets its release cannot excuse what that release does not do.
+func KnownIn(id string, r Release) (string, string) {
+	k, ok := KnownRaceByID(id)
+	if id == "" || !ok || k.PresentIn(r) {
+		return id, ""
+	}
+	return "", fmt.Sprintf("known race %s would explain it, but the registry has it in releases %s, and %s is not one", id, k.Releases, r.Or())
+}
+
+// Admit applies KnownIn to v, judged on m's release: a violation whose
+// race that release does not carry stands unexcused. CheckTransition and
+// CheckQuiescent apply it to what they return; a caller of a property's
+// Check or CheckState of its own applies it itself.
+func (m *Model) Admit(v *Violation) *Violation {
+	if v == nil || v.Known == "" {
+		return v
+	}
+	if k, why := KnownIn(v.Known, m.kubeRelease()); k == "" {
+		v.Known, v.Message = "", v.Message+"; "+why
+	}
+	return v
 }
 
 // disabledKnown is the ID DisableKnownRace switched off, "" for none.

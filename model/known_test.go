@@ -116,3 +116,35 @@ func TestEveryExcuseGoesThroughTheRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmitFollowsTheRegistry: a site's excuse holds only on a release
+// the registry's entry carries. kubernetes#114603 (no resourceVersion
+// precondition on the GC's DELETE) is in releases before v1.34.0: named
+// on v1.37.2 it excuses nothing, and the message says why; on v1.33.13 it
+// holds. A race of every release holds on both.
+func TestAdmitFollowsTheRegistry(t *testing.T) {
+	old, cur := Release{1, 33, 13}, Release{1, 37, 2}
+	for _, c := range []struct {
+		id      string
+		r       Release
+		excused bool
+	}{
+		{KnownOwnerChangeBeforeDelete, old, true},
+		{KnownOwnerChangeBeforeDelete, cur, false},
+		{KnownRetryWithoutRV, old, false},
+		{KnownRetryWithoutRV, Release{}, true}, // the default release
+		{KnownUnobservedDependent, old, true},
+		{KnownUnobservedDependent, cur, true},
+	} {
+		v := (&Model{Release: c.r}).Admit(&Violation{Property: PropNoSolidOwnerCollected, Message: "collected", Known: c.id})
+		if got := v.Known != ""; got != c.excused {
+			t.Errorf("%s on %s: excused %v, want %v (%s)", c.id, c.r, got, c.excused, v.Error())
+		}
+		if !c.excused && !strings.Contains(v.Message, "known race "+c.id+" would explain it") {
+			t.Errorf("%s on %s: the message does not say which race was refused: %s", c.id, c.r, v.Message)
+		}
+	}
+	if (&Model{}).Admit(nil) != nil {
+		t.Error("Admit(nil) is not nil")
+	}
+}

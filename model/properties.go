@@ -867,7 +867,7 @@ func (m *Model) CheckTransition(t *Transition) []*Violation {
 		defer func() { t.del, t.delW, t.delOK, t.delSet = nil, nil, false, false }()
 	}
 	for _, i := range alwaysFor(t.Step, same) {
-		if v := Properties[i].Check(m, t); v != nil {
+		if v := m.Admit(Properties[i].Check(m, t)); v != nil {
 			out = append(out, v)
 		}
 	}
@@ -962,7 +962,7 @@ func (m *Model) CheckQuiescent(s *State) []*Violation {
 	var out []*Violation
 	for i := range Properties {
 		if p := &Properties[i]; p.Kind == Quiescent {
-			if v := p.CheckState(m, s); v != nil {
+			if v := m.Admit(p.CheckState(m, s)); v != nil {
 				out = append(out, v)
 			}
 		}

@@ -306,7 +306,7 @@ func (r *concurrentRun) exec(t *rapid.T) {
 	if err != nil {
 		r.fail("error", err.Error(), nil)
 	}
-	v, known := checkLiveness(objs, stale)
+	v, known := checkLiveness(objs, stale, r.env.Release)
 	for _, k := range known {
 		r.known = append(r.known, k.Known+": "+k.Message)
 		r.knownLive = append(r.knownLive, k.Known)
@@ -339,7 +339,7 @@ func (r *concurrentRun) settle(d *driver.Driver, dyn dynamic.Interface, prefix s
 		if err != nil {
 			r.fail("error", err.Error(), nil)
 		}
-		if v, _ := checkLiveness(objs, staleFromGraph(r.takeGraphChanges())); v == nil {
+		if v, _ := checkLiveness(objs, staleFromGraph(r.takeGraphChanges()), r.env.Release); v == nil {
 			return
 		}
 		select {

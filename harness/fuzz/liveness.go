@@ -176,20 +176,21 @@ func storeState(objs []realObject, stale staleNodes) *model.State {
 }
 
 // checkLiveness evaluates the quiescent properties on the real state of a
-// quiet cluster and returns the first violation the known-race registry
-// does not excuse, and those it does.
+// quiet cluster, judged on release r (its control plane's), and returns
+// the first violation the known-race registry does not excuse on r, and
+// those it does.
 //
 // stale are the owners the GC's graph keeps for lack of a delete event,
 // as evidence shows (staleNodes); nil for none.
-func checkLiveness(objs []realObject, stale staleNodes) (v *model.Violation, known []*model.Violation) {
-	m := &model.Model{}
+func checkLiveness(objs []realObject, stale staleNodes, r model.Release) (v *model.Violation, known []*model.Violation) {
+	m := &model.Model{Release: r}
 	s := storeState(objs, stale)
 	for _, name := range livenessProperties {
 		p, err := model.PropertyByName(name)
 		if err != nil {
 			panic(err) // the list above names model properties
 		}
-		switch v := p.CheckState(m, s); {
+		switch v := m.Admit(p.CheckState(m, s)); {
 		case v == nil:
 		case v.Known == "":
 			return v, known

@@ -125,10 +125,10 @@ func ownedBy(kind, name, uid string, block bool) func(*unstructured.Unstructured
 func TestLivenessPodOwner(t *testing.T) {
 	pod := realObj(t, "pod", "b", "uid-pod-b", nil)
 	secret := realObj(t, "secret", "a", "uid-secret-a", ownedBy("Pod", "b", "uid-pod-b", true))
-	if v, _ := checkLiveness([]realObject{pod, secret}, nil); v != nil {
+	if v, _ := checkLiveness([]realObject{pod, secret}, nil, model.Release{}); v != nil {
 		t.Errorf("secret/a owned by live pod/b: %v", v)
 	}
-	v, _ := checkLiveness([]realObject{secret}, nil)
+	v, _ := checkLiveness([]realObject{secret}, nil, model.Release{})
 	if v == nil || v.Property != model.PropGarbageCollected || !strings.Contains(v.Message, "secret/"+testPrefix+"-default/a") {
 		t.Errorf("secret/a whose pod/b is gone: want garbage is collected violated, got %v", v)
 	}
@@ -148,10 +148,10 @@ func TestLivenessForegroundHeldByPod(t *testing.T) {
 		u.SetFinalizers([]string{"cascade.dev/hold"})
 		u.SetDeletionTimestamp(&now)
 	})
-	if v, _ := checkLiveness([]realObject{owner, pod}, nil); v != nil {
+	if v, _ := checkLiveness([]realObject{owner, pod}, nil, model.Release{}); v != nil {
 		t.Errorf("cm/o held by pod/p's finalizer: %v", v)
 	}
-	if v, _ := checkLiveness([]realObject{owner}, nil); v == nil || v.Property != model.PropNoStuckFinalizer {
+	if v, _ := checkLiveness([]realObject{owner}, nil, model.Release{}); v == nil || v.Property != model.PropNoStuckFinalizer {
 		t.Errorf("cm/o with no dependent left: want no GC finalizer is stuck violated, got %v", v)
 	}
 }
@@ -182,10 +182,10 @@ func TestLivenessForegroundHeldByTerminatingNamespace(t *testing.T) {
 			}
 		})
 	}
-	if v, _ := checkLiveness([]realObject{owner, terminating(model.FinalizerNamespace)}, nil); v != nil {
+	if v, _ := checkLiveness([]realObject{owner, terminating(model.FinalizerNamespace)}, nil, model.Release{}); v != nil {
 		t.Errorf("ns/a held by Terminating ns/c: %v", v)
 	}
-	if v, _ := checkLiveness([]realObject{owner, terminating()}, nil); v == nil || v.Property != model.PropNoStuckFinalizer {
+	if v, _ := checkLiveness([]realObject{owner, terminating()}, nil, model.Release{}); v == nil || v.Property != model.PropNoStuckFinalizer {
 		t.Errorf("ns/c without spec.finalizers holds nothing: want no GC finalizer is stuck violated, got %v", v)
 	}
 }
@@ -218,7 +218,7 @@ func TestLivenessCascadingHeldByEvent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, _ := checkLiveness(got, nil)
+		v, _ := checkLiveness(got, nil, model.Release{})
 		return v
 	}
 	if v := judge(pod, event); v != nil {

@@ -34,7 +34,7 @@ func TestLivenessRelistReplacedOwner(t *testing.T) {
 		{UID: "uid-c-old", RV: 10}, {UID: "uid-d", RV: 11},
 		{UID: "uid-c-new", RV: 20, Replaced: "uid-c-old"},
 	}
-	v, known := checkLiveness(relistRun(t), staleFromGraph(changes))
+	v, known := checkLiveness(relistRun(t), staleFromGraph(changes), model.Release{})
 	if v != nil {
 		t.Fatalf("the graph changes show the relist's replacement, yet: %v", v)
 	}
@@ -52,7 +52,7 @@ func TestLivenessRelistNeedsEvidence(t *testing.T) {
 		"update":  {{UID: "uid-c-old", RV: 10}, {UID: "uid-c-new", RV: 20}},
 		"removed": {{UID: "uid-c-new", RV: 20, Replaced: "uid-c-old"}, {UID: "uid-c-old", RV: 21, Deleted: true}},
 	} {
-		v, known := checkLiveness(relistRun(t), staleFromGraph(changes))
+		v, known := checkLiveness(relistRun(t), staleFromGraph(changes), model.Release{})
 		if v == nil || v.Property != model.PropGarbageCollected || len(known) != 0 {
 			t.Errorf("%s: want garbage is collected violated, unexcused; got %v (known %v)", name, v, known)
 		}
@@ -90,7 +90,7 @@ func relistAudit(relistAt int, relistURI string) []controlplane.AuditRecord {
 // stuck garbage is then the known race relist-uid-change, named.
 func TestLivenessRelistFromAudit(t *testing.T) {
 	stale := staleFromAudit(relistAudit(15, "/apis/apps/v1/deployments?sendInitialEvents=true&watch=true"), []time.Time{time.Unix(1010, 0)})
-	v, known := checkLiveness(relistRun(t), stale)
+	v, known := checkLiveness(relistRun(t), stale, model.Release{})
 	if v != nil {
 		t.Fatalf("the audit log shows the name taken over within the relist's gap, yet: %v", v)
 	}
@@ -114,7 +114,7 @@ func TestLivenessRelistFromAuditNeedsTheGap(t *testing.T) {
 		"relisted before":       {relistAudit(11, relist), []time.Time{time.Unix(1010, 0)}},
 		"watch resumed instead": {relistAudit(11, "/apis/apps/v1/deployments?resourceVersion=5&watch=true"), []time.Time{time.Unix(1010, 0)}},
 	} {
-		v, known := checkLiveness(relistRun(t), staleFromAudit(c.recs, c.breaks))
+		v, known := checkLiveness(relistRun(t), staleFromAudit(c.recs, c.breaks), model.Release{})
 		if v == nil || v.Property != model.PropGarbageCollected || len(known) != 0 {
 			t.Errorf("%s: want garbage is collected violated, unexcused; got %v (known %v)", name, v, known)
 		}

@@ -705,3 +705,25 @@ func TestProtectionRequired(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryDecidesRelease: the history TestRetryWithoutRV excuses as
+// deleteObject's retry, judged on v1.33.13, whose deleteObject sends no
+// resourceVersion precondition and so never retries without one: the
+// registry has retry-without-rv from v1.34.0 only, so its site's excuse
+// does not hold there, whatever the site saw (model.KnownIn).
+func TestRegistryDecidesRelease(t *testing.T) {
+	b := newBuilder(t)
+	b.release = model.Release{Major: 1, Minor: 33, Patch: 13}
+	o, d := key("pod", "o"), key("rc", "d")
+	b.create("client-0", o, 0, 10*ms, nil)
+	b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, true))
+	decided := b.live[d].RV
+	b.del("client-0", o, 21*ms, 30*ms, "Background")
+	b.write("client-1", d, 31*ms, 35*ms, func(x *history.Object) { x.Labels = map[string]string{"app": "web"} })
+	c := b.refused("gc", history.Delete, d, 36*ms, 38*ms, 409, "Conflict")
+	b.ops[c].Delete = &history.DeleteOptions{Propagation: "Background", PreconditionUID: b.live[d].UID, PreconditionRV: fmt.Sprint(decided)}
+	b.write("client-1", d, 40*ms, 45*ms, withRefs())
+	del := b.del("gc", d, 50*ms, 55*ms, "Background")
+	b.ops[del].Delete.PreconditionUID = "u2"
+	expectIllegal(t, b.check(), del, "which has no ownerReferences", "known race "+model.KnownRetryWithoutRV+" would explain it", "v1.33.13 is not one")
+}

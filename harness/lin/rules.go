@@ -49,6 +49,15 @@ type violation struct {
 	basis                    string
 }
 
+// admit leaves v's excuse to the registry: a race the checked release
+// does not carry (model.KnownIn) excuses nothing, whatever the site that
+// named it saw.
+func (c *checker) admit(v *violation) {
+	if k, why := model.KnownIn(v.known, c.release); v.known != "" && k == "" {
+		v.known, v.basis, v.message = "", "", v.message+"; "+why
+	}
+}
+
 func (v *violation) String() string {
 	s := v.message + " [" + v.property + "]"
 	if v.known != "" {

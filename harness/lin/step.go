@@ -112,6 +112,7 @@ outcomes:
 			}
 		}
 		for _, v := range vs {
+			c.admit(v)
 			if !(c.lenient && v.known != "") {
 				why = v.String()
 				continue outcomes
