@@ -161,10 +161,13 @@ Targets:
                 release them: the traces of upstream and impl with GC or
                 controller steps and no bug; gc coalesce ends a watch so
                 that the informer lists again, gc sync waits for the GC's
-                next discovery sync (a 30s timer). A trace whose step the
-                proxy cannot produce (gc deliver-virtual, apiextensions
-                cleanup), or whose ReplicaSet the real controller would
-                scale, is skipped naming it. A step whose IO does not come
+                next discovery sync (a 30s timer), gc deliver-virtual
+                waits for the graph builder's log line of the event. A
+                trace whose step the proxy cannot produce (apiextensions
+                cleanup, a gc deliver-virtual other than right after the
+                worker step that queued it), or whose ReplicaSet the real
+                controller would scale, is skipped naming it. A step whose
+                IO does not come
                 within 10s (a relist 65s, a sync 90s), or differs from the
                 model's, is a divergence.
                 Its fuzz phase is at most 3 lockstep runs (cascade fuzz

@@ -138,3 +138,68 @@ func (t *Target) TakeGraphLog() []history.Processed {
 	}
 	return t.kcmGraph.take()
 }
+
+// kcmVirtualLine matches the graph builder's line for a virtual delete
+// event (processGraphChanges; enqueueVirtualDeleteEvent queues one as a
+// "delete" with virtual=true), with the event's apiVersion, kind,
+// object (namespace/name, or name) and UID.
+var kcmVirtualLine = regexp.MustCompile(`"GraphBuilder process object" .*\bapiVersion="([^"]*)" kind="([^"]*)" object="([^"]*)" uid="([^"]*)" eventType="delete" virtual=true`)
+
+// virtualEvent is a virtual delete event kube-controller-manager's graph
+// builder began to apply, as its log line names it.
+type virtualEvent struct {
+	apiVersion, kind, ns, name, uid string
+}
+
+// kcmVirtuals follows the GC process's log for the virtual delete events
+// its graph builder takes: upstream-stepped's `gc deliver-virtual` waits
+// for one, since no IO of the GC's carries it (an attemptToDelete worker
+// hands it to the graph builder in memory).
+type kcmVirtuals struct {
+	log *kcmLog
+	mu  sync.Mutex
+	got []virtualEvent
+}
+
+func newKCMVirtuals(log *kcmLog) *kcmVirtuals {
+	k := &kcmVirtuals{log: log}
+	log.parse(k.line)
+	return k
+}
+
+func (k *kcmVirtuals) line(s string) {
+	m := kcmVirtualLine.FindStringSubmatch(s)
+	if m == nil {
+		return
+	}
+	ev := virtualEvent{apiVersion: m[1], kind: m[2], name: m[3], uid: m[4]}
+	if ns, name, ok := strings.Cut(m[3], "/"); ok {
+		ev.ns, ev.name = ns, name
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.got = append(k.got, ev)
+}
+
+// Reset forgets the events taken so far (a trace's hold begins).
+func (k *kcmVirtuals) Reset() {
+	k.log.read()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.got = nil
+}
+
+// take removes and returns the first event logged since the last Reset
+// that match accepts (ok false: none yet).
+func (k *kcmVirtuals) take(match func(virtualEvent) bool) (virtualEvent, bool) {
+	k.log.read()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i, ev := range k.got {
+		if match(ev) {
+			k.got = append(k.got[:i:i], k.got[i+1:]...)
+			return ev, true
+		}
+	}
+	return virtualEvent{}, false
+}

@@ -131,3 +131,36 @@ pod/other live
 		}
 	}
 }
+
+// The graph builder's lines for virtual delete events are read with the
+// event's kind, namespace, name and UID; a taken event is not taken
+// again, and Reset forgets those logged before it.
+func TestKCMVirtualsReadsVirtualDeleteEvents(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kube-controller-manager.log")
+	stamp := time.Now().Format("I0102 15:04:05.000000") + "   4242 graph_builder.go:716] "
+	line := func(kind, object, uid, typ, virtual string) string {
+		return stamp + `"GraphBuilder process object" logger="garbage-collector-controller" apiVersion="v1" kind="` + kind + `" object="` + object + `" uid="` + uid + `" eventType="` + typ + `" virtual=` + virtual + "\n"
+	}
+	v := newKCMVirtuals(newKCMLog(path))
+	appendLog(t, path, line("ConfigMap", "ns/a", "u1", "delete", "false"), line("ConfigMap", "ns/b", "u2", "delete", "true"), line("PersistentVolume", "p", "u3", "delete", "true"))
+	is := func(kind, ns, name string) func(virtualEvent) bool {
+		return func(ev virtualEvent) bool { return ev.kind == kind && ev.ns == ns && ev.name == name }
+	}
+	if _, ok := v.take(is("ConfigMap", "ns", "a")); ok {
+		t.Error("took an observed object's delete event for a virtual one")
+	}
+	if ev, ok := v.take(is("ConfigMap", "ns", "b")); !ok || ev.uid != "u2" || ev.apiVersion != "v1" {
+		t.Errorf("ConfigMap ns/b: got %+v, %v", ev, ok)
+	}
+	if _, ok := v.take(is("ConfigMap", "ns", "b")); ok {
+		t.Error("took ConfigMap ns/b's event twice")
+	}
+	if ev, ok := v.take(is("PersistentVolume", "", "p")); !ok || ev.uid != "u3" {
+		t.Errorf("cluster-scoped PersistentVolume p: got %+v, %v", ev, ok)
+	}
+	appendLog(t, path, line("Secret", "ns/c", "u4", "delete", "true"))
+	v.Reset()
+	if _, ok := v.take(is("Secret", "ns", "c")); ok {
+		t.Error("took an event logged before Reset")
+	}
+}

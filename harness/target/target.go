@@ -317,13 +317,14 @@ type Target struct {
 	// (nil on every other target; impl-stepped starts one per trace).
 	Impl *impl.Target
 
-	webhook    *webhook.Webhook // upstream's, or the one Spec.Webhook installed on kubeconfig
-	hasWebhook bool             // the cluster calls a deletion-protection webhook
-	probeNS    string           // kubeconfig: the namespace made for the webhook's probe
-	graph      *GraphRecorder   // impl: its GC's applied graph events
-	kcmSyncs   *kcmSyncLog      // upstream: the GC's discovery syncs, from kube-controller-manager's log
-	kcmGraph   *kcmGraphLog     // upstream: the order the GC's graph builder took events in, from the same log
-	kcmPasses  *kcmPasses       // upstream-stepped: which GC GET begins a work item's pass, from the same log
+	webhook     *webhook.Webhook // upstream's, or the one Spec.Webhook installed on kubeconfig
+	hasWebhook  bool             // the cluster calls a deletion-protection webhook
+	probeNS     string           // kubeconfig: the namespace made for the webhook's probe
+	graph       *GraphRecorder   // impl: its GC's applied graph events
+	kcmSyncs    *kcmSyncLog      // upstream: the GC's discovery syncs, from kube-controller-manager's log
+	kcmGraph    *kcmGraphLog     // upstream: the order the GC's graph builder took events in, from the same log
+	kcmPasses   *kcmPasses       // upstream-stepped: which GC GET begins a work item's pass, from the same log
+	kcmVirtuals *kcmVirtuals     // upstream-stepped: the virtual delete events the graph builder took, from the same log
 
 	// Proxy is the API proxy kube-controller-manager talks through on
 	// upstream and upstream-stepped (nil elsewhere, and with
@@ -455,6 +456,7 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		t.kcmGraph = newKCMGraphLog(log)
 		if s.Name == UpstreamStepped {
 			t.kcmPasses = newKCMPasses(log)
+			t.kcmVirtuals = newKCMVirtuals(log)
 		}
 	case Impl:
 		seed := s.faultSeed()

@@ -76,6 +76,12 @@ func TestSpecSkip(t *testing.T) {
 		{Spec{Name: UpstreamStepped, Release: model.Release{Major: 1, Minor: 33, Patch: 13}}, "race/kubernetes-114603", ""},
 		{Spec{Name: Upstream, Release: model.Release{Major: 1, Minor: 33, Patch: 13}}, "race/kubernetes-114603", "does not name upstream"},
 		{Spec{Name: Impl, Release: model.Release{Major: 1, Minor: 33, Patch: 13}}, "race/gc-retry-overrides-orphan", "holds for v1.34.0 and later, not v1.33.13"},
+		// a deliver-virtual right after the worker step of its key that
+		// queued the event, as the real graph builder takes it
+		{Spec{Name: UpstreamStepped}, "scenario/orphan-reference-added-back", ""},
+		{Spec{Name: UpstreamStepped}, "scenario/virtual-owner-two-identities", ""},
+		{Spec{Name: UpstreamStepped}, "scenario/foreground-ignores-cross-namespace-blocker", ""},
+		{Spec{Name: UpstreamStepped}, "scenario/gc-delete-notfound", ""},
 	}
 	for _, c := range cases {
 		got := SpecSkip(c.spec, embedded(t, c.trace))
@@ -111,6 +117,54 @@ herd/web live selector=app=web
 		if got := SpecSkip(Spec{Name: ImplStepped}, herds(c.extra)); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("a stepped trace creating the Herd CRD, with %q, on impl-stepped: skip %q, want %q", c.extra, got, c.want)
 		}
+	}
+}
+
+// TestDeliverVirtualOnlyAfterItsWorkerStep: upstream-stepped produces a
+// `gc deliver-virtual KEY` only right after the worker step of KEY that
+// queued the event, client requests at most between: the real graph
+// builder takes the event at once, before any later GC step, so another
+// GC step, a settle or another key's step between is an interleaving it
+// does not have.
+func TestDeliverVirtualOnlyAfterItsWorkerStep(t *testing.T) {
+	trace := func(between string) *traces.Trace {
+		tr, err := traces.Parse("virtual.trace", strings.NewReader(`# targets: model, impl
+
+create cm/a
+create cm/b owner=cm/a
+settle
+----
+cm/a live
+cm/b live owner=cm/a
+
+delete cm/a propagation=Orphan
+gc deliver cm/a
+delete cm/b
+gc attemptToDelete cm/b
+`+between+`gc deliver-virtual cm/b
+----
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	for _, c := range []struct{ between, want string }{
+		{"", ""},
+		{"create cm/c\n", ""},
+		{"gc deliver cm/b\n", `it follows "gc deliver cm/b"`},
+		{"gc attemptToOrphan cm/a\n", `it follows "gc attemptToOrphan cm/a"`},
+	} {
+		if got := SpecSkip(Spec{Name: UpstreamStepped}, trace(c.between)); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("with %q between: skip %q, want %q", c.between, got, c.want)
+		}
+	}
+	st, err := model.ParseStep("gc deliver-virtual cm/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := Unsteppable(st); why == "" {
+		t.Error("a deliver-virtual alone is steppable: lockstep would draw it, though the real GC takes the event by itself")
 	}
 }
 

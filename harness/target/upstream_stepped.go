@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -39,6 +40,10 @@ import (
 //	gc delete|patch|unblock KEY
 //	                        releases the held DELETE or PATCH of KEY; its
 //	                        answer is the step's result
+//	gc deliver-virtual KEY  waits for the graph builder's log line of
+//	                        KEY's virtual delete event (kcmVirtuals),
+//	                        which the worker step just before queued
+//	                        (unsteppable), then waits DeliverPause
 //	gc attemptToOrphan KEY  lets KEY's orphan worker's requests through
 //	                        (orphanPass: its PATCHes of dependents removing
 //	                        references to KEY, its GET and write of KEY)
@@ -121,17 +126,48 @@ const QuietWindow = 400 * time.Millisecond
 // UnsteppableOps are the trace steps upstream-stepped cannot produce
 // through the IO boundary, and why.
 var UnsteppableOps = map[string]string{
-	"gc deliver-virtual": "a virtual delete event goes from an attemptToDelete worker to the graph builder inside the GC's process (enqueueVirtualDeleteEvent), with no IO the proxy could hold",
-	"gc lose":            "it is the lost-first-update bug of client-go's informer, which the real binary does not have switched on",
-	"apiextensions":      "a CRD's cleanup is kube-apiextensions-apiserver's, inside kube-apiserver, behind no proxy",
+	"gc lose":       "it is the lost-first-update bug of client-go's informer, which the real binary does not have switched on",
+	"apiextensions": "a CRD's cleanup is kube-apiextensions-apiserver's, inside kube-apiserver, behind no proxy",
 }
+
+// deliverVirtualWhy is why a `gc deliver-virtual` can be produced only
+// right after the worker step of its key that queued the event.
+const deliverVirtualWhy = "a virtual delete event goes from an attemptToDelete worker to the graph builder inside the GC's process (enqueueVirtualDeleteEvent), with no IO the proxy could hold, and the graph builder takes it at once: " +
+	"only a deliver-virtual right after the worker step of its key that queued it (client requests at most between) is what the real GC does"
 
 // unsteppable names the first step of tr upstream-stepped cannot produce,
 // with why ("" when there is none).
+//
+// A `gc deliver-virtual KEY` is producible only right after a worker step
+// of KEY (`gc attemptToDelete KEY`, or `gc delete|patch|unblock KEY`
+// answered 404), with client requests at most between: the real graph
+// builder takes the virtual delete event as soon as the worker queues
+// it, before any later step, and the step waits for its log line
+// (deliverVirtual). Client requests between commute with it: their
+// watch events are held. A deliver-virtual alone (lockstep asks of one
+// step at a time) is not producible: lockstep takes the event on the
+// model right after the step that queued it.
 func unsteppable(tr *traces.Trace) string {
+	var last *traces.Command // the last command that is not a client request
 	for _, st := range tr.Stanzas {
-		for _, c := range st.Commands {
+		for i := range st.Commands {
+			c := &st.Commands[i]
 			if c.Settle || c.Step.Actor == model.ActorClient {
+				if c.Settle {
+					last = c
+				}
+				continue
+			}
+			prev := last
+			last = c
+			if c.Step.Op == model.OpDeliverVirtual {
+				if prev == nil || prev.Settle || (prev.Step.Op != model.OpAttemptToDelete && prev.Step.Op != model.OpSend) || prev.Step.Target != c.Step.Target {
+					after := "it comes first"
+					if prev != nil {
+						after = fmt.Sprintf("it follows %q", prev.Text)
+					}
+					return fmt.Sprintf("its step %q cannot be produced through the API proxy: %s; %s", c.Text, deliverVirtualWhy, after)
+				}
 				continue
 			}
 			if c.Step.Target.Kind == model.NoKind && c.Step.Op != model.OpSync {
@@ -163,6 +199,9 @@ type upstreamStepped struct {
 	// log), not another worker's GET of that object (nil: unknown, any
 	// GET may be either)
 	passes *kcmPasses
+	// virtuals are the virtual delete events the GC's graph builder took
+	// since the trace's hold began (nil: unknown)
+	virtuals *kcmVirtuals
 }
 
 // passGET reports whether r, a GET, may be the first GET of a pass of
@@ -247,6 +286,9 @@ func (u upstreamStepped) hold() {
 		u.passes.Reset()
 		u.st.SetArrivals(u.passes.Arrived)
 	}
+	if u.virtuals != nil {
+		u.virtuals.Reset()
+	}
 	u.st.Hold(true)
 }
 
@@ -328,7 +370,9 @@ func isWrite(r proxy.Request) bool {
 
 // StepWith implements replay.StateStepper.
 func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next *model.State, want model.Result) (model.Result, error) {
-	if why := unsteppable(&traces.Trace{Stanzas: []traces.Stanza{{Commands: []traces.Command{{Text: st.String(), Step: st}}}}}); why != "" {
+	// a deliver-virtual is producible after the step that queued it,
+	// which the whole trace's check (upstreamSteppedSkip) looked at
+	if why := unsteppable(&traces.Trace{Stanzas: []traces.Stanza{{Commands: []traces.Command{{Text: st.String(), Step: st}}}}}); why != "" && st.Op != model.OpDeliverVirtual {
 		return model.Result{}, errors.New(why)
 	}
 	if st.Op == model.OpSync {
@@ -361,6 +405,12 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 		}
 		err = u.attemptToDelete(ctx, o, u.itemUID(prev, st), u.identityNS(st), gets, prev, next)
 		res = model.Result{Code: 200}
+	case model.OpDeliverVirtual:
+		err = u.deliverVirtual(ctx, st, o, prev)
+		if err == nil {
+			time.Sleep(DeliverPause)
+		}
+		res = model.Result{Code: 200}
 	case model.OpSend:
 		res, err = u.send(ctx, st, o, next, want)
 	case model.OpAttemptToOrphan:
@@ -377,6 +427,53 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 		div.Step = st.String()
 	}
 	return res, err
+}
+
+// deliverVirtual waits for kube-controller-manager's graph builder to
+// take the virtual delete event st delivers, as its log line shows it
+// (kcmVirtuals): the worker step that queued the event came just before
+// (unsteppable), and the graph builder takes it at once, so the line is
+// there or soon will be. The event is the model's head virtual event of
+// st's key in prev; the line must name its kind, namespace (the
+// identity's, which a virtual node of a cluster-scoped kind borrows),
+// name and, where the run made it, its real UID.
+func (u upstreamStepped) deliverVirtual(ctx context.Context, st model.Step, o object, prev *model.State) error {
+	if u.virtuals == nil {
+		return errors.New("upstream-stepped follows no kube-controller-manager log: it cannot see the GC take a virtual delete event")
+	}
+	ns := o.ns
+	if idNS := u.identityNS(st); idNS != "" {
+		ns = idNS
+	}
+	kind := st.Target.Kind.Info().Kind
+	uid := ""
+	for _, id := range prev.GC.VirtualEvents {
+		if id.Kind == kind && id.Namespace == st.Target.Namespace && id.Name == st.Target.Name {
+			uid = u.d.RealUID(prev.UIDLabel(id.UID))
+			break
+		}
+	}
+	match := func(ev virtualEvent) bool {
+		return ev.kind == kind && ev.ns == ns && ev.name == o.name && (uid == "" || ev.uid == uid)
+	}
+	want := fmt.Sprintf("the GC's graph builder taking the virtual delete event of %s %s", kind, path.Join(ns, o.name))
+	if uid != "" {
+		want += " (uid " + uid + ")"
+	}
+	deadline := time.Now().Add(StepBound)
+	for {
+		if _, ok := u.virtuals.take(match); ok {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return &proxy.Divergence{Expected: want + ", as kube-controller-manager's log shows it", Observed: "no such line within " + StepBound.String() + held(u.st)}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // firstWrite is the model's next write for o in next: the first write of
@@ -547,7 +644,7 @@ func (t *Target) holdFor(ctx context.Context, d *driver.Driver) (upstreamStepped
 		t.customUsed = false
 	}
 	t.stepper.SetScope(inScope(d.Prefix()))
-	u := upstreamStepped{st: t.stepper, proxy: t.Proxy, d: d, decided: decided{}, passes: t.kcmPasses}
+	u := upstreamStepped{st: t.stepper, proxy: t.Proxy, d: d, decided: decided{}, passes: t.kcmPasses, virtuals: t.kcmVirtuals}
 	u.hold()
 	return u, nil
 }
