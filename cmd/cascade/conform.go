@@ -162,12 +162,14 @@ Targets:
                 controller steps and no bug; gc coalesce ends a watch so
                 that the informer lists again, gc sync waits for the GC's
                 next discovery sync (a 30s timer), gc deliver-virtual
-                waits for the graph builder's log line of the event. A
-                trace whose step the proxy cannot produce (apiextensions
-                cleanup, a gc deliver-virtual other than right after the
-                worker step that queued it), or whose ReplicaSet the real
-                controller would scale, is skipped naming it. A step whose
-                IO does not come
+                waits for the graph builder's log line of the event,
+                apiextensions cleanup for the CRD to go. A trace whose
+                step the proxy cannot produce (a cleanup other than right
+                after its CRD's DELETE, a gc deliver-virtual other than
+                right after the worker step that queued it), that creates
+                a CRD again after a sync stopped its monitor, or whose
+                ReplicaSet the real controller would scale, is skipped
+                naming it. A step whose IO does not come
                 within 10s (a relist 65s, a sync 90s), or differs from the
                 model's, is a divergence.
                 Its fuzz phase is at most 3 lockstep runs (cascade fuzz

@@ -82,6 +82,14 @@ func TestSpecSkip(t *testing.T) {
 		{Spec{Name: UpstreamStepped}, "scenario/virtual-owner-two-identities", ""},
 		{Spec{Name: UpstreamStepped}, "scenario/foreground-ignores-cross-namespace-blocker", ""},
 		{Spec{Name: UpstreamStepped}, "scenario/gc-delete-notfound", ""},
+		// a CRD's cleanup right after the client's DELETE of the CRD, as
+		// kube-apiserver begins it
+		{Spec{Name: UpstreamStepped}, "scenario/crd-cleanup-deletes-in-key-order", ""},
+		{Spec{Name: UpstreamStepped}, "scenario/crd-recreated-between-syncs", ""},
+		// a monitor started again after a sync stopped it: the real
+		// GC's informer outlived the first
+		{Spec{Name: UpstreamStepped}, "scenario/crd-recreated-after-sync-stops-monitor", "the GC monitors gizmos again after an earlier sync stopped the monitor"},
+		{Spec{Name: UpstreamStepped}, "scenario/crd-stopped-monitor-forgets-events", "the GC monitors widgets again after an earlier sync stopped the monitor"},
 	}
 	for _, c := range cases {
 		got := SpecSkip(c.spec, embedded(t, c.trace))
@@ -165,6 +173,42 @@ gc attemptToDelete cm/b
 	}
 	if why := Unsteppable(st); why == "" {
 		t.Error("a deliver-virtual alone is steppable: lockstep would draw it, though the real GC takes the event by itself")
+	}
+}
+
+// TestCleanupOnlyAfterItsDelete: upstream-stepped produces an
+// `apiextensions cleanup crd/X` only right after the client's `delete
+// crd/X`: kube-apiserver begins the cleanup by itself at once, so any
+// step between is an interleaving the real API server does not have.
+func TestCleanupOnlyAfterItsDelete(t *testing.T) {
+	trace := func(between string) *traces.Trace {
+		tr, err := traces.Parse("cleanup.trace", strings.NewReader(`# targets: model, impl
+
+create crd/widgets.cascade.dev
+gc sync
+create widget/a
+gc deliver widget/a
+----
+crd/widgets.cascade.dev live
+widget/a live
+
+delete crd/widgets.cascade.dev
+`+between+`apiextensions cleanup crd/widgets.cascade.dev
+----
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	for _, c := range []struct{ between, want string }{
+		{"", ""},
+		{"create widget/b\n", `it follows "create widget/b"`},
+		{"gc deliver crd/widgets.cascade.dev\n", `it follows "gc deliver crd/widgets.cascade.dev"`},
+	} {
+		if got := SpecSkip(Spec{Name: UpstreamStepped}, trace(c.between)); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("with %q between: skip %q, want %q", c.between, got, c.want)
+		}
 	}
 }
 

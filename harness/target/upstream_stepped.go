@@ -44,6 +44,10 @@ import (
 //	                        KEY's virtual delete event (kcmVirtuals),
 //	                        which the worker step just before queued
 //	                        (unsteppable), then waits DeliverPause
+//	apiextensions cleanup CRD
+//	                        waits for the CRD to go and discovery to drop
+//	                        its resource: kube-apiserver began the cleanup
+//	                        at the DELETE just before (unsteppable)
 //	gc attemptToOrphan KEY  lets KEY's orphan worker's requests through
 //	                        (orphanPass: its PATCHes of dependents removing
 //	                        references to KEY, its GET and write of KEY)
@@ -126,8 +130,7 @@ const QuietWindow = 400 * time.Millisecond
 // UnsteppableOps are the trace steps upstream-stepped cannot produce
 // through the IO boundary, and why.
 var UnsteppableOps = map[string]string{
-	"gc lose":       "it is the lost-first-update bug of client-go's informer, which the real binary does not have switched on",
-	"apiextensions": "a CRD's cleanup is kube-apiextensions-apiserver's, inside kube-apiserver, behind no proxy",
+	"gc lose": "it is the lost-first-update bug of client-go's informer, which the real binary does not have switched on",
 }
 
 // deliverVirtualWhy is why a `gc deliver-virtual` can be produced only
@@ -135,8 +138,20 @@ var UnsteppableOps = map[string]string{
 const deliverVirtualWhy = "a virtual delete event goes from an attemptToDelete worker to the graph builder inside the GC's process (enqueueVirtualDeleteEvent), with no IO the proxy could hold, and the graph builder takes it at once: " +
 	"only a deliver-virtual right after the worker step of its key that queued it (client requests at most between) is what the real GC does"
 
+// cleanupWhy is why an `apiextensions cleanup` can be produced only
+// right after the CRD's DELETE.
+const cleanupWhy = "a CRD's cleanup is kube-apiextensions-apiserver's, inside kube-apiserver, behind no proxy, and it begins as soon as the CRD's DELETE is answered: " +
+	"only a cleanup right after the client's DELETE of its CRD is what the real API server does"
+
 // unsteppable names the first step of tr upstream-stepped cannot produce,
 // with why ("" when there is none).
+//
+// An `apiextensions cleanup crd/X` is producible only right after the
+// client's `delete crd/X`, nothing between: kube-apiserver begins the
+// cleanup by itself as soon as the DELETE is answered, and the step waits
+// for it to end (the CRD gone, discovery without its resource), as on
+// impl-stepped. The GC's watch events of the cleanup stay held for the
+// trace's `gc deliver` steps.
 //
 // A `gc deliver-virtual KEY` is producible only right after a worker step
 // of KEY (`gc attemptToDelete KEY`, or `gc delete|patch|unblock KEY`
@@ -148,10 +163,24 @@ const deliverVirtualWhy = "a virtual delete event goes from an attemptToDelete w
 // step at a time) is not producible: lockstep takes the event on the
 // model right after the step that queued it.
 func unsteppable(tr *traces.Trace) string {
-	var last *traces.Command // the last command that is not a client request
+	var last *traces.Command   // the last command that is not a client request
+	var before *traces.Command // the command before c
 	for _, st := range tr.Stanzas {
 		for i := range st.Commands {
 			c := &st.Commands[i]
+			justBefore := before
+			before = c
+			if c.Step.Actor == model.ActorAPIExtensions && !c.Settle {
+				if p := justBefore; p == nil || p.Settle || p.Step.Actor != model.ActorClient || p.Step.Op != model.OpDelete || p.Step.Target != c.Step.Target {
+					after := "it comes first"
+					if p != nil {
+						after = fmt.Sprintf("it follows %q", p.Text)
+					}
+					return fmt.Sprintf("its step %q cannot be produced through the API proxy: %s; %s", c.Text, cleanupWhy, after)
+				}
+				last = c
+				continue
+			}
 			if c.Settle || c.Step.Actor == model.ActorClient {
 				if c.Settle {
 					last = c
@@ -370,10 +399,21 @@ func isWrite(r proxy.Request) bool {
 
 // StepWith implements replay.StateStepper.
 func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next *model.State, want model.Result) (model.Result, error) {
-	// a deliver-virtual is producible after the step that queued it,
-	// which the whole trace's check (upstreamSteppedSkip) looked at
-	if why := unsteppable(&traces.Trace{Stanzas: []traces.Stanza{{Commands: []traces.Command{{Text: st.String(), Step: st}}}}}); why != "" && st.Op != model.OpDeliverVirtual {
+	// a deliver-virtual and a CRD's cleanup are producible after the
+	// step that begins them, which the whole trace's check
+	// (upstreamSteppedSkip) looked at
+	if why := unsteppable(&traces.Trace{Stanzas: []traces.Stanza{{Commands: []traces.Command{{Text: st.String(), Step: st}}}}}); why != "" && st.Op != model.OpDeliverVirtual && st.Actor != model.ActorAPIExtensions {
 		return model.Result{}, errors.New(why)
+	}
+	if st.Actor == model.ActorAPIExtensions {
+		// kube-apiserver cleans the deleted CRD up by itself, begun at
+		// the DELETE just before (unsteppable): wait for the CRD to go
+		// and for discovery to drop its resource, so that a later `gc
+		// sync` reads what the model's does
+		if err := u.d.WaitCRDGone(ctx, st.Target.Name); err != nil {
+			return model.Result{}, err
+		}
+		return model.Result{Code: 200}, nil
 	}
 	if st.Op == model.OpSync {
 		err := u.st.Sync(ctx, SyncBound, monitorStarts(prev, next))
@@ -606,6 +646,9 @@ func upstreamSteppedSkip(tr *traces.Trace) string {
 		return why
 	}
 	if why := scalesPods(tr); why != "" {
+		return why
+	}
+	if why := monitorRestarted(tr); why != "" {
 		return why
 	}
 	return syncAfterUnmappedItem(tr)
