@@ -662,19 +662,7 @@ func TestConflictMeanwhile(t *testing.T) {
 func TestRetryWithoutRV(t *testing.T) {
 	for _, retried := range []bool{true, false} {
 		b := newBuilder(t)
-		o, d := key("pod", "o"), key("rc", "d")
-		b.create("client-0", o, 0, 10*ms, nil)
-		b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, true))
-		decided := b.live[d].RV
-		b.del("client-0", o, 21*ms, 30*ms, "Background")
-		b.write("client-1", d, 31*ms, 35*ms, func(x *history.Object) { x.Labels = map[string]string{"app": "web"} })
-		if retried {
-			c := b.refused("gc", history.Delete, d, 36*ms, 38*ms, 409, "Conflict")
-			b.ops[c].Delete = &history.DeleteOptions{Propagation: "Background", PreconditionUID: b.live[d].UID, PreconditionRV: fmt.Sprint(decided)}
-		}
-		b.write("client-1", d, 40*ms, 45*ms, withRefs())
-		del := b.del("gc", d, 50*ms, 55*ms, "Background")
-		b.ops[del].Delete.PreconditionUID = "u2"
+		del := retryHistory(b, retried)
 		r := b.check()
 		if retried {
 			expectKnown(t, r, del, model.KnownRetryWithoutRV)
@@ -682,6 +670,29 @@ func TestRetryWithoutRV(t *testing.T) {
 			expectIllegal(t, r, del, "which has no ownerReferences")
 		}
 	}
+}
+
+// retryHistory builds TestRetryWithoutRV's history in b and returns the
+// index of the GC's DELETE: an owner's Background delete, a client's
+// label write of the dependent, the GC's DELETE of it refused 409 on the
+// resourceVersion its GET read (when retried), the client removing the
+// dependent's reference, and the GC's DELETE without a resourceVersion
+// precondition.
+func retryHistory(b *builder, retried bool) int {
+	o, d := key("pod", "o"), key("rc", "d")
+	b.create("client-0", o, 0, 10*ms, nil)
+	b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, true))
+	decided := b.live[d].RV
+	b.del("client-0", o, 21*ms, 30*ms, "Background")
+	b.write("client-1", d, 31*ms, 35*ms, func(x *history.Object) { x.Labels = map[string]string{"app": "web"} })
+	if retried {
+		c := b.refused("gc", history.Delete, d, 36*ms, 38*ms, 409, "Conflict")
+		b.ops[c].Delete = &history.DeleteOptions{Propagation: "Background", PreconditionUID: b.live[d].UID, PreconditionRV: fmt.Sprint(decided)}
+	}
+	b.write("client-1", d, 40*ms, 45*ms, withRefs())
+	del := b.del("gc", d, 50*ms, 55*ms, "Background")
+	b.ops[del].Delete.PreconditionUID = "u2"
+	return del
 }
 
 // TestProtectionRequired: with the deletion-protection webhook known to
@@ -714,16 +725,6 @@ func TestProtectionRequired(t *testing.T) {
 func TestRegistryDecidesRelease(t *testing.T) {
 	b := newBuilder(t)
 	b.release = model.Release{Major: 1, Minor: 33, Patch: 13}
-	o, d := key("pod", "o"), key("rc", "d")
-	b.create("client-0", o, 0, 10*ms, nil)
-	b.create("client-0", d, 11*ms, 20*ms, nil, b.ref(o, false, true))
-	decided := b.live[d].RV
-	b.del("client-0", o, 21*ms, 30*ms, "Background")
-	b.write("client-1", d, 31*ms, 35*ms, func(x *history.Object) { x.Labels = map[string]string{"app": "web"} })
-	c := b.refused("gc", history.Delete, d, 36*ms, 38*ms, 409, "Conflict")
-	b.ops[c].Delete = &history.DeleteOptions{Propagation: "Background", PreconditionUID: b.live[d].UID, PreconditionRV: fmt.Sprint(decided)}
-	b.write("client-1", d, 40*ms, 45*ms, withRefs())
-	del := b.del("gc", d, 50*ms, 55*ms, "Background")
-	b.ops[del].Delete.PreconditionUID = "u2"
+	del := retryHistory(b, true)
 	expectIllegal(t, b.check(), del, "which has no ownerReferences", "known race "+model.KnownRetryWithoutRV+" would explain it", "v1.33.13 is not one")
 }

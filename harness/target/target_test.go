@@ -135,10 +135,7 @@ herd/web live selector=app=web
 // GC step, a settle or another key's step between is an interleaving it
 // does not have.
 func TestDeliverVirtualOnlyAfterItsWorkerStep(t *testing.T) {
-	trace := func(between string) *traces.Trace {
-		tr, err := traces.Parse("virtual.trace", strings.NewReader(`# targets: model, impl
-
-create cm/a
+	skipsBetween(t, `create cm/a
 create cm/b owner=cm/a
 settle
 ----
@@ -149,24 +146,15 @@ delete cm/a propagation=Orphan
 gc deliver cm/a
 delete cm/b
 gc attemptToDelete cm/b
-`+between+`gc deliver-virtual cm/b
+BETWEEN
+gc deliver-virtual cm/b
 ----
-`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr
-	}
-	for _, c := range []struct{ between, want string }{
+`, []betweenCase{
 		{"", ""},
-		{"create cm/c\n", ""},
-		{"gc deliver cm/b\n", `it follows "gc deliver cm/b"`},
-		{"gc attemptToOrphan cm/a\n", `it follows "gc attemptToOrphan cm/a"`},
-	} {
-		if got := SpecSkip(Spec{Name: UpstreamStepped}, trace(c.between)); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
-			t.Errorf("with %q between: skip %q, want %q", c.between, got, c.want)
-		}
-	}
+		{"create cm/c", ""},
+		{"gc deliver cm/b", `it follows "gc deliver cm/b"`},
+		{"gc attemptToOrphan cm/a", `it follows "gc attemptToOrphan cm/a"`},
+	})
 	st, err := model.ParseStep("gc deliver-virtual cm/b")
 	if err != nil {
 		t.Fatal(err)
@@ -181,10 +169,7 @@ gc attemptToDelete cm/b
 // crd/X`: kube-apiserver begins the cleanup by itself at once, so any
 // step between is an interleaving the real API server does not have.
 func TestCleanupOnlyAfterItsDelete(t *testing.T) {
-	trace := func(between string) *traces.Trace {
-		tr, err := traces.Parse("cleanup.trace", strings.NewReader(`# targets: model, impl
-
-create crd/widgets.cascade.dev
+	skipsBetween(t, `create crd/widgets.cascade.dev
 gc sync
 create widget/a
 gc deliver widget/a
@@ -193,20 +178,35 @@ crd/widgets.cascade.dev live
 widget/a live
 
 delete crd/widgets.cascade.dev
-`+between+`apiextensions cleanup crd/widgets.cascade.dev
+BETWEEN
+apiextensions cleanup crd/widgets.cascade.dev
 ----
-`))
+`, []betweenCase{
+		{"", ""},
+		{"create widget/b", `it follows "create widget/b"`},
+		{"gc deliver crd/widgets.cascade.dev", `it follows "gc deliver crd/widgets.cascade.dev"`},
+	})
+}
+
+// betweenCase is a command put between two steps of a trace, and the
+// skip reason upstream-stepped must give ("": it runs).
+type betweenCase struct{ between, want string }
+
+// skipsBetween parses body (after a targets header) with each case's
+// command in place of the line BETWEEN (none for "") and checks
+// upstream-stepped's skip reason.
+func skipsBetween(t *testing.T, body string, cases []betweenCase) {
+	t.Helper()
+	for _, c := range cases {
+		text := strings.Replace(body, "BETWEEN\n", c.between+"\n", 1)
+		if c.between == "" {
+			text = strings.Replace(body, "BETWEEN\n", "", 1)
+		}
+		tr, err := traces.Parse("between.trace", strings.NewReader("# targets: model, impl\n\n"+text))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return tr
-	}
-	for _, c := range []struct{ between, want string }{
-		{"", ""},
-		{"create widget/b\n", `it follows "create widget/b"`},
-		{"gc deliver crd/widgets.cascade.dev\n", `it follows "gc deliver crd/widgets.cascade.dev"`},
-	} {
-		if got := SpecSkip(Spec{Name: UpstreamStepped}, trace(c.between)); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+		if got := SpecSkip(Spec{Name: UpstreamStepped}, tr); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("with %q between: skip %q, want %q", c.between, got, c.want)
 		}
 	}
