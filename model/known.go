@@ -271,7 +271,7 @@ var KnownRaces = []KnownRace{
 		Evidence: []Evidence{EvidenceModelState},
 		Sites:    []string{"model checkGraphAgrees"},
 		Fixtures: []string{"traces/races/stopped-monitor-keeps-node.trace"},
-		Doc:      "A discovery sync that finds a CRD gone stops its resource's monitor before the custom resources' deletion events reach the graph; the events go with the informer and their nodes stay in the graph for good."},
+		Doc:      "In the model and impl, a discovery sync that finds a CRD gone stops its resource's monitor and informer before the custom resources' deletion events reach the graph; the events go with the informer and their nodes stay in the graph for good. Upstream stops only the monitor: the shared informer runs on with the monitor's handler registered (client-go's dummyController), so the real GC most likely takes those events and removes the nodes. Not shown on the real binary; until the model keeps the informer, the entry excuses a gap of the model's, not a race of upstream's."},
 	{ID: KnownOwnerChangeBeforeDelete, Upstream: "kubernetes#114603, fixed by #132632 in v1.34.0: garbagecollector.go deleteObject sent the UID precondition only",
 		Relaxes:  []string{PropNoSolidOwnerCollected, knownLinResolvable},
 		Evidence: []Evidence{EvidenceModelState, EvidenceRecordedReads},

@@ -16,8 +16,8 @@ import (
 // step rapid draws, mapped onto held watch events and held requests as
 // replay maps a trace's (target.UpstreamHold). What it cannot take:
 //
-//   - the steps target.UnsteppableOps names: the generator draws none
-//     (SteppedEnv.Steppable); controller, coalesce and lose are not
+//   - the steps target.Unsteppable refuses taken alone: the generator
+//     draws none (SteppedEnv.Steppable); controller, coalesce and lose are not
 //     offered at all (no controller step, no coalescing, no bug): the
 //     workload controllers run unstepped, their traffic held until the
 //     final settle, and the model runs them at its settle
@@ -27,8 +27,10 @@ import (
 //     refuses), which the real controller scales at the settle
 //   - gc deliver-virtual: the real GC hands a virtual delete event to its
 //     graph builder inside attemptToDelete, with no IO between; the model
-//     takes it right after the step that queued it, on the model alone
-//     (upstreamSystem.eager), as it takes apiextensions' cleanup
+//     takes it right after the step that queued it (upstreamSystem.eager),
+//     and the real GC must show it taken in its graph builder's log line
+//     (the target's deliverVirtual), where it used to be taken on the
+//     model alone, as apiextensions' cleanup still is
 //   - custom resources: a CRD's create or delete needs `gc sync`, the
 //     discovery sync on the real GC's own 30 s timer, so the universe
 //     leaves custom kinds out (UpstreamSteppedKinds)
@@ -442,9 +444,12 @@ func (us upstreamSystem) internalWith(st model.Step, prev, next *model.State, wa
 }
 
 // takes: kube-controller-manager runs no workload controller here, and
-// apiextensions and the virtual delete events are not behind the proxy.
+// apiextensions is not behind the proxy. A virtual delete event is not
+// either, but the real graph builder's log line shows it taken: the step
+// waits for that line (target's deliverVirtual), so the model's eager
+// delivery is checked, not assumed.
 func (us upstreamSystem) takes(st model.Step) bool {
-	return st.Actor != model.ActorController && st.Actor != model.ActorAPIExtensions && st.Op != model.OpDeliverVirtual
+	return st.Actor != model.ActorController && st.Actor != model.ActorAPIExtensions
 }
 
 // eager: the model takes a virtual delete event as soon as it is queued,

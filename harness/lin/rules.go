@@ -104,6 +104,9 @@ func (c *checker) racy(m mark, in *input) bool {
 // finalizer on (model checkSilentOrphan).
 func (c *checker) gcDelete(s *store, cur, next *entry, in *input) *violation {
 	v := c.gcDeleteRules(s, cur, next, in)
+	if v != nil {
+		c.admit(v) // a race of another release excuses nothing: try the next
+	}
 	if v != nil && v.known == "" && (v.property == model.PropNoSolidOwnerCollected || v.property == PropGCResolvable) {
 		c.ownersChangedBeforeDelete(cur, in, v)
 	}

@@ -142,7 +142,7 @@ settle
 cm/a live
 cm/b live owner=cm/a
 
-delete cm/a propagation=Orphan
+delete cm/a
 gc deliver cm/a
 delete cm/b
 gc attemptToDelete cm/b
@@ -152,8 +152,9 @@ gc deliver-virtual cm/b
 `, []betweenCase{
 		{"", ""},
 		{"create cm/c", ""},
+		{"----\n\n", ""}, // a new stanza: a virtual event changes nothing a dump reads
 		{"gc deliver cm/b", `it follows "gc deliver cm/b"`},
-		{"gc attemptToOrphan cm/a", `it follows "gc attemptToOrphan cm/a"`},
+		{"settle", `it follows "settle"`},
 	})
 	st, err := model.ParseStep("gc deliver-virtual cm/b")
 	if err != nil {
@@ -185,7 +186,22 @@ apiextensions cleanup crd/widgets.cascade.dev
 		{"", ""},
 		{"create widget/b", `it follows "create widget/b"`},
 		{"gc deliver crd/widgets.cascade.dev", `it follows "gc deliver crd/widgets.cascade.dev"`},
+		{"----\n\n", "it comes first"}, // the dump would read the cleanup under way
+		{"delete crd/widgets.cascade.dev", "the DELETE just before did not begin the CRD's deletion"},
 	})
+	// a custom resource's finalizer holds the CRD: the real cleanup waits
+	skipsBetween(t, `create crd/widgets.cascade.dev
+gc sync
+create widget/a finalizers=cascade.dev/hold
+----
+crd/widgets.cascade.dev live
+widget/a live finalizers=[cascade.dev/hold]
+
+delete crd/widgets.cascade.dev
+BETWEEN
+apiextensions cleanup crd/widgets.cascade.dev
+----
+`, []betweenCase{{"", "the cleanup leaves the CRD in place"}})
 }
 
 // betweenCase is a command put between two steps of a trace, and the

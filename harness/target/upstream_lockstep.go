@@ -14,8 +14,11 @@ import (
 // the proxy for one run's objects.
 
 // Unsteppable says why upstream-stepped cannot produce the step st
-// through the API proxy ("" when it can): its op is one of
-// UnsteppableOps, or it names an object of a kind nobody serves.
+// through the API proxy, taken alone ("" when it can): its op is one of
+// UnsteppableOps, it names an object of a kind nobody serves, or it is a
+// `gc deliver-virtual` or an `apiextensions cleanup`, which a trace may
+// take only right after its cause (unsteppable) and lockstep takes right
+// after it by itself (upstreamSystem.eager, lockstep.takeEager).
 func Unsteppable(st model.Step) string {
 	if st.Actor == model.ActorClient {
 		return ""

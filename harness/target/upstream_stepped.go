@@ -147,25 +147,33 @@ const cleanupWhy = "a CRD's cleanup is kube-apiextensions-apiserver's, inside ku
 // with why ("" when there is none).
 //
 // An `apiextensions cleanup crd/X` is producible only right after the
-// client's `delete crd/X`, nothing between: kube-apiserver begins the
-// cleanup by itself as soon as the DELETE is answered, and the step waits
-// for it to end (the CRD gone, discovery without its resource), as on
-// impl-stepped. The GC's watch events of the cleanup stay held for the
-// trace's `gc deliver` steps.
+// client's `delete crd/X`, in the same stanza, nothing between:
+// kube-apiserver begins the cleanup by itself as soon as the DELETE is
+// answered, and the step waits for it to end (the CRD gone, discovery
+// without its resource), as on impl-stepped. The GC's watch events of
+// the cleanup stay held for the trace's `gc deliver` steps. That the
+// DELETE began the CRD's deletion, and that the cleanup removes it, is
+// the model's to say (causedByStepBefore).
 //
 // A `gc deliver-virtual KEY` is producible only right after a worker step
-// of KEY (`gc attemptToDelete KEY`, or `gc delete|patch|unblock KEY`
-// answered 404), with client requests at most between: the real graph
+// of KEY (`gc attemptToDelete KEY`, or `gc delete KEY` answered 404),
+// with client requests at most between: the real graph
 // builder takes the virtual delete event as soon as the worker queues
 // it, before any later step, and the step waits for its log line
 // (deliverVirtual). Client requests between commute with it: their
-// watch events are held. A deliver-virtual alone (lockstep asks of one
-// step at a time) is not producible: lockstep takes the event on the
-// model right after the step that queued it.
+// watch events are held. That the worker step queued that event is the
+// model's to say (causedByStepBefore). A deliver-virtual alone
+// (lockstep asks of one step at a time) is not producible here: lockstep
+// takes it right after the step that queued it, as the model offers it
+// (upstreamSystem.eager).
 func unsteppable(tr *traces.Trace) string {
-	var last *traces.Command   // the last command that is not a client request
-	var before *traces.Command // the command before c
+	var last *traces.Command // the last command that is not a client request
 	for _, st := range tr.Stanzas {
+		// a stanza's dump is read before the next stanza begins, and the
+		// real cleanup, begun at the DELETE, changes what it reads: a
+		// cleanup first in its stanza is not the DELETE's at once (a
+		// virtual delete event changes nothing a dump reads)
+		var before *traces.Command // the command before c
 		for i := range st.Commands {
 			c := &st.Commands[i]
 			justBefore := before
@@ -439,6 +447,7 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 		}
 		res = model.Result{Code: 200}
 	case model.OpAttemptToDelete:
+		u.virtualsFrom()
 		gets := u.owners(st, prev)
 		if removesForegroundFinalizer(prev, st) {
 			gets = append(gets, o) // removeFinalizer's GET of the item
@@ -452,6 +461,7 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 		}
 		res = model.Result{Code: 200}
 	case model.OpSend:
+		u.virtualsFrom()
 		res, err = u.send(ctx, st, o, next, want)
 	case model.OpAttemptToOrphan:
 		err = u.attemptToOrphan(ctx, o, u.orphanUID(prev, st), u.orphanDependents(prev, st), orphanFinalizer(prev, st))
@@ -467,6 +477,15 @@ func (u upstreamStepped) StepWith(ctx context.Context, st model.Step, prev, next
 		div.Step = st.String()
 	}
 	return res, err
+}
+
+// virtualsFrom forgets the virtual delete events logged so far, at a
+// worker step: a deliver-virtual right after it (unsteppable) then
+// counts only an event logged from the step on.
+func (u upstreamStepped) virtualsFrom() {
+	if u.virtuals != nil {
+		u.virtuals.Reset()
+	}
 }
 
 // deliverVirtual waits for kube-controller-manager's graph builder to
@@ -646,6 +665,9 @@ func upstreamSteppedSkip(tr *traces.Trace) string {
 		return why
 	}
 	if why := scalesPods(tr); why != "" {
+		return why
+	}
+	if why := causedByStepBefore(tr); why != "" {
 		return why
 	}
 	if why := monitorRestarted(tr); why != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strings"
 	"time"
 
@@ -219,6 +220,60 @@ func syncAfterUnmappedItem(tr *traces.Trace) string {
 		}
 		return ""
 	})
+}
+
+// causedByStepBefore says why a trace cannot run on upstream-stepped
+// when, in the model, a step that unsteppable lets through only right
+// after its cause does not follow that cause: a `gc deliver-virtual`
+// whose event the worker step before did not queue (a `gc patch` or
+// `gc unblock` queues none; an event queued earlier was the real graph
+// builder's at once), or an `apiextensions cleanup` whose CRD the DELETE
+// before did not begin deleting (a second DELETE: the real cleanup
+// began at the first) or that leaves the CRD in place (a custom resource
+// still holds a finalizer: the real cleanup waits for it by itself,
+// which the step, waiting for the CRD to go, cannot tell from a hang).
+func causedByStepBefore(tr *traces.Trace) string {
+	var before struct{ prev, next *model.State } // around the last command that is not a client request
+	deleteBegan := false                         // the command just before began a CRD's deletion
+	return walkModel(tr, func(c traces.Command, prev, next *model.State) string {
+		began := deleteBegan
+		deleteBegan = false
+		switch {
+		case c.Settle:
+			before.prev, before.next = nil, nil
+			return ""
+		case c.Step.Actor == model.ActorClient:
+			if k := c.Step.Target.Kind; c.Step.Op == model.OpDelete && k.Info().Kind == "CustomResourceDefinition" {
+				was, is := prev.Lookup(k, "", c.Step.Target.Name), next.Lookup(k, "", c.Step.Target.Name)
+				deleteBegan = was != nil && !was.Deleting && is != nil && is.Deleting
+			}
+			return ""
+		case c.Step.Actor == model.ActorAPIExtensions:
+			if !began {
+				return fmt.Sprintf("at its %q on line %d, the DELETE just before did not begin the CRD's deletion: kube-apiserver began the cleanup at the DELETE that did", c.Text, c.Line)
+			}
+			if next.Lookup(c.Step.Target.Kind, "", c.Step.Target.Name) != nil {
+				return fmt.Sprintf("at its %q on line %d, the cleanup leaves the CRD in place (a custom resource holds a finalizer): the real cleanup waits for it by itself, and the step, waiting for the CRD to go, could not tell that from a hang", c.Text, c.Line)
+			}
+		case c.Step.Op == model.OpDeliverVirtual:
+			if before.prev == nil || !queuedVirtual(before.prev, before.next, prev.GC.VirtualEvents) {
+				return fmt.Sprintf("at its %q on line %d, the GC step just before queued no virtual delete event of it: the real graph builder took an event queued earlier at once", c.Text, c.Line)
+			}
+		}
+		before.prev, before.next = prev, next
+		return ""
+	})
+}
+
+// queuedVirtual reports whether the head of events, the virtual delete
+// event a deliver-virtual takes, is one the step from prev to next
+// queued.
+func queuedVirtual(prev, next *model.State, events []model.Identity) bool {
+	if len(events) == 0 {
+		return false
+	}
+	head := events[0]
+	return slices.Contains(next.GC.VirtualEvents, head) && !slices.Contains(prev.GC.VirtualEvents, head)
 }
 
 // monitorRestarted says why a trace cannot run on upstream-stepped when,
