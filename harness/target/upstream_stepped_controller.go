@@ -287,8 +287,9 @@ func queuedVirtual(prev, next *model.State, events []model.Identity) bool {
 // re-created CRD's objects are listed when that informer's reflector
 // next retries, on its own back-off and not at the sync (seen on v1.37.2:
 // no list at the `gc sync`), and reach the graph builder through the old
-// handler and the new one. The model and impl start a new informer at the
-// sync instead (a model gap, README "The stepped upstream target").
+// handler and the new one (kubernetes#114066; #142039, open, removes the
+// handler at the monitor's stop). The model and impl start a new informer
+// at the sync instead (a model gap, README "The stepped upstream target").
 func monitorRestarted(tr *traces.Trace) string {
 	var stopped uint32 // custom kinds whose monitor a sync stopped
 	return walkModel(tr, func(c traces.Command, prev, next *model.State) string {
