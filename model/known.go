@@ -147,6 +147,11 @@ type KnownRace struct {
 	// contains: KnownIn decides it for every site, the model's (Admit)
 	// and harness/lin's alike.
 	Releases ReleaseRange
+	// Component is the component whose release Releases is of: on a
+	// skewed control plane (Release.WithKCM), the race is present when
+	// that component's release carries it (both releases for
+	// EveryComponent).
+	Component Component
 	// Doc explains it.
 	Doc string
 }
@@ -157,8 +162,9 @@ type KnownRace struct {
 // yet: a gate owner may weigh the two differently.
 func (k *KnownRace) Filed() bool { return strings.HasPrefix(k.Upstream, "kubernetes#") }
 
-// PresentIn reports whether release r carries the race.
-func (k *KnownRace) PresentIn(r Release) bool { return k.Releases.Contains(r) }
+// PresentIn reports whether release r carries the race: the release of
+// its component (Component).
+func (k *KnownRace) PresentIn(r Release) bool { return k.Releases.Contains(r.Or().Of(k.Component)) }
 
 // KnownRaces is the registry, in the order `cascade check --list-known`
 // prints it.
@@ -219,8 +225,9 @@ var KnownRaces = []KnownRace{
 		Sites:    []string{"model checkForegroundWaits", "model checkOrphanRespected", "lin retryRace"},
 		Fixtures: []string{"traces/races/gc-background-overrides-foreground.trace", "traces/races/gc-retry-overrides-orphan.trace", "harness/lin.TestRetryWithoutRV"},
 		// the retry came with the resourceVersion precondition it drops
-		Releases: ReleaseRange{From: ReleaseChanges[ChangeGCDeleteRV].Since},
-		Doc:      "The retried DELETE misses a client write that landed between deleteObject's GET and the retry: a Foreground or Orphan deletion it overrides (the orphaned object's dependents are then collected), or a reference removed or added."},
+		Releases:  ReleaseRange{From: ReleaseChanges[ChangeGCDeleteRV].Since},
+		Component: ReleaseChanges[ChangeGCDeleteRV].Component,
+		Doc:       "The retried DELETE misses a client write that landed between deleteObject's GET and the retry: a Foreground or Orphan deletion it overrides (the orphaned object's dependents are then collected), or a reference removed or added."},
 	{ID: KnownForegroundOverridesOrphan, Upstream: "garbagecollector.go attemptToDeleteItem: the branch for an item whose owner waits for its dependents sends DeletePropagationForeground without looking at an orphan finalizer its GET read, unlike the default branch's \"if an existing orphan finalizer is already on the object, honor it\" (no upstream issue found; found by cascade check --universe trio)",
 		Relaxes:  []string{PropOrphanRespected},
 		Evidence: []Evidence{EvidenceModelState},
@@ -273,12 +280,13 @@ var KnownRaces = []KnownRace{
 		Fixtures: []string{"traces/races/stopped-monitor-keeps-node.trace"},
 		Doc:      "In the model and impl, a discovery sync that finds a CRD gone stops its resource's monitor and informer before the custom resources' deletion events reach the graph; the events go with the informer and their nodes stay in the graph for good. Upstream stops only the monitor: the shared informer runs on with the monitor's handler registered (client-go's dummyController), so the real GC most likely takes those events and removes the nodes. Not shown on the real binary; until the model keeps the informer, the entry excuses a gap of the model's, not a race of upstream's. kubernetes#142039 (open) removes the handler when the monitor stops, after which upstream would drop those events as the model does."},
 	{ID: KnownOwnerChangeBeforeDelete, Upstream: "kubernetes#114603, fixed by #132632 in v1.34.0: garbagecollector.go deleteObject sent the UID precondition only",
-		Relaxes:  []string{PropNoSolidOwnerCollected, knownLinResolvable},
-		Evidence: []Evidence{EvidenceModelState, EvidenceRecordedReads},
-		Sites:    []string{"model checkSolidOwner", "lin gcDelete"},
-		Fixtures: []string{"traces/races/kubernetes-114603.trace", "harness/lin.TestOwnerChangeBeforeDelete"},
-		Releases: ReleaseRange{Until: ReleaseChanges[ChangeGCDeleteRV].Since},
-		Doc:      "attemptToDeleteItem GETs a dependent, finds its owners absent and decides to delete it; a client adds a live owner or removes the last reference before the DELETE lands, and the DELETE, without a resourceVersion precondition, collects it. The model sees it in the in-flight write's ownerReferences; harness/lin in the GC's recorded GET of the object and the write that changed its references after it."},
+		Relaxes:   []string{PropNoSolidOwnerCollected, knownLinResolvable},
+		Evidence:  []Evidence{EvidenceModelState, EvidenceRecordedReads},
+		Sites:     []string{"model checkSolidOwner", "lin gcDelete"},
+		Fixtures:  []string{"traces/races/kubernetes-114603.trace", "harness/lin.TestOwnerChangeBeforeDelete"},
+		Releases:  ReleaseRange{Until: ReleaseChanges[ChangeGCDeleteRV].Since},
+		Component: ReleaseChanges[ChangeGCDeleteRV].Component,
+		Doc:       "attemptToDeleteItem GETs a dependent, finds its owners absent and decides to delete it; a client adds a live owner or removes the last reference before the DELETE lands, and the DELETE, without a resourceVersion precondition, collects it. The model sees it in the in-flight write's ownerReferences; harness/lin in the GC's recorded GET of the object and the write that changed its references after it."},
 	{ID: KnownRelistUIDChange, Upstream: "kubernetes#133565 (RealFIFO: send DELETE events if an object has changed UID while disconnected, closed unmerged): client-go tools/cache RealFIFO.Replace (reconcileReplacement) and DeltaFIFO.Replace emit deletes only for keys missing from the list, and processDeltas hands a listed key the store holds on as OnUpdate(old, new); graph_builder.go processGraphChanges keys nodes by UID, inserts the new object's node and never removes the old one's",
 		Relaxes:  []string{PropGarbageCollected, PropGraphAgrees},
 		Evidence: []Evidence{EvidenceModelState, EvidenceGraphChanges, EvidenceAuditOrder},
@@ -320,7 +328,11 @@ func KnownIn(id string, r Release) (string, string) {
 	if id == "" || !ok || k.PresentIn(r) {
 		return id, ""
 	}
-	return "", fmt.Sprintf("known race %s would explain it, but the registry has it in releases %s, and %s is not one", id, k.Releases, r.Or())
+	in := r.Or().String()
+	if r.Or().Skewed() && k.Component != EveryComponent {
+		in = k.Component.String() + " " + r.Or().Of(k.Component).String()
+	}
+	return "", fmt.Sprintf("known race %s would explain it, but the registry has it in releases %s, and %s is not one", id, k.Releases, in)
 }
 
 // Admit applies KnownIn to v, judged on m's release: a violation whose

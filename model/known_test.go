@@ -123,7 +123,7 @@ func TestEveryExcuseGoesThroughTheRegistry(t *testing.T) {
 // on v1.37.2 it excuses nothing, and the message says why; on v1.33.13 it
 // holds. A race of every release holds on both.
 func TestAdmitFollowsTheRegistry(t *testing.T) {
-	old, cur := Release{1, 33, 13}, Release{1, 37, 2}
+	old, cur := Release{Major: 1, Minor: 33, Patch: 13}, Release{Major: 1, Minor: 37, Patch: 2}
 	for _, c := range []struct {
 		id      string
 		r       Release

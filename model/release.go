@@ -12,17 +12,102 @@ import (
 // upstream change, read in the sources of the releases on either side of
 // it, with the first release that carries it.
 
-// Release is a Kubernetes release, v1.MINOR.PATCH. The zero value stands
+// Release is a Kubernetes release, v1.MINOR.PATCH: that of the control
+// plane judged, kube-apiserver's and kube-controller-manager's alike, or,
+// when the two differ (version skew, as in the middle of an upgrade, when
+// kube-controller-manager may be one minor older), kube-apiserver's with
+// kube-controller-manager's beside it (WithKCM). The zero value stands
 // for DefaultRelease (Model.Release, lin.Options.Release), so that a
 // Model{} judges the newest release.
+//
+// Each entry of the release table belongs to one component (Component),
+// and Has answers with that component's release: a skewed control plane
+// is judged with its API server's answers and its garbage collector's
+// behaviour, each of its own release. Nothing else needs to know about
+// skew: the model and harness/lin carry the Release as they did.
 type Release struct {
 	Major, Minor, Patch int
+	// kcm is kube-controller-manager's release when it is not the one
+	// above; the zero value when it is.
+	kcm version
+}
+
+// version is a release without skew.
+type version struct{ Major, Minor, Patch int }
+
+// Component is a control-plane component whose release decides some of
+// the semantics (ReleaseChange.Component, KnownRace.Component).
+type Component uint8
+
+// Components.
+const (
+	// EveryComponent: a release range of a known race that says nothing
+	// of a component holds for a skewed control plane only if it holds
+	// for the release of each.
+	EveryComponent Component = iota
+	// APIServer is kube-apiserver (k8s.io/apiserver's registry and
+	// storage).
+	APIServer
+	// ControllerManager is kube-controller-manager: its garbage
+	// collector.
+	ControllerManager
+)
+
+func (c Component) String() string {
+	switch c {
+	case APIServer:
+		return "kube-apiserver"
+	case ControllerManager:
+		return "kube-controller-manager"
+	}
+	return "every component"
+}
+
+// WithKCM returns r (DefaultRelease for the zero value) with
+// kube-controller-manager at release k: skewed when k differs from r,
+// as r.APIServer() when it does not.
+func (r Release) WithKCM(k Release) Release {
+	r = r.Or().APIServer()
+	if k = k.Or().APIServer(); k != r {
+		r.kcm = version{k.Major, k.Minor, k.Patch}
+	}
+	return r
+}
+
+// Skewed reports whether kube-controller-manager's release differs from
+// kube-apiserver's.
+func (r Release) Skewed() bool { return r.kcm != version{} }
+
+// APIServer is kube-apiserver's release, without skew.
+func (r Release) APIServer() Release {
+	r.kcm = version{}
+	return r
+}
+
+// KCM is kube-controller-manager's release, without skew.
+func (r Release) KCM() Release {
+	if !r.Skewed() {
+		return r
+	}
+	return Release{Major: r.kcm.Major, Minor: r.kcm.Minor, Patch: r.kcm.Patch}
+}
+
+// Of is the release of component c, without skew; r itself for
+// EveryComponent.
+func (r Release) Of(c Component) Release {
+	switch c {
+	case APIServer:
+		return r.APIServer()
+	case ControllerManager:
+		return r.KCM()
+	}
+	return r
 }
 
 // DefaultRelease is the release the control plane is built at by default
 // (hack/kube/build.sh, the Makefile's KUBE_VERSION) and the model follows
 // when no release is named.
-var DefaultRelease = Release{1, 37, 2}
+var DefaultRelease = Release{Major: 1, Minor: 37, Patch: 2}
 
 // OldestRelease is the oldest release the model's release table was
 // read against: the oldest minor hack/kube builds (hack/kube/v1.30). An
@@ -30,7 +115,7 @@ var DefaultRelease = Release{1, 37, 2}
 // before its first change, and a newer one than DefaultRelease with
 // DefaultRelease's until the table says otherwise (how a new release is
 // added); cascade says so when it names the release it judges.
-var OldestRelease = Release{1, 30, 0}
+var OldestRelease = Release{Major: 1, Minor: 30}
 
 // ParseRelease reads "v1.33.13" (the leading v may be left out; "v1.33"
 // stands for v1.33.0).
@@ -51,7 +136,7 @@ func ParseRelease(s string) (Release, error) {
 	if n[0] != 1 {
 		return Release{}, fmt.Errorf("%q: cascade models Kubernetes v1 releases only", s)
 	}
-	return Release{n[0], n[1], n[2]}, nil
+	return Release{Major: n[0], Minor: n[1], Patch: n[2]}, nil
 }
 
 // Or returns r, or DefaultRelease for the zero value.
@@ -62,21 +147,38 @@ func (r Release) Or() Release {
 	return r
 }
 
+// String is "v1.37.2", or for a skewed control plane "v1.34.4
+// (kube-controller-manager v1.33.13)".
 func (r Release) String() string {
 	r = r.Or()
-	return fmt.Sprintf("v%d.%d.%d", r.Major, r.Minor, r.Patch)
+	s := fmt.Sprintf("v%d.%d.%d", r.Major, r.Minor, r.Patch)
+	if r.Skewed() {
+		s += fmt.Sprintf(" (kube-controller-manager v%d.%d.%d)", r.kcm.Major, r.kcm.Minor, r.kcm.Patch)
+	}
+	return s
 }
 
-// Less orders releases.
+// Less orders releases by kube-apiserver's, then by
+// kube-controller-manager's.
 func (r Release) Less(o Release) bool {
 	r, o = r.Or(), o.Or()
-	if r.Major != o.Major {
-		return r.Major < o.Major
+	if a, b := r.triple(), o.triple(); a != b {
+		return a.less(b)
 	}
-	if r.Minor != o.Minor {
-		return r.Minor < o.Minor
+	return r.KCM().triple().less(o.KCM().triple())
+}
+
+// triple is kube-apiserver's release.
+func (r Release) triple() version { return version{r.Major, r.Minor, r.Patch} }
+
+func (a version) less(b version) bool {
+	if a.Major != b.Major {
+		return a.Major < b.Major
 	}
-	return r.Patch < o.Patch
+	if a.Minor != b.Minor {
+		return a.Minor < b.Minor
+	}
+	return a.Patch < b.Patch
 }
 
 // Change is a release-dependent behaviour (ReleaseChanges).
@@ -116,6 +218,8 @@ type ReleaseChange struct {
 	// PR is the upstream pull request; Where the code it changed.
 	PR, Where string
 	Since     Release
+	// Component is the component whose release carries it.
+	Component Component
 	// ReadBy names the code that reads it ("" if nothing does: documented
 	// only).
 	ReadBy string
@@ -124,22 +228,26 @@ type ReleaseChange struct {
 
 // ReleaseChanges is the table, indexed by Change.
 var ReleaseChanges = [numChanges]ReleaseChange{
-	ChangeGCDeleteRV: {"gc-delete-rv-precondition", "kubernetes#132632", "pkg/controller/garbagecollector/operations.go deleteObject", Release{1, 34, 0},
+	ChangeGCDeleteRV: {"gc-delete-rv-precondition", "kubernetes#132632", "pkg/controller/garbagecollector/operations.go deleteObject", Release{Major: 1, Minor: 34}, ControllerManager,
 		"model deleteWrite, model checkSolidOwner, lin gcDelete",
 		"attemptToDeleteItem passes latest.ResourceVersion and latest.OwnerReferences to deleteObject, which sends them as a precondition and retries without it on 409 when the ownerReferences are unchanged; v1.33.13's deleteObject sends the UID precondition only."},
-	ChangeUpdateRemovedNotFound: {"update-removed-not-found", "kubernetes#132470", "k8s.io/apiserver v0.34.0 pkg/registry/generic/registry/store.go Store.Update", Release{1, 34, 0},
+	ChangeUpdateRemovedNotFound: {"update-removed-not-found", "kubernetes#132470", "k8s.io/apiserver v0.34.0 pkg/registry/generic/registry/store.go Store.Update", Release{Major: 1, Minor: 34}, APIServer,
 		"model PreconditionAnswers (Semantics.UpdateRemovedConflict), read by lin update (the model sends merge patches, which answer 404 on every release)",
 		"Store.Update passes ignoreNotFound only for kinds that allow create on update; k8s.io/apiserver v0.33.13 passes true, so etcd3 GuaranteedUpdate checks the UID precondition against an empty object and answers 409 Conflict."},
-	ChangeGCInitialSyncTimeout: {"gc-initial-sync-timeout", "kubernetes#125796", "pkg/controller/garbagecollector/garbagecollector.go Run, Sync", Release{1, 32, 0},
+	ChangeGCInitialSyncTimeout: {"gc-initial-sync-timeout", "kubernetes#125796", "pkg/controller/garbagecollector/garbagecollector.go Run, Sync", Release{Major: 1, Minor: 32}, ControllerManager,
 		"",
 		"Run waits at most initialSyncTimeout for the monitors and Sync no longer takes workerLock; before it a resync paused every worker until all monitors synced. The model's `gc sync` is one atomic step, before and after, so nothing reads it; a trace whose outcome depends on it would add the reader."},
-	ChangeGCDeleteNotFoundVirtual: {"gc-delete-notfound-virtual-event", "kubernetes#136817", "pkg/controller/garbagecollector/garbagecollector.go attemptToDeleteItem, operations.go deleteObject", Release{1, 36, 0},
+	ChangeGCDeleteNotFoundVirtual: {"gc-delete-notfound-virtual-event", "kubernetes#136817", "pkg/controller/garbagecollector/garbagecollector.go attemptToDeleteItem, operations.go deleteObject", Release{Major: 1, Minor: 36}, ControllerManager,
 		"model sendWrite",
 		"attemptToDeleteItem turns deleteObject's NotFound into enqueueVirtualDeleteEvent and enqueuedVirtualDeleteEventErr (the item is forgotten), and deleteObject returns the GET's NotFound after a 409 (`return liveErr`); v1.35.0 returns the NotFound to attemptToDeleteWorker, which requeues the item rate-limited, and deleteObject returns nil (\"object we wanted to delete is gone, success!\")."},
 }
 
-// Has reports whether release r carries change c.
-func (r Release) Has(c Change) bool { return !r.Or().Less(ReleaseChanges[c].Since) }
+// Has reports whether release r carries change c: whether the release of
+// the component c belongs to does (for a skewed control plane, one of
+// the two).
+func (r Release) Has(c Change) bool {
+	return !r.Or().Of(ReleaseChanges[c].Component).Less(ReleaseChanges[c].Since)
+}
 
 func (c Change) String() string { return ReleaseChanges[c].Name }
 
@@ -149,9 +257,13 @@ type ReleaseRange struct {
 	From, Until Release
 }
 
-// Contains reports whether r is in the range.
+// Contains reports whether r is in the range: for a skewed control
+// plane, both of its releases.
 func (rr ReleaseRange) Contains(r Release) bool {
 	r = r.Or()
+	if r.Skewed() {
+		return rr.Contains(r.APIServer()) && rr.Contains(r.KCM())
+	}
 	if rr.From != (Release{}) && r.Less(rr.From) {
 		return false
 	}
@@ -189,9 +301,9 @@ func ParseReleaseRange(s string) (ReleaseRange, error) {
 			return r, err
 		}
 		if strings.Count(strings.TrimPrefix(b, "v"), ".") == 1 {
-			return Release{r.Major, r.Minor + 1, 0}, nil
+			return Release{Major: r.Major, Minor: r.Minor + 1}, nil
 		}
-		return Release{r.Major, r.Minor, r.Patch + 1}, nil
+		return Release{Major: r.Major, Minor: r.Minor, Patch: r.Patch + 1}, nil
 	}
 	var rr ReleaseRange
 	var err error
@@ -222,14 +334,16 @@ func (rr ReleaseRange) Last() Release {
 	case u == (Release{}):
 		return Release{}
 	case u.Patch > 0:
-		return Release{u.Major, u.Minor, u.Patch - 1}
+		return Release{Major: u.Major, Minor: u.Minor, Patch: u.Patch - 1}
 	}
-	return Release{u.Major, u.Minor - 1, 0}
+	return Release{Major: u.Major, Minor: u.Minor - 1}
 }
 
 // MinorRange is r's minor as a `# releases:` header value
 // (ParseReleaseRange): "v1.33..v1.33". Traces found on a release other
 // than the default carry it, since they may hold on that release only.
+// It is kube-apiserver's minor; traces.ReleaseHeaders names a skewed
+// control plane's two.
 func (r Release) MinorRange() string {
 	r = r.Or()
 	return fmt.Sprintf("v%d.%d..v%d.%d", r.Major, r.Minor, r.Major, r.Minor)

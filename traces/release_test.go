@@ -99,3 +99,40 @@ func TestReleasesHeader(t *testing.T) {
 		t.Errorf("got %v, want an error at h.trace:2:1", err)
 	}
 }
+
+// TestSkewedReleaseHeaders: a trace found on a skewed control plane
+// names kube-apiserver's minor in `releases` and kube-controller-manager's
+// in `kcm-releases` (ReleaseHeaders); it replays on such a control plane
+// when none is named, and is refused, naming both ranges, on a release
+// that is not one.
+func TestSkewedReleaseHeaders(t *testing.T) {
+	skew := model.Release{Major: 1, Minor: 34, Patch: 4}.WithKCM(model.Release{Major: 1, Minor: 33, Patch: 13})
+	var b strings.Builder
+	for _, h := range ReleaseHeaders(skew) {
+		b.WriteString("# " + h.Key + ": " + h.Value + "\n")
+	}
+	if want := "# releases: v1.34..v1.34\n# kcm-releases: v1.33..v1.33\n"; b.String() != want {
+		t.Fatalf("ReleaseHeaders(%v):\n%swant\n%s", skew, b.String(), want)
+	}
+	if got := ReleaseFlags(skew); got != " --kube-version v1.34.4 --kcm-version v1.33.13" {
+		t.Errorf("ReleaseFlags(%v) = %q", skew, got)
+	}
+	tr, err := Parse("skew.trace", strings.NewReader(b.String()+"\ncreate cm/a\n----\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := tr.ReleaseFor(model.Release{})
+	if err != nil || r.APIServer().Minor != 34 || r.KCM().Minor != 33 {
+		t.Errorf("ReleaseFor(none) = %v, %v: want v1.34 with kube-controller-manager v1.33", r, err)
+	}
+	if r, err := tr.ReleaseFor(skew); err != nil || r != skew {
+		t.Errorf("ReleaseFor(%v) = %v, %v", skew, r, err)
+	}
+	var nf *NotForRelease
+	if _, err := tr.ReleaseFor(model.Release{Major: 1, Minor: 34, Patch: 4}); !errors.As(err, &nf) || !strings.Contains(err.Error(), "kube-apiserver v1.34.0 to before v1.35.0 with kube-controller-manager v1.33.0 to before v1.34.0") {
+		t.Errorf("ReleaseFor(v1.34.4): %v, want NotForRelease naming both ranges", err)
+	}
+	if len(ReleaseHeaders(model.Release{})) != 0 || ReleaseFlags(model.DefaultRelease) != "" {
+		t.Error("the default release takes headers or flags")
+	}
+}

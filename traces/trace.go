@@ -50,6 +50,11 @@ const (
 	HeaderTargets  = "targets"  // where the trace runs: model, impl, upstream
 	HeaderLabels   = "labels"   // Ginkgo labels
 	HeaderReleases = "releases" // the Kubernetes releases the trace holds for (model.ParseReleaseRange); every one without it
+	// HeaderKCMReleases names kube-controller-manager's releases apart
+	// from kube-apiserver's, which `releases` then names: a trace found
+	// on a skewed control plane (model.Release.WithKCM) holds where both
+	// hold. Without it `releases` names both components' releases.
+	HeaderKCMReleases = "kcm-releases"
 )
 
 // Header is one `# key: value` line.
@@ -126,24 +131,57 @@ func (t *Trace) Releases() (model.ReleaseRange, error) {
 	return rr, nil
 }
 
+// KCMReleases returns the releases of kube-controller-manager the trace
+// holds for, and whether its `# kcm-releases:` header names them apart
+// from Releases.
+func (t *Trace) KCMReleases() (model.ReleaseRange, bool, error) {
+	v := t.Header(HeaderKCMReleases)
+	if v == "" {
+		rr, err := t.Releases()
+		return rr, false, err
+	}
+	rr, err := model.ParseReleaseRange(v)
+	if err != nil {
+		return rr, true, t.errAt(t.headerLine(HeaderKCMReleases), 1, "%v", err)
+	}
+	return rr, true, nil
+}
+
 // ReleaseFor is the release the trace replays on when r is asked for (the
 // zero Release: none named): r when the trace holds for it. With none
 // named, the default release if the trace holds for it, else the newest
-// its range allows. An error says the trace does not hold for r.
+// its range allows, for kube-apiserver and, where `# kcm-releases:`
+// names its releases apart, for kube-controller-manager. An error says
+// the trace does not hold for r.
 func (t *Trace) ReleaseFor(r model.Release) (model.Release, error) {
 	rr, err := t.Releases()
 	if err != nil {
 		return r, err
 	}
-	switch {
-	case rr.Contains(r):
-		return r.Or(), nil
-	case r == (model.Release{}) && rr.Last() != (model.Release{}):
-		return rr.Last(), nil
-	case r == (model.Release{}):
-		return rr.From, nil
+	kr, apart, err := t.KCMReleases()
+	if err != nil {
+		return r, err
 	}
-	return r, &NotForRelease{Trace: t.Path, Release: r, Holds: rr}
+	if r != (model.Release{}) {
+		if !apart && rr.Contains(r) || apart && rr.Contains(r.Or().APIServer()) && kr.Contains(r.Or().KCM()) {
+			return r.Or(), nil
+		}
+		nf := &NotForRelease{Trace: t.Path, Release: r, Holds: rr}
+		if apart {
+			nf.KCMHolds = &kr
+		}
+		return r, nf
+	}
+	pick := func(rr model.ReleaseRange) model.Release {
+		switch {
+		case rr.Contains(model.DefaultRelease):
+			return model.DefaultRelease
+		case rr.Last() != (model.Release{}):
+			return rr.Last()
+		}
+		return rr.From
+	}
+	return pick(rr).WithKCM(pick(kr)), nil
 }
 
 // NotForRelease says a trace does not hold for the release asked.
@@ -151,10 +189,51 @@ type NotForRelease struct {
 	Trace   string
 	Release model.Release
 	Holds   model.ReleaseRange
+	// KCMHolds, when not nil, is kube-controller-manager's releases
+	// (`# kcm-releases:`), Holds then kube-apiserver's.
+	KCMHolds *model.ReleaseRange
+}
+
+// HoldsFor says which releases the trace holds for.
+func (e *NotForRelease) HoldsFor() string {
+	if e.KCMHolds == nil {
+		return e.Holds.String()
+	}
+	return fmt.Sprintf("kube-apiserver %s with kube-controller-manager %s", e.Holds, *e.KCMHolds)
 }
 
 func (e *NotForRelease) Error() string {
-	return fmt.Sprintf("%s holds for %s, not %s (its releases header)", e.Trace, e.Holds, e.Release)
+	return fmt.Sprintf("%s holds for %s, not %s (its releases header)", e.Trace, e.HoldsFor(), e.Release.Or())
+}
+
+// ReleaseHeaders are the headers of a trace found on release r that
+// say which releases it holds for: none on the default release; else
+// r's minor (model.Release.MinorRange), since the trace may hold on that
+// release only, and for a skewed control plane kube-apiserver's minor in
+// `releases` and kube-controller-manager's in `kcm-releases`.
+func ReleaseHeaders(r model.Release) []Header {
+	r = r.Or()
+	switch {
+	case r == model.DefaultRelease:
+		return nil
+	case r.Skewed():
+		return []Header{{Key: HeaderReleases, Value: r.APIServer().MinorRange()}, {Key: HeaderKCMReleases, Value: r.KCM().MinorRange()}}
+	}
+	return []Header{{Key: HeaderReleases, Value: r.MinorRange()}}
+}
+
+// ReleaseFlags are the flags that name release r on cascade's command
+// line: none for the default release, else --kube-version and, for a
+// skewed control plane, --kcm-version.
+func ReleaseFlags(r model.Release) string {
+	r = r.Or()
+	switch {
+	case r == model.DefaultRelease:
+		return ""
+	case r.Skewed():
+		return " --kube-version " + r.APIServer().String() + " --kcm-version " + r.KCM().String()
+	}
+	return " --kube-version " + r.String()
 }
 
 func (t *Trace) headerLine(key string) int {
@@ -343,7 +422,7 @@ func headerLike(v string) bool {
 }
 
 // headerKeys are the header keys, in the order README lists them.
-var headerKeys = []string{HeaderProperty, HeaderFoundBy, HeaderBug, HeaderKnown, HeaderTargets, HeaderLabels, HeaderReleases}
+var headerKeys = []string{HeaderProperty, HeaderFoundBy, HeaderBug, HeaderKnown, HeaderTargets, HeaderLabels, HeaderReleases, HeaderKCMReleases}
 
 // editDistance is the Levenshtein distance of two short strings.
 func editDistance(a, b string) int {

@@ -235,7 +235,7 @@ func (c *campaignSummary) junit(w io.Writer) error   { return writeCampaignJUnit
 // campaignKey is what every shard of one campaign has alike.
 func campaignKey(s fuzzSummary) string {
 	return fmt.Sprintf("target %s, seed %d, checks %d, %d shards, release %q, datastore %q, mode %s, inject %v",
-		s.Target, s.Seed, s.Checks, s.ShardCount, s.KubeVersion, s.Datastore, s.Mode, s.Inject)
+		s.Target, s.Seed, s.Checks, s.ShardCount, s.judged(), s.Datastore, s.Mode, s.Inject)
 }
 
 // mergeShards merges one campaign's shard summaries.
@@ -347,7 +347,7 @@ func printCampaign(w io.Writer, c *campaignSummary) {
 	for _, i := range c.MissingShards {
 		fmt.Fprintf(w, "shard %d/%d: MISSING (no summary given)\n", i, c.ShardCount)
 	}
-	for _, l := range c.Known.lines(c.KubeVersion) {
+	for _, l := range c.Known.lines(c.judged()) {
 		fmt.Fprintln(w, l)
 	}
 	for _, u := range c.Inconclusive {

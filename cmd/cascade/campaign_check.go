@@ -76,7 +76,7 @@ type checkCampaign struct {
 // checkCampaignKey is what every shard of one universe's campaign has
 // alike.
 func checkCampaignKey(s checkSummary) string {
-	return fmt.Sprintf("scope %s, mode %s, release %q, reduction %s, %d shards of %d initial graphs", s.Scope, s.Mode, s.KubeVersion, s.Reduction, s.ShardCount, s.Graphs)
+	return fmt.Sprintf("scope %s, mode %s, release %q, reduction %s, %d shards of %d initial graphs", s.Scope, s.Mode, s.judged(), s.Reduction, s.ShardCount, s.Graphs)
 }
 
 // mergeCheckShards merges one universe's shard summaries: every class

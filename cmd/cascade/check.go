@@ -33,7 +33,7 @@ type checkFlags struct {
 	listKnown, listUniverses       bool
 	classes                        bool
 	expectStates                   int64
-	kubeVersion                    string
+	kubeVersion, kcmVersion        string
 	shard                          string
 	shards                         int
 }
@@ -136,6 +136,7 @@ Examples:
 	fl.BoolVar(&f.listScope, "list-presets", false, "list the preset scopes and exit")
 	fl.BoolVar(&f.listKnown, "list-known", false, "list the registry of known upstream races and exit")
 	registerKubeVersion(fl, &f.kubeVersion)
+	registerKCMVersion(fl, &f.kcmVersion)
 	fl.BoolVar(&f.classes, "classes", false, "report and write the shortest counterexample of every violation class, not only of every property (always on for --universe)")
 	fl.BoolVar(&f.listUniverses, "list-universes", false, "list the named universes with their bounds and exit")
 	registerShard(fl, &f.shard, &f.shards, "a universe's initial graphs, i/n counting from 0: every n-th graph from the i-th (the shards together find every violation class the unsharded search finds")
@@ -184,6 +185,9 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 		// none, on the default release
 		fmt.Fprintf(stderr, "check: %v: judging the default release, %s (--kube-version names another)\n", err, model.DefaultRelease)
 		scope.Release, err = model.DefaultRelease, nil
+	}
+	if err == nil {
+		scope.Release, _, err = withKCMVersion(scope.Release, f.kcmVersion)
 	}
 	if err != nil {
 		return err
@@ -580,7 +584,7 @@ func listKnown(w io.Writer) error {
 			fmt.Fprintf(w, "  window, because: %s\n", k.Window)
 		}
 		if !k.Releases.All() {
-			fmt.Fprintf(w, "  releases: %s\n", k.Releases)
+			fmt.Fprintf(w, "  releases: %s\n", knownReleases(&k))
 		}
 		fmt.Fprintf(w, "  sites: %s\n  fixtures: %s\n\n", strings.Join(k.Sites, "; "), strings.Join(k.Fixtures, ", "))
 	}
@@ -603,6 +607,15 @@ func evidenceList(k *model.KnownRace) string {
 	return strings.Join(e, ", ")
 }
 
+// knownReleases says which releases carry a known race, and of which
+// component when the race is bounded to one's (model.KnownRace.Component).
+func knownReleases(k *model.KnownRace) string {
+	if k.Releases.All() || k.Component == model.EveryComponent {
+		return k.Releases.String()
+	}
+	return k.Component.String() + " " + k.Releases.String()
+}
+
 // knownTable renders the registry as the README's table of known races.
 func knownTable() string {
 	var b strings.Builder
@@ -616,7 +629,7 @@ func knownTable() string {
 		for i, f := range k.Fixtures {
 			fx[i] = "`" + f + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", k.ID, k.Upstream, k.Releases, quoteAll(k.Relaxes), ev, strings.Join(fx, ", "))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", k.ID, k.Upstream, knownReleases(&k), quoteAll(k.Relaxes), ev, strings.Join(fx, ", "))
 	}
 	return b.String()
 }

@@ -345,7 +345,7 @@ func runConform(cmd *cobra.Command, f *conformFlags) error {
 		}
 	}
 	rep.Interrupted = ctx.Err() != nil
-	rep.summary = newSummary(cmd, spec.Name, "fuzz-seed", env.seed, spec.Release)
+	rep.summary = newSummary(cmd, spec.Name, "fuzz-seed", env.seed, t.Spec.Release) // with the release the target detected
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	switch {
 	case rep.Interrupted:
@@ -440,7 +440,7 @@ func printConform(w io.Writer, rep *conformReport, jsonOut bool) error {
 			fmt.Fprintf(w, "\n--- %s %s\n%s\n", strings.ToUpper(c.Result), c.Name, c.Message)
 		}
 	}
-	if lines := rep.Known.lines(rep.KubeVersion); len(lines) > 0 {
+	if lines := rep.Known.lines(rep.judged()); len(lines) > 0 {
 		fmt.Fprintf(w, "\n%s\n", strings.Join(lines, "\n"))
 	}
 	state := ""

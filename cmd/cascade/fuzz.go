@@ -21,6 +21,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/fuzz"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl/bugs"
+	"github.com/cascade-k8s/cascade/model"
 )
 
 type fuzzFlags struct {
@@ -31,7 +32,7 @@ type fuzzFlags struct {
 	shrinkTime, informerLag, informerRelist, writeDelay           time.Duration
 	restartAPIServer, restartGC, restartKCM                       time.Duration
 	json, coverage, noProxy, quiet                                bool
-	kubeVersion                                                   string
+	kubeVersion, kcmVersion                                       string
 	shard                                                         string
 	shards                                                        int
 }
@@ -228,6 +229,7 @@ decide some run's history, 130 interrupted.`,
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager for envtest targets (default: $KUBEBUILDER_ASSETS, else bin/kube/<--kube-version> of the checkout, bin/kube/"+controlplane.KubeVersion+" without it)")
 	fl.StringVar(&f.datastore, "datastore", "", datastoreUsage+" (default etcd)")
 	registerKubeVersion(fl, &f.kubeVersion)
+	registerKCMVersion(fl, &f.kcmVersion)
 	registerShard(fl, &f.shard, &f.shards, "the campaign's runs, i/n counting from 0 (the shards together run exactly the unsharded campaign's runs, each from its own seed")
 	fl.BoolVar(&f.json, "json", false, "print the summary as JSON")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr: the summary, an interrupt's line and errors only")
@@ -272,6 +274,9 @@ func (f *fuzzFlags) checkArgs(fl *pflag.FlagSet) (inject bugs.Set, shard fuzz.Sh
 		return fail("%v", err)
 	}
 	if _, err := parseKubeVersion(f.kubeVersion); err != nil {
+		return nil, fuzz.Shard{}, fuzz.Universe{}, err
+	}
+	if _, _, err := withKCMVersion(model.Release{}, f.kcmVersion); err != nil {
 		return nil, fuzz.Shard{}, fuzz.Universe{}, err
 	}
 	if shard, err = parseShardFlags(f.shard, f.shards); err != nil {
@@ -335,6 +340,9 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		if spec.Release, dir, err = resolveRelease(f.kubeVersion, f.binDir); dir != "" {
 			spec.BinDir = dir
 		}
+	}
+	if err == nil {
+		spec.Release, spec.KCMNamed, err = withKCMVersion(spec.Release, f.kcmVersion)
 	}
 	if err != nil {
 		return err
@@ -587,7 +595,7 @@ func printFuzz(w io.Writer, s summary, rep *fuzz.Report, asJSON bool) error {
 	if rep.Excused > 0 || rep.Delivered > 0 {
 		fmt.Fprintf(w, "%d of %d passed runs only through a known race; %d checked with the API proxy's delivery record\n", rep.Excused, rep.Checks, rep.Delivered)
 	}
-	for _, l := range fuzzKnownRaces(rep.Known).lines(s.KubeVersion) {
+	for _, l := range fuzzKnownRaces(rep.Known).lines(s.judged()) {
 		fmt.Fprintln(w, l)
 	}
 	for _, u := range rep.Undecided {

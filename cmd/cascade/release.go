@@ -58,6 +58,27 @@ func registerKubeVersion(fl *pflag.FlagSet, p *string) {
 	fl.StringVar(p, "kube-version", "", kubeVersionUsage)
 }
 
+// kcmVersionUsage is --kcm-version's help text.
+const kcmVersionUsage = "kube-controller-manager's release when it is not kube-apiserver's, vX.Y.Z, as in a control plane mid-upgrade: the garbage collector's behaviour and its known races follow it, the API's answers --kube-version's " +
+	"(default: on upstream and upstream-stepped the release of the kube-controller-manager binary they start, elsewhere --kube-version's; not for impl and impl-stepped, whose GC is cascade's)"
+
+func registerKCMVersion(fl *pflag.FlagSet, p *string) {
+	fl.StringVar(p, "kcm-version", "", kcmVersionUsage)
+}
+
+// withKCMVersion is rel with kube-controller-manager at the release
+// --kcm-version names (model.Release.WithKCM), and whether it names one.
+func withKCMVersion(rel model.Release, kcmVersion string) (model.Release, bool, error) {
+	if kcmVersion == "" {
+		return rel, false, nil
+	}
+	k, err := model.ParseRelease(kcmVersion)
+	if err != nil {
+		return rel, false, usageErr("--kcm-version: %v", err)
+	}
+	return rel.WithKCM(k), true, nil
+}
+
 // resolveRelease is the release a command judges and, for envtest
 // targets, the directory of the binaries to start when --kube-version
 // picks it ("" when the target finds it as always). An explicit
@@ -140,7 +161,17 @@ func releaseNote(rel model.Release) string {
 		// newest one read until model/release.go says otherwise
 		return fmt.Sprintf("kubernetes release %s, newer than v1.%d, the newest release the model's release table was read against: judged with that release's semantics and known races", rel, model.DefaultRelease.Minor)
 	}
-	return fmt.Sprintf("kubernetes release %s (model semantics and known races of that release)", rel)
+	note := fmt.Sprintf("kubernetes release %s (model semantics and known races of that release)", rel)
+	if rel.Skewed() {
+		// version skew policy: kube-controller-manager not newer than
+		// kube-apiserver, and at most one minor older
+		a, k := rel.APIServer(), rel.KCM()
+		note = fmt.Sprintf("kubernetes release %s: the API's answers of %s, the garbage collector's behaviour and known races of %s", rel, a, k)
+		if a.Less(k) || k.Minor < a.Minor-1 {
+			note += "; outside Kubernetes' version skew policy (kube-controller-manager at most one minor older than kube-apiserver, never newer), untested upstream"
+		}
+	}
+	return note
 }
 
 // kubeconfigRelease is the release the kubeconfig target judges: the one

@@ -156,3 +156,52 @@ func TestFuzzKnownRaces(t *testing.T) {
 		t.Fatalf("lines:\n%s", strings.Join(lines, "\n"))
 	}
 }
+
+// TestKCMVersion: --kcm-version judges a skewed control plane, the GC by
+// kube-controller-manager's release and the API by kube-apiserver's:
+// v1.34.4 with a v1.33.13 kube-controller-manager carries
+// kubernetes#114603 (the v1.33 GC's DELETE has no resourceVersion
+// precondition), and the counterexample's headers and command say both
+// releases; v1.33.13 with a v1.34.4 kube-controller-manager does not.
+// A --kcm-version that is no release is one line, exit 2, on every
+// command, and impl, whose GC is cascade's, refuses one.
+func TestKCMVersion(t *testing.T) {
+	dir := t.TempDir()
+	out, code := cascade(t, "check", "--preset", "owner-swap", "--kube-version", "v1.34.4", "--kcm-version", "v1.33.13", "-q", "--json", "--out", dir)
+	m := sharedSummary(t, "check", out)
+	if code != 0 || m["kube_version"] != "v1.34.4" || m["kcm_version"] != "v1.33.13" || !strings.Contains(out, "kubernetes#114603") {
+		t.Fatalf("v1.34.4 with kube-controller-manager v1.33.13: exit %d, want 0 with kubernetes#114603 known and both releases in the summary:\n%s", code, out)
+	}
+	text, err := os.ReadFile(filepath.Join(dir, "owner-swap-no-solid-owner-collected.trace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--kube-version v1.34.4 --kcm-version v1.33.13\n", "# releases: v1.34..v1.34\n", "# kcm-releases: v1.33..v1.33\n"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("the counterexample lacks %q:\n%s", want, text)
+		}
+	}
+	if out, code := cascade(t, "replay", filepath.Join(dir, "owner-swap-no-solid-owner-collected.trace")); code != 0 {
+		t.Errorf("the counterexample does not replay on its releases: exit %d\n%s", code, out)
+	}
+	out, code = cascade(t, "check", "--preset", "owner-swap", "--kube-version", "v1.33.13", "--kcm-version", "v1.34.4", "-q", "--out", t.TempDir())
+	if code != 0 || strings.Contains(out, "violated") {
+		t.Fatalf("v1.33.13 with kube-controller-manager v1.34.4: exit %d, want 0 and no violation:\n%s", code, out)
+	}
+	for _, args := range [][]string{
+		{"check", "--preset", "owner-swap", "--out", t.TempDir()},
+		{"replay", "race/kubernetes-114603"},
+		{"conform", "--target", "upstream", "--out", t.TempDir()},
+		{"fuzz", "--target", "upstream", "--checks", "1", "--out", t.TempDir()},
+	} {
+		out, code := cascade(t, append(args, "--kcm-version", "garbage")...)
+		msg := strings.TrimPrefix(out, "error: ")
+		if code != 2 || strings.Contains(msg, "\n") || !strings.HasPrefix(msg, `--kcm-version: "garbage" is not a Kubernetes release`) {
+			t.Errorf("%v: exit %d, want 2 and one line naming --kcm-version:\n%s", args, code, out)
+		}
+	}
+	out, code = cascade(t, "replay", "--target", "impl", "--kcm-version", "v1.33.13", "race/kubernetes-114603")
+	if code != 2 || !strings.Contains(out, "cascade's own garbage collector") {
+		t.Errorf("impl with --kcm-version: exit %d, want 2 saying impl runs no kube-controller-manager:\n%s", code, out)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/cascade-k8s/cascade/harness/controlplane"
 	"github.com/cascade-k8s/cascade/harness/target"
 	"github.com/cascade-k8s/cascade/impl/bugs"
+	"github.com/cascade-k8s/cascade/model"
 	"github.com/cascade-k8s/cascade/traces"
 )
 
@@ -33,7 +34,7 @@ type targetFlags struct {
 	binDir                              string
 	datastore                           string
 	history, noProxy                    bool
-	kubeVersion                         string
+	kubeVersion, kcmVersion             string
 }
 
 // datastoreUsage is the help of --datastore on every command that starts
@@ -53,6 +54,7 @@ func (f *targetFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.datastore, "datastore", "", datastoreUsage+" (default etcd)")
 	fl.StringVar(&f.binDir, "kube-bin-dir", "", "envtest targets: directory with etcd, kube-apiserver, kube-controller-manager (default: $KUBEBUILDER_ASSETS, else bin/kube/<--kube-version> of the checkout, bin/kube/"+controlplane.KubeVersion+" without it)")
 	fl.StringVar(&f.kubeVersion, "kube-version", "", kubeVersionUsage+"; on the model target without it each trace replays on the releases its header names")
+	registerKCMVersion(fl, &f.kcmVersion)
 }
 
 // spec checks the flags and builds the target's Spec; every problem is a
@@ -80,13 +82,11 @@ func (f *targetFlags) spec(log io.Writer) (target.Spec, error) {
 		if s.Release, err = kubeconfigRelease(f.kubeconfig, f.context, f.kubeVersion); err != nil {
 			return target.Spec{}, err
 		}
-		fmt.Fprintf(log, "%s: %s\n", f.name, releaseNote(s.Release))
 	case f.name == target.Model:
 		// the model needs no binaries: the release is the one named
 		if s.Release, err = parseKubeVersion(f.kubeVersion); err != nil {
 			return target.Spec{}, err
 		}
-		fmt.Fprintf(log, "%s: %s\n", f.name, releaseNote(s.Release))
 	default:
 		var dir string
 		if s.Release, dir, err = resolveRelease(f.kubeVersion, f.binDir); err != nil {
@@ -95,6 +95,14 @@ func (f *targetFlags) spec(log io.Writer) (target.Spec, error) {
 		if dir != "" {
 			s.BinDir = dir
 		}
+	}
+	if s.Release, s.KCMNamed, err = withKCMVersion(s.Release, f.kcmVersion); err != nil {
+		return target.Spec{}, err
+	}
+	if s.Release != (model.Release{}) {
+		// on upstream and upstream-stepped without --kcm-version, the
+		// target adds its kube-controller-manager's release when it
+		// starts (and says so when it differs)
 		fmt.Fprintf(log, "%s: %s\n", f.name, releaseNote(s.Release))
 	}
 	if err := s.Validate(); err != nil {

@@ -49,6 +49,11 @@ type summary struct {
 	// that of the binaries in use); "" on the model target without
 	// --kube-version, where each trace replays on its own releases.
 	KubeVersion string `json:"kube_version"`
+	// KCMVersion is kube-controller-manager's release when it is not
+	// kube-apiserver's (a skewed control plane: --kcm-version, or the
+	// binary upstream and upstream-stepped started); empty otherwise.
+	// KubeVersion is then kube-apiserver's.
+	KCMVersion string `json:"kcm_version,omitempty"`
 	// Datastore is what an envtest target's kube-apiserver stored objects
 	// in when --datastore was given (etcd or kine); empty otherwise.
 	Datastore string `json:"datastore,omitempty"`
@@ -93,14 +98,20 @@ func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64,
 	if seedFlag != "" && !seedSet && seed != 0 {
 		args = append(args, "--"+seedFlag, strconv.FormatUint(seed, 10))
 	}
-	kv := ""
+	kv, kcm := "", ""
 	if rel != (model.Release{}) {
-		kv = rel.String()
-		if f := cmd.Flags().Lookup("kube-version"); f != nil && !f.Changed && rel != model.DefaultRelease {
+		kv = rel.APIServer().String()
+		if f := cmd.Flags().Lookup("kube-version"); f != nil && !f.Changed && rel.APIServer() != model.DefaultRelease {
 			args = append(args, "--kube-version", kv)
 		}
+		if rel.Skewed() {
+			kcm = rel.KCM().String()
+			if f := cmd.Flags().Lookup("kcm-version"); f != nil && !f.Changed {
+				args = append(args, "--kcm-version", kcm)
+			}
+		}
 	}
-	s := summary{Command: cmd.Name(), Target: target, Seed: seed, Reproduce: strings.Join(args, " "), KubeVersion: kv}
+	s := summary{Command: cmd.Name(), Target: target, Seed: seed, Reproduce: strings.Join(args, " "), KubeVersion: kv, KCMVersion: kcm}
 	if f := cmd.Flags().Lookup("datastore"); f != nil && f.Changed {
 		s.Datastore = f.Value.String()
 	}
@@ -199,6 +210,14 @@ func fuzzKnown(line string) (id, by, msg string) {
 // judged when the registry bounds the race's releases: "known upstream
 // race kubernetes#114603, present in v1.33.13: shown by trace
 // race/kubernetes-114603", then "  e.g. MESSAGE" when a check gave one.
+// judged is the release the summary judged, as model.Release prints it.
+func (s *summary) judged() string {
+	if s.KCMVersion == "" {
+		return s.KubeVersion
+	}
+	return s.KubeVersion + " (kube-controller-manager " + s.KCMVersion + ")"
+}
+
 func (ks knownRaces) lines(release string) []string {
 	var out []string
 	for _, k := range ks {

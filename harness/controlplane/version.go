@@ -11,12 +11,18 @@ import (
 
 // BinaryVersion runs `kube-apiserver --version` from dir and returns the
 // release it reports ("v1.33.13"): the release of the control plane the
-// binaries in dir make. kube-apiserver and kube-controller-manager come
-// from one `make kube` build, so one answers for both.
-func BinaryVersion(dir string) (string, error) {
+// binaries in dir make. kube-apiserver and kube-controller-manager of one
+// `make kube` build are of one release; a directory may pair them across
+// releases, as a control plane does in the middle of an upgrade
+// (BinaryVersionOf asks kube-controller-manager).
+func BinaryVersion(dir string) (string, error) { return BinaryVersionOf(dir, APIServerBinary) }
+
+// BinaryVersionOf runs `NAME --version` from dir (kube-apiserver or
+// kube-controller-manager) and returns the release it reports.
+func BinaryVersionOf(dir, name string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	bin := filepath.Join(dir, APIServerBinary)
+	bin := filepath.Join(dir, name)
 	out, err := exec.CommandContext(ctx, bin, "--version").Output()
 	if err != nil {
 		return "", fmt.Errorf("controlplane: %s --version: %v", bin, err)

@@ -462,8 +462,6 @@ func (r *concurrentRun) trace(kind, summary string) string {
 		desc = append(desc, "impl ran with injected bug(s) "+strings.Join(r.env.Inject, ","))
 	}
 	headers := []traces.Header{{Key: traces.HeaderFoundBy, Value: "cascade fuzz --target " + r.env.Target}}
-	if rel := r.env.Release.Or(); rel != model.DefaultRelease {
-		headers = append(headers, traces.Header{Key: traces.HeaderReleases, Value: rel.MinorRange()})
-	}
+	headers = append(headers, traces.ReleaseHeaders(r.env.Release)...)
 	return traces.Format(desc, headers, []traces.Written{{Commands: cmds, Output: out}})
 }

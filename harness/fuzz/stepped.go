@@ -511,9 +511,7 @@ func (r *steppedRun) trace(kind, summary string) string {
 	if kind == "property" {
 		headers = append(headers, traces.Header{Key: traces.HeaderProperty, Value: propertyName(summary)})
 	}
-	if rel := r.env.Release.Or(); rel != model.DefaultRelease {
-		headers = append(headers, traces.Header{Key: traces.HeaderReleases, Value: rel.MinorRange()})
-	}
+	headers = append(headers, traces.ReleaseHeaders(r.env.Release)...)
 	return traces.Format(desc, headers, r.done)
 }
 

@@ -104,7 +104,10 @@ type Options struct {
 	// Release is the Kubernetes release of the API server and GC that
 	// made the history (the zero value: model.DefaultRelease). It picks
 	// the release-dependent answers (model.ReleaseChanges) and the known
-	// races present in that release (model.KnownRace.Releases).
+	// races present in that release (model.KnownRace.Releases). A skewed
+	// Release (model.Release.WithKCM) judges the API's answers by
+	// kube-apiserver's release and the GC's writes and races by
+	// kube-controller-manager's.
 	Release model.Release
 }
 

@@ -76,7 +76,7 @@ func SpecSkip(s Spec, tr *traces.Trace) string {
 	if _, err := tr.ReleaseFor(rel); err != nil {
 		var nf *traces.NotForRelease
 		if errors.As(err, &nf) {
-			return fmt.Sprintf("its releases header holds for %s, not %s", nf.Holds, nf.Release)
+			return fmt.Sprintf("its releases header holds for %s, not %s", nf.HoldsFor(), nf.Release.Or())
 		}
 		return err.Error()
 	}

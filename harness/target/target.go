@@ -119,8 +119,17 @@ type Spec struct {
 	// (the zero value: model.DefaultRelease). Traces whose releases
 	// header excludes it are skipped, the model target replays on it,
 	// and history checks judge it (lin.Options.Release). cascade's CLI
-	// sets it from --kube-version or from the binaries in BinDir.
+	// sets it from --kube-version or from the binaries in BinDir. It may
+	// be skewed (model.Release.WithKCM): kube-controller-manager's
+	// release is then judged for the GC's behaviour and known races,
+	// kube-apiserver's for the API's answers.
 	Release model.Release
+	// KCMNamed says that Release's kube-controller-manager release was
+	// named (--kcm-version), not left to the binaries: an envtest target
+	// that starts kube-controller-manager refuses a binary of another
+	// release, where it otherwise takes that binary's release as
+	// kube-controller-manager's (detectRelease).
+	KCMNamed bool
 	// Audit turns the envtest API server's audit log on
 	// (controlplane.Options.Audit).
 	Audit bool
@@ -259,6 +268,9 @@ func (s Spec) Validate() error {
 		case s.Webhook || s.WebhookHost != "":
 			return inputErr("the webhook options apply to the kubeconfig target (%s installs the webhook itself)", s.Name)
 		}
+	}
+	if (s.Release.Skewed() || s.KCMNamed) && (s.Name == Impl || s.Name == ImplStepped) {
+		return inputErr("%s runs cascade's own garbage collector (impl, v1.36 and v1.37's semantics), not kube-controller-manager: a kube-controller-manager release applies to the model, upstream, upstream-stepped and kubeconfig targets", s.Name)
 	}
 	if (s.Name == Kubeconfig || s.Name == Model) && (s.BinDir != "" || s.Audit) {
 		return inputErr("the control-plane binaries and the audit log belong to the envtest targets, not %s", s.Name)
@@ -416,10 +428,10 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 			return nil, inputErr("%s not found in %s %s", b, binDir, binDirHint(source))
 		}
 	}
-	if err := t.detectRelease(binDir); err != nil {
+	if err := t.detectRelease(binDir, opts.ControllerManager); err != nil {
 		return nil, err
 	}
-	if s.Name == UpstreamStepped && t.Spec.Release.Less(watchListDefault) {
+	if s.Name == UpstreamStepped && (t.Spec.Release.APIServer().Less(watchListDefault) || t.Spec.Release.KCM().Less(watchListDefault)) {
 		// upstream-stepped steps an informer's list object by object
 		// (`gc coalesce`, `gc sync`), which a WatchList stream allows and a
 		// LIST answer does not; before v1.35 client-go lists with a LIST
@@ -428,9 +440,18 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 		// the reflector falls back to a LIST). The GC sees the same
 		// either way: the reflector hands a WatchList's initial events to
 		// its store in one Replace, as a LIST's items.
-		opts.ControllerManagerArgs = []string{"--feature-gates=WatchListClient=true"}
-		opts.APIServerFeatureGates = "WatchList=true"
-		what += " (WatchList on in both: off by default in " + t.Spec.Release.String() + ")"
+		// Each side's gate is set where its release has it off (a skewed
+		// control plane may need one only).
+		var on []string
+		if t.Spec.Release.KCM().Less(watchListDefault) {
+			opts.ControllerManagerArgs = []string{"--feature-gates=WatchListClient=true"}
+			on = append(on, "kube-controller-manager "+t.Spec.Release.KCM().String())
+		}
+		if t.Spec.Release.APIServer().Less(watchListDefault) {
+			opts.APIServerFeatureGates = "WatchList=true"
+			on = append(on, "kube-apiserver "+t.Spec.Release.APIServer().String())
+		}
+		what += " (WatchList on in " + strings.Join(on, " and ") + ", where it is off by default)"
 	}
 	begin := time.Now()
 	t.logf("%s: starting %s %s from %s", s.Name, what, t.Spec.Release, binDir)
@@ -698,22 +719,45 @@ func throttle(cfg *rest.Config) {
 }
 
 // detectRelease sets Spec.Release, when zero, to the release of the
-// kube-apiserver in binDir, and refuses a Spec.Release those binaries
-// contradict.
-func (t *Target) detectRelease(binDir string) error {
-	v, err := controlplane.BinaryVersion(binDir)
+// kube-apiserver in binDir and, when the target starts it (kcm), of the
+// kube-controller-manager there, which may differ (a skewed control
+// plane, model.Release.WithKCM), and refuses a Spec.Release those
+// binaries contradict. A kube-controller-manager release Spec does not
+// name (KCMNamed) is the binary's.
+func (t *Target) detectRelease(binDir string, kcm bool) error {
+	rel, err := binaryRelease(binDir, controlplane.APIServerBinary)
 	if err != nil {
-		return &InputError{Err: err}
+		return err
 	}
-	rel, err := model.ParseRelease(v)
-	if err != nil {
-		return inputErr("%s/%s: %v", binDir, controlplane.APIServerBinary, err)
+	if kcm {
+		k, err := binaryRelease(binDir, controlplane.ControllerManagerBinary)
+		if err != nil {
+			return err
+		}
+		rel = rel.WithKCM(k)
 	}
-	if t.Spec.Release != (model.Release{}) && t.Spec.Release != rel {
-		return inputErr("the binaries in %s are Kubernetes %s, not %s", binDir, rel, t.Spec.Release)
+	named := t.Spec.Release
+	if named != (model.Release{}) && !t.Spec.KCMNamed && !named.Skewed() {
+		named = named.WithKCM(rel.KCM())
+	}
+	if named != (model.Release{}) && named != rel {
+		return inputErr("the binaries in %s are Kubernetes %s, not %s", binDir, rel, named)
 	}
 	t.Spec.Release = rel
 	return nil
+}
+
+// binaryRelease is the release of binary name in dir.
+func binaryRelease(dir, name string) (model.Release, error) {
+	v, err := controlplane.BinaryVersionOf(dir, name)
+	if err != nil {
+		return model.Release{}, &InputError{Err: err}
+	}
+	rel, err := model.ParseRelease(v)
+	if err != nil {
+		return rel, inputErr("%s/%s: %v", dir, name, err)
+	}
+	return rel, nil
 }
 
 // resolveBinDir is controlplane.ResolveBinDir, falling back to the

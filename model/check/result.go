@@ -226,14 +226,9 @@ func (e *explorer) traceFile(ce *Counterexample, quiescent bool, setup []string)
 		}
 		headers = append(headers, traces.Header{Key: traces.HeaderBug, Value: e.scope.Bugs.String()})
 	}
-	rel := e.scope.Release.Or()
-	if rel != model.DefaultRelease {
-		found += " --kube-version " + rel.String()
-	}
+	found += traces.ReleaseFlags(e.scope.Release)
 	headers = append(headers, traces.Header{Key: traces.HeaderFoundBy, Value: found})
-	if rel != model.DefaultRelease {
-		headers = append(headers, traces.Header{Key: traces.HeaderReleases, Value: rel.MinorRange()})
-	}
+	headers = append(headers, traces.ReleaseHeaders(e.scope.Release)...)
 	if ce.Known != "" {
 		headers = append(headers, traces.Header{Key: traces.HeaderKnown, Value: ce.Known})
 	}
