@@ -30,8 +30,8 @@ func TestReleaseTraces(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rr.All() {
-			continue
+		if _, apart, _ := tr.KCMReleases(); rr.All() || apart {
+			continue // a skewed control plane's trace: TestSkewedReleaseHeaders
 		}
 		var in, out int
 		for _, v := range releasesUnderTest {

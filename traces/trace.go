@@ -356,7 +356,10 @@ func (t *Trace) checkHeaders() error {
 	if _, err := t.Bugs(); err != nil {
 		return err
 	}
-	_, err := t.Releases()
+	if _, err := t.Releases(); err != nil {
+		return err
+	}
+	_, _, err := t.KCMReleases()
 	return err
 }
 

@@ -180,7 +180,7 @@ func runCheck(cmd *cobra.Command, f *checkFlags) error {
 	// the model needs no binaries: a release named wins over theirs
 	if f.kubeVersion != "" {
 		scope.Release, err = parseKubeVersion(f.kubeVersion)
-	} else if scope.Release, _, err = resolveRelease("", ""); err != nil {
+	} else if scope.Release, _, err = resolveRelease("", "", "", false); err != nil {
 		// binaries that cannot be read leave the model, which needs
 		// none, on the default release
 		fmt.Fprintf(stderr, "check: %v: judging the default release, %s (--kube-version names another)\n", err, model.DefaultRelease)

@@ -88,11 +88,54 @@ func withKCMVersion(rel model.Release, kcmVersion string) (model.Release, bool, 
 // directory, or the default release when there is none (the model needs
 // no binaries). A --kube-version the binaries contradict, or one that is
 // not a release, is a usage error.
-func resolveRelease(kubeVersion, binDirFlag string) (rel model.Release, binDir string, err error) {
-	if rel, err = parseKubeVersion(kubeVersion); err != nil {
+//
+// With kcm (the targets whose GC is kube-controller-manager's, upstream
+// and upstream-stepped), kube-controller-manager's release is the one
+// --kcm-version names, else that of the kube-controller-manager binary
+// beside that kube-apiserver, which makes the release skewed
+// (model.Release.WithKCM) when it is another, as the target will find
+// it; a --kcm-version that binary contradicts is a usage error. Without
+// kcm a --kcm-version is applied as named (the target refuses it where
+// no kube-controller-manager's GC runs).
+func resolveRelease(kubeVersion, kcmVersion, binDirFlag string, kcm bool) (model.Release, string, error) {
+	rel, binDir, dir, err := resolveAPIServerRelease(kubeVersion, binDirFlag)
+	if err != nil {
 		return rel, "", err
 	}
-	dir, source, derr := controlplane.ResolveBinDir(binDirFlag)
+	named, _, err := withKCMVersion(rel, kcmVersion)
+	if err != nil {
+		return rel, "", err
+	}
+	bin := filepath.Join(dir, controlplane.ControllerManagerBinary)
+	if !kcm || dir == "" {
+		return named, binDir, nil
+	}
+	if _, serr := os.Stat(bin); serr != nil {
+		return named, binDir, nil // the target names what is missing
+	}
+	v, err := controlplane.BinaryVersionOf(dir, controlplane.ControllerManagerBinary)
+	if err != nil {
+		return rel, "", usageErr("%v", err)
+	}
+	have, err := model.ParseRelease(v)
+	if err != nil {
+		return rel, "", usageErr("%s: %v", bin, err)
+	}
+	if kcmVersion != "" && named.KCM() != have {
+		return rel, "", usageErr("--kcm-version %s, but the kube-controller-manager in %s is %s: name its release, or leave the flag out", named.KCM(), dir, have)
+	}
+	return rel.WithKCM(have), binDir, nil
+}
+
+// resolveAPIServerRelease is resolveRelease for kube-apiserver alone,
+// and the directory whose kube-apiserver it read ("" for none).
+func resolveAPIServerRelease(kubeVersion, binDirFlag string) (rel model.Release, binDir, dir string, err error) {
+	if rel, err = parseKubeVersion(kubeVersion); err != nil {
+		return rel, "", "", err
+	}
+	var source string
+	var derr error
+	dir, source, derr = controlplane.ResolveBinDir(binDirFlag)
 	if derr != nil {
 		// no checkout around the working directory: the binaries come
 		// from around the executable (target.resolveBinDir), or nowhere
@@ -112,27 +155,27 @@ func resolveRelease(kubeVersion, binDirFlag string) (rel model.Release, binDir s
 	if derr == nil {
 		if _, serr := os.Stat(filepath.Join(dir, controlplane.APIServerBinary)); serr == nil {
 			if have, err = controlplane.BinaryVersion(dir); err != nil {
-				return rel, "", usageErr("%v", err)
+				return rel, "", "", usageErr("%v", err)
 			}
 		} else if !errors.Is(serr, os.ErrNotExist) {
-			return rel, "", usageErr("%v", serr)
+			return rel, "", "", usageErr("%v", serr)
 		}
 	}
 	switch {
 	case kubeVersion != "" && have == "" && derr == nil && source == "repository":
-		return rel, "", usageErr("--kube-version %s: no control plane is built for it in %s: build it with 'make kube KUBE_VERSION=%s'", rel, dir, rel)
+		return rel, "", "", usageErr("--kube-version %s: no control plane is built for it in %s: build it with 'make kube KUBE_VERSION=%s'", rel, dir, rel)
 	case kubeVersion == "" && have == "":
-		return model.DefaultRelease, binDir, nil
+		return model.DefaultRelease, binDir, "", nil
 	case kubeVersion == "":
 		if rel, err = model.ParseRelease(have); err != nil {
-			return rel, "", usageErr("%s: %v", filepath.Join(dir, controlplane.APIServerBinary), err)
+			return rel, "", "", usageErr("%s: %v", filepath.Join(dir, controlplane.APIServerBinary), err)
 		}
-		return rel, binDir, nil
+		return rel, binDir, dir, nil
 	case have != "" && have != rel.String():
-		return rel, "", usageErr("--kube-version %s, but the kube-apiserver in %s is %s (from %s): name its release, or point --kube-bin-dir at %s binaries",
+		return rel, "", "", usageErr("--kube-version %s, but the kube-apiserver in %s is %s (from %s): name its release, or point --kube-bin-dir at %s binaries",
 			rel, dir, have, source, rel)
 	}
-	return rel, binDir, nil
+	return rel, binDir, dir, nil
 }
 
 // parseKubeVersion is the release --kube-version names, the default one
@@ -151,24 +194,32 @@ func parseKubeVersion(v string) (model.Release, error) {
 // releaseNote is the line commands print on stderr naming the release
 // they judge.
 func releaseNote(rel model.Release) string {
-	if rel.Minor < model.OldestRelease.Minor {
-		// a real cluster of an older release, say: the table's changes
-		// all came later, but what else changed before v1.30 is unread
-		return fmt.Sprintf("kubernetes release %s, older than v1.%d, the oldest release the model's release table was read against: judged with the semantics it gives releases before its first change, unchecked for that release", rel, model.OldestRelease.Minor)
-	}
-	if rel.Minor > model.DefaultRelease.Minor {
-		// a new release being added (hack/kube/README.md): judged as the
-		// newest one read until model/release.go says otherwise
-		return fmt.Sprintf("kubernetes release %s, newer than v1.%d, the newest release the model's release table was read against: judged with that release's semantics and known races", rel, model.DefaultRelease.Minor)
-	}
+	rel = rel.Or()
 	note := fmt.Sprintf("kubernetes release %s (model semantics and known races of that release)", rel)
+	a, k := rel.APIServer(), rel.KCM()
 	if rel.Skewed() {
+		note = fmt.Sprintf("kubernetes release %s: the API's answers of %s, the garbage collector's behaviour and known races of %s", rel, a, k)
 		// version skew policy: kube-controller-manager not newer than
 		// kube-apiserver, and at most one minor older
-		a, k := rel.APIServer(), rel.KCM()
-		note = fmt.Sprintf("kubernetes release %s: the API's answers of %s, the garbage collector's behaviour and known races of %s", rel, a, k)
 		if a.Less(k) || k.Minor < a.Minor-1 {
 			note += "; outside Kubernetes' version skew policy (kube-controller-manager at most one minor older than kube-apiserver, never newer), untested upstream"
+		}
+	}
+	for _, r := range []model.Release{a, k} {
+		switch {
+		case r.Minor < model.OldestRelease.Minor:
+			// a real cluster of an older release, say: the table's
+			// changes all came later, but what else changed before v1.30
+			// is unread
+			note += fmt.Sprintf("; %s is older than v1.%d, the oldest release the model's release table was read against: judged with the semantics it gives releases before its first change, unchecked for that release", r, model.OldestRelease.Minor)
+		case r.Minor > model.DefaultRelease.Minor:
+			// a new release being added (hack/kube/README.md): judged
+			// as the newest one read until model/release.go says
+			// otherwise
+			note += fmt.Sprintf("; %s is newer than v1.%d, the newest release the model's release table was read against: judged with that release's semantics and known races", r, model.DefaultRelease.Minor)
+		}
+		if !rel.Skewed() {
+			break
 		}
 	}
 	return note

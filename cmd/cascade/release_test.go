@@ -205,3 +205,30 @@ func TestKCMVersion(t *testing.T) {
 		t.Errorf("impl with --kcm-version: exit %d, want 2 saying impl runs no kube-controller-manager:\n%s", code, out)
 	}
 }
+
+// TestKCMVersionFromBinaries: upstream and upstream-stepped take
+// kube-controller-manager's release from the binary beside
+// kube-apiserver, a skewed one included, and refuse a --kcm-version it
+// contradicts before anything starts; impl, whose GC is cascade's, judges
+// kube-apiserver's release alone.
+func TestKCMVersionFromBinaries(t *testing.T) {
+	dir := fakeBinDir(t, "v1.34.4")
+	if err := os.WriteFile(filepath.Join(dir, controlplane.ControllerManagerBinary), []byte("#!/bin/sh\necho Kubernetes v1.33.13\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBEBUILDER_ASSETS", dir)
+	out, code := cascade(t, "fuzz", "--target", "upstream", "--kcm-version", "v1.34.4", "--checks", "1", "--out", t.TempDir())
+	if code != 2 || !strings.Contains(out, "--kcm-version v1.34.4, but the kube-controller-manager in") || !strings.Contains(out, "is v1.33.13") {
+		t.Fatalf("exit %d, want 2 naming both releases:\n%s", code, out)
+	}
+	v134, v133 := model.Release{Major: 1, Minor: 34, Patch: 4}, model.Release{Major: 1, Minor: 33, Patch: 13}
+	if rel, _, err := resolveRelease("", "", "", true); err != nil || rel != v134.WithKCM(v133) {
+		t.Errorf("upstream judges %v, %v; want %v", rel, err, v134.WithKCM(v133))
+	}
+	if rel, _, err := resolveRelease("", "v1.33.13", "", true); err != nil || rel != v134.WithKCM(v133) {
+		t.Errorf("upstream with --kcm-version v1.33.13 judges %v, %v; want %v", rel, err, v134.WithKCM(v133))
+	}
+	if rel, _, err := resolveRelease("", "", "", false); err != nil || rel != v134 {
+		t.Errorf("impl judges %v, %v; want kube-apiserver's %v alone", rel, err, v134)
+	}
+}

@@ -74,7 +74,12 @@ func (f *targetFlags) spec(log io.Writer) (target.Spec, error) {
 		Name: f.name, Inject: bs, Kubeconfig: f.kubeconfig, Context: f.context, LimitedContext: f.limitedContext,
 		Webhook: f.webhook, WebhookHost: f.webhookHost, BinDir: f.binDir, Datastore: f.datastore, History: f.history, NoProxy: f.noProxy, Log: log,
 	}
+	if _, _, err := withKCMVersion(model.Release{}, f.kcmVersion); err != nil {
+		return target.Spec{}, err
+	}
 	switch {
+	case f.name == target.Model && f.kubeVersion == "" && f.kcmVersion != "":
+		return target.Spec{}, usageErr("--kcm-version on the model target needs --kube-version: without it each trace replays on the releases its headers name")
 	case f.name == target.Model && f.kubeVersion == "":
 		// each trace on its own releases
 	case f.name == target.Kubeconfig:
@@ -89,7 +94,7 @@ func (f *targetFlags) spec(log io.Writer) (target.Spec, error) {
 		}
 	default:
 		var dir string
-		if s.Release, dir, err = resolveRelease(f.kubeVersion, f.binDir); err != nil {
+		if s.Release, dir, err = resolveRelease(f.kubeVersion, f.kcmVersion, f.binDir, f.name == target.Upstream || f.name == target.UpstreamStepped); err != nil {
 			return target.Spec{}, err
 		}
 		if dir != "" {
@@ -100,9 +105,6 @@ func (f *targetFlags) spec(log io.Writer) (target.Spec, error) {
 		return target.Spec{}, err
 	}
 	if s.Release != (model.Release{}) {
-		// on upstream and upstream-stepped without --kcm-version, the
-		// target adds its kube-controller-manager's release when it
-		// starts (and says so when it differs)
 		fmt.Fprintf(log, "%s: %s\n", f.name, releaseNote(s.Release))
 	}
 	if err := s.Validate(); err != nil {

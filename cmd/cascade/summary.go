@@ -62,7 +62,8 @@ type summary struct {
 // newSummary starts the summary of cmd's run on release rel: its command
 // line with the flags that were given (leaving out those that only shape
 // the report), seedFlag, when not "", set to seed, and --kube-version
-// when rel was detected and is not the default.
+// when rel was detected and is not the default (and --kcm-version when
+// rel is skewed and the flag was not given).
 func newSummary(cmd *cobra.Command, target string, seedFlag string, seed uint64, rel model.Release) summary {
 	args := []string{"cascade", cmd.Name()}
 	if f := cmd.Flags().Lookup("target"); f != nil && f.Changed {
@@ -206,10 +207,6 @@ func fuzzKnown(line string) (id, by, msg string) {
 	return id, "fuzz (on " + basis, msg
 }
 
-// lines are the report's lines naming each race shown, with the release
-// judged when the registry bounds the race's releases: "known upstream
-// race kubernetes#114603, present in v1.33.13: shown by trace
-// race/kubernetes-114603", then "  e.g. MESSAGE" when a check gave one.
 // judged is the release the summary judged, as model.Release prints it.
 func (s *summary) judged() string {
 	if s.KCMVersion == "" {
@@ -218,6 +215,10 @@ func (s *summary) judged() string {
 	return s.KubeVersion + " (kube-controller-manager " + s.KCMVersion + ")"
 }
 
+// lines are the report's lines naming each race shown, with the release
+// judged when the registry bounds the race's releases: "known upstream
+// race kubernetes#114603, present in v1.33.13: shown by trace
+// race/kubernetes-114603", then "  e.g. MESSAGE" when a check gave one.
 func (ks knownRaces) lines(release string) []string {
 	var out []string
 	for _, k := range ks {

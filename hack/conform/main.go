@@ -61,7 +61,7 @@ func main() {
 	flag.IntVar(&c.checks, "fuzz-checks", 10, "random runs per fuzz target")
 	flag.Uint64Var(&c.seed, "fuzz-seed", 1, "rapid's seed for every fuzz target")
 	flag.StringVar(&c.out, "out", "out/conform", "directory for the reports and logs")
-	flag.StringVar(&c.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager (default: KUBEBUILDER_ASSETS, then bin/kube/"+controlplane.KubeVersion+"); the runs judge the release of its kube-apiserver")
+	flag.StringVar(&c.binDir, "kube-bin-dir", "", "etcd, kube-apiserver and kube-controller-manager (default: KUBEBUILDER_ASSETS, then bin/kube/"+controlplane.KubeVersion+"); the runs judge the release of its kube-apiserver, and upstream and upstream-stepped that of its kube-controller-manager too (which may be another: version skew)")
 	flag.StringVar(&c.datastore, "datastore", "etcd", "what the envtest targets' kube-apiserver stores objects in: etcd, or kine (bin/kine, 'make kine')")
 	flag.IntVar(&c.jobs, "jobs", 3, "runs (suite targets and fuzz targets) at a time")
 	flag.DurationVar(&c.timeout, "timeout", 30*time.Minute, "give up on one run after this long")

@@ -45,6 +45,7 @@ func TestDetectReleaseSkew(t *testing.T) {
 		{"both named", Spec{Release: skew, KCMNamed: true}, true, skew, ""},
 		{"no kube-controller-manager started", Spec{Release: v134}, false, v134, ""},
 		{"another kube-controller-manager named", Spec{Release: v134, KCMNamed: true}, true, model.Release{}, "are Kubernetes v1.34.4 (kube-controller-manager v1.33.13), not v1.34.4"},
+		{"a skewed release another kube-controller-manager", Spec{Release: v134.WithKCM(model.Release{Major: 1, Minor: 33}), KCMNamed: true}, true, model.Release{}, "not v1.34.4 (kube-controller-manager v1.33.0)"},
 		{"another kube-apiserver named", Spec{Release: v133}, true, model.Release{}, "(kube-controller-manager v1.33.13), not v1.33.13"},
 	} {
 		tg := &Target{Spec: c.spec}

@@ -428,7 +428,9 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 			return nil, inputErr("%s not found in %s %s", b, binDir, binDirHint(source))
 		}
 	}
-	if err := t.detectRelease(binDir, opts.ControllerManager); err != nil {
+	// impl starts kube-controller-manager too, for its other
+	// controllers: the GC judged is impl's own
+	if err := t.detectRelease(binDir, s.Name == Upstream || s.Name == UpstreamStepped); err != nil {
 		return nil, err
 	}
 	if s.Name == UpstreamStepped && (t.Spec.Release.APIServer().Less(watchListDefault) || t.Spec.Release.KCM().Less(watchListDefault)) {
