@@ -283,7 +283,7 @@ var KnownRaces = []KnownRace{
 		Relaxes:   []string{PropNoSolidOwnerCollected, knownLinResolvable},
 		Evidence:  []Evidence{EvidenceModelState, EvidenceRecordedReads},
 		Sites:     []string{"model checkSolidOwner", "lin gcDelete"},
-		Fixtures:  []string{"traces/races/kubernetes-114603.trace", "harness/lin.TestOwnerChangeBeforeDelete"},
+		Fixtures:  []string{"traces/races/kubernetes-114603.trace", "traces/races/kubernetes-114603-skew.trace", "harness/lin.TestOwnerChangeBeforeDelete"},
 		Releases:  ReleaseRange{Until: ReleaseChanges[ChangeGCDeleteRV].Since},
 		Component: ReleaseChanges[ChangeGCDeleteRV].Component,
 		Doc:       "attemptToDeleteItem GETs a dependent, finds its owners absent and decides to delete it; a client adds a live owner or removes the last reference before the DELETE lands, and the DELETE, without a resourceVersion precondition, collects it. The model sees it in the in-flight write's ownerReferences; harness/lin in the GC's recorded GET of the object and the write that changed its references after it."},
