@@ -13,21 +13,23 @@ import (
 	"github.com/cascade-k8s/cascade/model"
 )
 
-// TestKubeVersionGarbage: a --kube-version that is no release is one
-// line naming the flag, exit 2, on every command that takes it, before
-// anything starts.
+// TestKubeVersionGarbage: a --kube-version or --kcm-version that is no
+// release is one line naming the flag, exit 2, on every command that
+// takes it, before anything starts.
 func TestKubeVersionGarbage(t *testing.T) {
-	for _, args := range [][]string{
-		{"check", "--preset", "owner-swap", "--out", t.TempDir()},
-		{"replay", "race/kubernetes-114603"},
-		{"replay", "--target", "upstream", "race/kubernetes-114603"},
-		{"conform", "--target", "upstream", "--out", t.TempDir()},
-		{"fuzz", "--target", "upstream", "--checks", "1", "--out", t.TempDir()},
-	} {
-		out, code := cascade(t, append(args, "--kube-version", "garbage")...)
-		msg := strings.TrimPrefix(out, "error: ")
-		if code != 2 || strings.Contains(msg, "\n") || !strings.HasPrefix(msg, `--kube-version: "garbage" is not a Kubernetes release`) {
-			t.Errorf("%v: exit %d, want 2 and one line naming --kube-version:\n%s", args, code, out)
+	for _, flag := range []string{"--kube-version", "--kcm-version"} {
+		for _, args := range [][]string{
+			{"check", "--preset", "owner-swap", "--out", t.TempDir()},
+			{"replay", "race/kubernetes-114603"},
+			{"replay", "--target", "upstream", "race/kubernetes-114603"},
+			{"conform", "--target", "upstream", "--out", t.TempDir()},
+			{"fuzz", "--target", "upstream", "--checks", "1", "--out", t.TempDir()},
+		} {
+			out, code := cascade(t, append(args, flag, "garbage")...)
+			msg := strings.TrimPrefix(out, "error: ")
+			if code != 2 || strings.Contains(msg, "\n") || !strings.HasPrefix(msg, flag+`: "garbage" is not a Kubernetes release`) {
+				t.Errorf("%v: exit %d, want 2 and one line naming %s:\n%s", args, code, flag, out)
+			}
 		}
 	}
 }
@@ -163,8 +165,8 @@ func TestFuzzKnownRaces(t *testing.T) {
 // kubernetes#114603 (the v1.33 GC's DELETE has no resourceVersion
 // precondition), and the counterexample's headers and command say both
 // releases; v1.33.13 with a v1.34.4 kube-controller-manager does not.
-// A --kcm-version that is no release is one line, exit 2, on every
-// command, and impl, whose GC is cascade's, refuses one.
+// impl, whose GC is cascade's, refuses one (TestKubeVersionGarbage has
+// the malformed flag).
 func TestKCMVersion(t *testing.T) {
 	dir := t.TempDir()
 	out, code := cascade(t, "check", "--preset", "owner-swap", "--kube-version", "v1.34.4", "--kcm-version", "v1.33.13", "-q", "--json", "--out", dir)
@@ -187,18 +189,6 @@ func TestKCMVersion(t *testing.T) {
 	out, code = cascade(t, "check", "--preset", "owner-swap", "--kube-version", "v1.33.13", "--kcm-version", "v1.34.4", "-q", "--out", t.TempDir())
 	if code != 0 || strings.Contains(out, "violated") {
 		t.Fatalf("v1.33.13 with kube-controller-manager v1.34.4: exit %d, want 0 and no violation:\n%s", code, out)
-	}
-	for _, args := range [][]string{
-		{"check", "--preset", "owner-swap", "--out", t.TempDir()},
-		{"replay", "race/kubernetes-114603"},
-		{"conform", "--target", "upstream", "--out", t.TempDir()},
-		{"fuzz", "--target", "upstream", "--checks", "1", "--out", t.TempDir()},
-	} {
-		out, code := cascade(t, append(args, "--kcm-version", "garbage")...)
-		msg := strings.TrimPrefix(out, "error: ")
-		if code != 2 || strings.Contains(msg, "\n") || !strings.HasPrefix(msg, `--kcm-version: "garbage" is not a Kubernetes release`) {
-			t.Errorf("%v: exit %d, want 2 and one line naming --kcm-version:\n%s", args, code, out)
-		}
 	}
 	out, code = cascade(t, "replay", "--target", "impl", "--kcm-version", "v1.33.13", "race/kubernetes-114603")
 	if code != 2 || !strings.Contains(out, "cascade's own garbage collector") {
