@@ -337,7 +337,7 @@ func runFuzz(cmd *cobra.Command, f *fuzzFlags) error {
 		spec.Release, err = kubeconfigRelease(f.kubeconfig, f.context, f.kubeVersion)
 	} else {
 		var dir string
-		if spec.Release, dir, err = resolveRelease(f.kubeVersion, f.kcmVersion, f.binDir, f.target == target.Upstream || f.target == target.UpstreamStepped); dir != "" {
+		if spec.Release, dir, err = resolveRelease(f.kubeVersion, f.kcmVersion, f.binDir, target.JudgesKCM(f.target)); dir != "" {
 			spec.BinDir = dir
 		}
 	}

@@ -103,25 +103,17 @@ func resolveRelease(kubeVersion, kcmVersion, binDirFlag string, kcm bool) (model
 		return rel, "", err
 	}
 	named, _, err := withKCMVersion(rel, kcmVersion)
-	if err != nil {
-		return rel, "", err
+	if err != nil || !kcm || dir == "" {
+		return named, binDir, err
 	}
-	bin := filepath.Join(dir, controlplane.ControllerManagerBinary)
-	if !kcm || dir == "" {
-		return named, binDir, nil
-	}
-	if _, serr := os.Stat(bin); serr != nil {
+	if _, serr := os.Stat(filepath.Join(dir, controlplane.ControllerManagerBinary)); serr != nil {
 		return named, binDir, nil // the target names what is missing
 	}
-	v, err := controlplane.BinaryVersionOf(dir, controlplane.ControllerManagerBinary)
-	if err != nil {
+	have, err := target.BinaryRelease(dir, controlplane.ControllerManagerBinary)
+	switch {
+	case err != nil:
 		return rel, "", usageErr("%v", err)
-	}
-	have, err := model.ParseRelease(v)
-	if err != nil {
-		return rel, "", usageErr("%s: %v", bin, err)
-	}
-	if kcmVersion != "" && named.KCM() != have {
+	case kcmVersion != "" && named.KCM() != have:
 		return rel, "", usageErr("--kcm-version %s, but the kube-controller-manager in %s is %s: name its release, or leave the flag out", named.KCM(), dir, have)
 	}
 	return rel.WithKCM(have), binDir, nil
@@ -205,7 +197,11 @@ func releaseNote(rel model.Release) string {
 			note += "; outside Kubernetes' version skew policy (kube-controller-manager at most one minor older than kube-apiserver, never newer), untested upstream"
 		}
 	}
-	for _, r := range []model.Release{a, k} {
+	judged := []model.Release{a}
+	if rel.Skewed() {
+		judged = append(judged, k)
+	}
+	for _, r := range judged {
 		switch {
 		case r.Minor < model.OldestRelease.Minor:
 			// a real cluster of an older release, say: the table's
@@ -217,9 +213,6 @@ func releaseNote(rel model.Release) string {
 			// as the newest one read until model/release.go says
 			// otherwise
 			note += fmt.Sprintf("; %s is newer than v1.%d, the newest release the model's release table was read against: judged with that release's semantics and known races", r, model.DefaultRelease.Minor)
-		}
-		if !rel.Skewed() {
-			break
 		}
 	}
 	return note

@@ -94,7 +94,7 @@ func (f *targetFlags) spec(log io.Writer) (target.Spec, error) {
 		}
 	default:
 		var dir string
-		if s.Release, dir, err = resolveRelease(f.kubeVersion, f.kcmVersion, f.binDir, f.name == target.Upstream || f.name == target.UpstreamStepped); err != nil {
+		if s.Release, dir, err = resolveRelease(f.kubeVersion, f.kcmVersion, f.binDir, target.JudgesKCM(f.name)); err != nil {
 			return target.Spec{}, err
 		}
 		if dir != "" {

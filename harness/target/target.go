@@ -430,7 +430,7 @@ func Start(ctx context.Context, s Spec) (_ *Target, retErr error) {
 	}
 	// impl starts kube-controller-manager too, for its other
 	// controllers: the GC judged is impl's own
-	if err := t.detectRelease(binDir, s.Name == Upstream || s.Name == UpstreamStepped); err != nil {
+	if err := t.detectRelease(binDir, JudgesKCM(s.Name)); err != nil {
 		return nil, err
 	}
 	if s.Name == UpstreamStepped && (t.Spec.Release.APIServer().Less(watchListDefault) || t.Spec.Release.KCM().Less(watchListDefault)) {
@@ -727,12 +727,12 @@ func throttle(cfg *rest.Config) {
 // binaries contradict. A kube-controller-manager release Spec does not
 // name (KCMNamed) is the binary's.
 func (t *Target) detectRelease(binDir string, kcm bool) error {
-	rel, err := binaryRelease(binDir, controlplane.APIServerBinary)
+	rel, err := BinaryRelease(binDir, controlplane.APIServerBinary)
 	if err != nil {
 		return err
 	}
 	if kcm {
-		k, err := binaryRelease(binDir, controlplane.ControllerManagerBinary)
+		k, err := BinaryRelease(binDir, controlplane.ControllerManagerBinary)
 		if err != nil {
 			return err
 		}
@@ -749,8 +749,15 @@ func (t *Target) detectRelease(binDir string, kcm bool) error {
 	return nil
 }
 
-// binaryRelease is the release of binary name in dir.
-func binaryRelease(dir, name string) (model.Release, error) {
+// JudgesKCM reports whether target name's GC is kube-controller-manager's
+// (upstream, upstream-stepped), so that the release of the
+// kube-controller-manager binary it starts is judged; impl starts one
+// for its other controllers, and its GC is cascade's.
+func JudgesKCM(name string) bool { return name == Upstream || name == UpstreamStepped }
+
+// BinaryRelease is the release the binary name in dir reports (`NAME
+// --version`); an error is an InputError.
+func BinaryRelease(dir, name string) (model.Release, error) {
 	v, err := controlplane.BinaryVersionOf(dir, name)
 	if err != nil {
 		return model.Release{}, &InputError{Err: err}
